@@ -1,0 +1,3 @@
+from hankweave.cli import main
+
+main()
