@@ -1,0 +1,49 @@
+"""How the command line turns errors into messages and exit codes.
+
+Bad input never shows a Python traceback (unless ``--debug``): the error says what and where in
+one paragraph and the process exits with :data:`EXIT_USAGE`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class CLIError(click.ClickException):
+    """A user-facing error: printed as ``Error: <message>`` with its exit code."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def run_cli(group: click.Group) -> int:
+    """Run the click group; unexpected exceptions become one error line (tracebacks with --debug)."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        group.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if debug:
+            raise
+        click.echo(f"Error: {type(exc).__name__}: {exc} (run with --debug for details)", err=True)
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,150 @@
+"""Small durable-file and process helpers shared by the whole runtime.
+
+Every file the runtime owns (``state.json``, ``runtime.lock``, metadata files) is replaced
+atomically through :func:`atomic_write_bytes`, so a reader, or the next boot after a SIGKILL, sees
+either the old content or the new content, never a torn write.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+
+__all__ = [
+    "atomic_write_bytes",
+    "fsync_dir",
+    "parse_iso",
+    "pid_alive",
+    "utc_now_iso",
+]
+
+
+def fsync_dir(path: Path | str) -> None:
+    """Flush a directory's entries (creations, renames, unlinks) to stable storage.
+
+    Filesystems that cannot fsync a directory are tolerated: there is nothing more we can do there.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+    try:
+        fd = os.open(path, flags)
+    except PermissionError:
+        # Windows cannot open a directory; its renames are durable enough for our purpose.
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _write_and_replace(path: Path, data: bytes, mode: int | None) -> None:
+    """Write ``data`` to ``path.tmp-<pid>``, fsync it, set ``mode`` and rename it over ``path``."""
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    # Create with the final mode so a secret-bearing file is never briefly world-readable.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    try:
+        try:
+            if mode is not None:
+                # The umask (or a leftover tmp file) may have given other bits; force the exact mode.
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_bytes(
+    path: Path | str,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    backup: Path | str | None = None,
+) -> None:
+    """Durably replace ``path`` with ``data``.
+
+    The bytes go to ``<path>.tmp-<pid>`` in the same directory, are flushed and fsynced, then
+    renamed over ``path`` with :func:`os.replace`, and the directory is fsynced so the rename
+    survives a power loss.
+
+    Args:
+        path: the file to replace (created if missing).
+        data: the complete new content.
+        mode: permission bits to set on the new file (e.g. ``0o600``). When ``None`` an existing
+            file keeps its permission bits and a new file gets the default mode (umask applies).
+        backup: when given and ``path`` already exists, the previous content is first copied to
+            this file, itself atomically, so ``backup`` always holds a complete earlier version.
+    """
+    path = Path(path)
+    previous_mode: int | None = None
+    try:
+        previous_mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        pass
+    if backup is not None and previous_mode is not None:
+        backup = Path(backup)
+        # A copy, not a rename: `path` must exist at every instant for concurrent readers.
+        _write_and_replace(backup, path.read_bytes(), previous_mode)
+        if backup.parent.resolve() != path.parent.resolve():
+            fsync_dir(backup.parent)
+    _write_and_replace(path, data, mode if mode is not None else previous_mode)
+    fsync_dir(path.parent)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists, as seen by ``kill(pid, 0)``.
+
+    Only "no such process" means dead; a permission error means the process exists but belongs to
+    someone else, so it counts as alive. A zombie (exited but not yet reaped) counts as alive.
+    Non-positive pids are never alive: ``kill(0|-n, 0)`` would address process groups.
+    """
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        # Larger than any pid the OS can hand out.
+        return False
+    return True
+
+
+def utc_now_iso() -> str:
+    """The current UTC time as ISO-8601 with milliseconds and ``Z``, e.g. ``2026-09-02T08:31:56.104Z``.
+
+    This is the shape of JavaScript's ``Date.toISOString()``, used in every on-disk timestamp.
+    """
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_iso(ts: str) -> datetime:
+    """Parse an ISO-8601 timestamp into an aware UTC datetime.
+
+    Accepts a trailing ``Z`` or an explicit offset; a timestamp without an offset is taken as UTC.
+
+    Raises:
+        ValueError: ``ts`` is not an ISO-8601 timestamp.
+    """
+    if not isinstance(ts, str):
+        raise ValueError(f"expected an ISO-8601 timestamp string, got {type(ts).__name__}")
+    parsed = datetime.fromisoformat(ts.strip())
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)

@@ -1,0 +1,432 @@
+"""The persisted state of an execution: the shapes of Hankweave 0.10.0's ``state.json``.
+
+Field names on disk are camelCase exactly as the original writes them; Python code uses the
+snake_case attributes.  Unknown fields found in a file are kept (``extra="allow"``) so that a
+state written by a newer or older runtime round-trips without losing anything.
+
+Optional fields are *absent* on disk rather than ``null``; the two fields whose ``null`` carries
+meaning (``currentRunId`` and a continuation's ``afterCodon``) are always written.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+from pydantic.alias_generators import to_camel
+
+RunId: TypeAlias = str
+CodonId: TypeAlias = str
+SessionId: TypeAlias = str
+
+CodonStatus: TypeAlias = Literal[
+    "preparing",
+    "starting",
+    "initializing",
+    "running",
+    "completing-sentinels",
+    "completed",
+    "failed",
+    "skipped",
+]
+RunStatus: TypeAlias = Literal["running", "completed", "failed", "crashed"]
+CheckpointType: TypeAlias = Literal["rig-setup", "completed", "error", "skipped"]
+
+CODON_STATUSES: tuple[str, ...] = (
+    "preparing",
+    "starting",
+    "initializing",
+    "running",
+    "completing-sentinels",
+    "completed",
+    "failed",
+    "skipped",
+)
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
+
+
+def is_terminal_status(status: str) -> bool:
+    """True for the three outcomes a codon record can never leave."""
+    return status in TERMINAL_STATUSES
+
+
+class StateModel(BaseModel):
+    """Base for every persisted shape: camelCase on disk, unknown fields preserved."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+        serialize_by_alias=True,
+    )
+
+
+class TokenUsage(StateModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+        )
+
+
+ZERO_TOKENS = TokenUsage()
+
+FailureType: TypeAlias = Literal[
+    "timeout", "rate-limit", "api-error", "sentinel-load-failure", "unknown"
+]
+
+
+class FailureReason(StateModel):
+    type: FailureType
+    retriable: bool
+    message: str | None = None
+    sentinel_refs: list[str] | None = None
+    retry_after_ms: float | None = None
+
+
+class BudgetExceededData(StateModel):
+    currency: str
+    limit: float
+    used: float
+
+
+class SentinelState(StateModel):
+    id: str
+    model: str
+    loaded_at: str
+    unloaded_at: str | None = None
+    llm_call_count: int = 0
+    failed_llm_calls: int = Field(default=0, alias="failedLLMCalls")
+    last_llm_call_at: str | None = None
+    total_triggers: int = 0
+    total_cost: float = 0.0
+    status: Literal["active", "unloaded"] = "active"
+    unload_reason: str | None = None
+
+
+class LoadedSentinels(StateModel):
+    """Sentinels of a codon that has not finished yet."""
+
+    loaded: list[SentinelState]
+    total_cost: float = 0.0
+
+
+class ExecutedSentinels(StateModel):
+    """Sentinels of a finished codon: ``loaded`` is renamed ``executed`` on every terminal state."""
+
+    executed: list[SentinelState]
+    total_cost: float = 0.0
+
+
+class LoopContext(StateModel):
+    loop_id: CodonId
+    iteration: int
+    codon_index_in_loop: int
+
+
+class LoopBudget(StateModel):
+    max_dollars: float | None = None
+    max_time_seconds: float | None = None
+    allocation: str | None = None
+    shares: dict[str, float] | None = None
+    on_exceeded: Literal["complete", "fail"] | None = None
+
+
+class PlanLoopContext(LoopContext):
+    """Loop context of a plan entry, which also carries the loop's own budget."""
+
+    loop_budget: LoopBudget | None = None
+
+
+class CheckpointInfo(StateModel):
+    """A checkpoint of a codon, as confirmed by the checkpoint store."""
+
+    type: CheckpointType
+    sha: str
+    message: str
+    timestamp: str
+    branch: str
+
+
+# ----- codon execution records: a union discriminated on ``status`` -----
+
+
+class _CodonBase(StateModel):
+    codon_id: CodonId
+    start_time: str
+    loop_context: LoopContext | None = None
+
+
+class PreparingCodon(_CodonBase):
+    status: Literal["preparing"] = "preparing"
+    # Set when the rig-setup checkpoint is reported before the codon moves on to starting.
+    rig_setup_checkpoint: str | None = None
+
+
+class StartingCodon(_CodonBase):
+    status: Literal["starting"] = "starting"
+    rig_setup_checkpoint: str | None = None
+    sentinels: LoadedSentinels | None = None
+
+
+class InitializingCodon(_CodonBase):
+    status: Literal["initializing"] = "initializing"
+    rig_setup_checkpoint: str | None = None
+    claude_pid: int
+    claude_log_path: str
+    previous_session_id: SessionId | None = None
+    sentinels: LoadedSentinels | None = None
+
+
+class RunningCodon(_CodonBase):
+    status: Literal["running"] = "running"
+    rig_setup_checkpoint: str | None = None
+    claude_pid: int
+    claude_log_path: str
+    claude_session_id: SessionId
+    previous_session_id: SessionId | None = None
+    current_cost: float = 0.0
+    current_tokens: TokenUsage = Field(default_factory=TokenUsage)
+    assistant_message_count: int = 0
+    extension_count: int = 0
+    sentinels: LoadedSentinels | None = None
+
+
+class CompletingSentinelsCodon(RunningCodon):
+    status: Literal["completing-sentinels"] = "completing-sentinels"  # type: ignore[assignment]
+
+
+class CompletedCodon(_CodonBase):
+    status: Literal["completed"] = "completed"
+    # Fields carried over from the running record (the original spreads them in).
+    claude_pid: int | None = None
+    claude_log_path: str | None = None
+    # Absent only on the initializing -> completed path (clean exit without a session id).
+    claude_session_id: SessionId | None = None
+    previous_session_id: SessionId | None = None
+    current_cost: float | None = None
+    current_tokens: TokenUsage | None = None
+    assistant_message_count: int | None = None
+    extension_count: int | None = None
+    end_time: str
+    exit_code: Literal[0] = 0
+    final_cost: float
+    final_tokens: TokenUsage
+    result_message_received: bool = False
+    rig_setup_checkpoint: str | None = None
+    completion_checkpoint: str
+    sentinels: ExecutedSentinels | None = None
+    budget_exceeded: BudgetExceededData | None = None
+
+
+FailedDuring: TypeAlias = Literal[
+    "preparing", "starting", "initializing", "running", "completing-sentinels"
+]
+
+
+class FailedCodon(_CodonBase):
+    status: Literal["failed"] = "failed"
+    end_time: str
+    failed_during: FailedDuring
+    claude_pid: int | None = None
+    claude_session_id: SessionId | None = None
+    claude_log_path: str | None = None
+    previous_session_id: SessionId | None = None
+    exit_code: int
+    failure_reason: FailureReason
+    partial_cost: float = 0.0
+    partial_tokens: TokenUsage = Field(default_factory=TokenUsage)
+    assistant_message_count: int | None = None
+    extension_count: int | None = None
+    rig_setup_checkpoint: str | None = None
+    error_checkpoint: str | None = None
+    sentinels: ExecutedSentinels | None = None
+
+
+# The original's type omits "completing-sentinels" although its transition map allows the
+# skip edge from that status; we accept it so the edge is usable (see docs/differences.md).
+SkippedDuring: TypeAlias = Literal[
+    "preparing", "starting", "initializing", "running", "completing-sentinels"
+]
+
+
+class SkippedCodon(_CodonBase):
+    status: Literal["skipped"] = "skipped"
+    end_time: str
+    skipped_during: SkippedDuring
+    claude_pid: int | None = None
+    claude_session_id: SessionId | None = None
+    claude_log_path: str | None = None
+    previous_session_id: SessionId | None = None
+    partial_cost: float = 0.0
+    partial_tokens: TokenUsage = Field(default_factory=TokenUsage)
+    assistant_message_count: int | None = None
+    extension_count: int | None = None
+    rig_setup_checkpoint: str | None = None
+    skip_checkpoint: str | None = None
+    sentinels: ExecutedSentinels | None = None
+
+
+CodonExecution: TypeAlias = Annotated[
+    PreparingCodon
+    | StartingCodon
+    | InitializingCodon
+    | RunningCodon
+    | CompletingSentinelsCodon
+    | CompletedCodon
+    | FailedCodon
+    | SkippedCodon,
+    Field(discriminator="status"),
+]
+
+CODON_CLASSES: dict[str, type[_CodonBase]] = {
+    "preparing": PreparingCodon,
+    "starting": StartingCodon,
+    "initializing": InitializingCodon,
+    "running": RunningCodon,
+    "completing-sentinels": CompletingSentinelsCodon,
+    "completed": CompletedCodon,
+    "failed": FailedCodon,
+    "skipped": SkippedCodon,
+}
+
+
+# ----- runs -----
+
+
+class FreshStart(StateModel):
+    type: Literal["fresh"] = "fresh"
+    initial_checkpoint_sha: str | None = None
+
+
+class ContinuationSource(StateModel):
+    run_id: RunId
+    # null means "from the beginning of that run"; written explicitly, never omitted.
+    after_codon: CodonId | None
+    checkpoint_sha: str
+
+    @model_serializer(mode="wrap")
+    def _keep_null_after_codon(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        data = handler(self)
+        if "afterCodon" not in data and "after_codon" not in data:
+            key = "afterCodon" if info.by_alias is not False else "after_codon"
+            data = {k: v for k, v in data.items()}
+            data[key] = None
+        return data
+
+
+class ContinuationStart(StateModel):
+    type: Literal["continuation"] = "continuation"
+    source: ContinuationSource
+    reason: Literal["retry", "rollback", "continue"] | None = None
+
+
+StartingConditions: TypeAlias = Annotated[
+    FreshStart | ContinuationStart, Field(discriminator="type")
+]
+
+
+class Run(StateModel):
+    run_id: RunId
+    run_folder: str
+    git_branch: str
+    starting_conditions: StartingConditions
+    codons: list[CodonExecution] = Field(default_factory=list)
+    status: RunStatus = "running"
+    start_time: str
+    server_pid: int
+    end_time: str | None = None
+
+
+# ----- the execution plan -----
+
+
+class PlanCodon(StateModel):
+    """A codon configuration as resolved into the plan (its ``model`` is the resolved model info).
+
+    Kept permissive: the plan is a persisted copy of configuration, written by the runtime.
+    """
+
+    id: CodonId
+    type: str = "codon"
+    name: str | None = None
+    continuation_mode: str | None = None
+    model: Any = None
+
+
+class ExecutionCodonEntry(StateModel):
+    codon: PlanCodon
+    codon_id: CodonId
+    loop_context: PlanLoopContext | None = None
+
+
+class HankweaveState(StateModel):
+    """The root of ``state.json``: runs newest first, the current run pointer and the plan."""
+
+    runs: list[Run] = Field(default_factory=list)
+    current_run_id: RunId | None = None
+    initial_checkpoint: str | None = None
+    execution_plan: list[ExecutionCodonEntry] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _keep_null_current_run(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        data = handler(self)
+        key = "currentRunId" if info.by_alias is not False else "current_run_id"
+        if key not in data:
+            # Rebuild to keep the original key order: runs, currentRunId, ...
+            ordered: dict[str, Any] = {}
+            for k, v in data.items():
+                ordered[k] = v
+                if k in ("runs",):
+                    ordered[key] = None
+            if key not in ordered:
+                ordered[key] = None
+            data = ordered
+        return data
+
+    def run_by_id(self, run_id: RunId) -> Run | None:
+        for run in self.runs:
+            if run.run_id == run_id:
+                return run
+        return None
+
+    @property
+    def current_run(self) -> Run | None:
+        return self.run_by_id(self.current_run_id) if self.current_run_id else None
+
+
+def last_record(run: Run, codon_id: CodonId) -> tuple[int, CodonExecution] | None:
+    """The latest attempt of ``codon_id`` in ``run``: retries append records, the last one counts."""
+    codons = run.codons
+    for index in range(len(codons) - 1, -1, -1):
+        if codons[index].codon_id == codon_id:
+            return index, codons[index]
+    return None
+
+
+def dump_state(state: HankweaveState, *, indent: int | None = 2) -> bytes:
+    """Serialize a state exactly as ``state.json`` is written (camelCase, optional fields omitted)."""
+    return state.model_dump_json(by_alias=True, exclude_none=True, indent=indent).encode()
+
+
+def parse_state(data: bytes | str) -> HankweaveState:
+    """Parse ``state.json`` bytes; raises ``pydantic.ValidationError`` on a bad shape."""
+    return HankweaveState.model_validate_json(data)

@@ -1,0 +1,1 @@
+"""Fakes and contract suites for testing hankweave and its plugins."""
