@@ -7,6 +7,7 @@ either the old content or the new content, never a torn write.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -61,10 +62,8 @@ def _write_and_replace(path: Path, data: bytes, mode: int | None) -> None:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -91,10 +90,8 @@ def atomic_write_bytes(
     """
     path = Path(path)
     previous_mode: int | None = None
-    try:
+    with contextlib.suppress(FileNotFoundError):
         previous_mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        pass
     if backup is not None and previous_mode is not None:
         backup = Path(backup)
         # A copy, not a rename: `path` must exist at every instant for concurrent readers.

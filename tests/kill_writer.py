@@ -14,9 +14,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hankweave.state.store import StateStore  # noqa: E402
-from hankweave.state.transitions import StateTransition  # noqa: E402
-from tests.transition_builders import (  # noqa: E402
+from hankweave.state.store import StateStore
+from hankweave.state.transitions import StateTransition
+from tests.transition_builders import (
     codon_started,
     costs,
     messages,

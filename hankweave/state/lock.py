@@ -387,9 +387,9 @@ class RuntimeLock:
     def update(
         self,
         *,
-        run_id: str | None | _Unset = _UNSET,
-        port: int | None | _Unset = _UNSET,
-        proxy_port: int | None | _Unset = _UNSET,
+        run_id: str | _Unset | None = _UNSET,
+        port: int | _Unset | None = _UNSET,
+        proxy_port: int | _Unset | None = _UNSET,
     ) -> LockInfo:
         """Rewrite the lock with new fields, keeping ``lockId``, and refresh the heartbeat.
 
