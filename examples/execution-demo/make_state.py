@@ -54,6 +54,7 @@ PLAN = [
                             ("draft", "Draft the report", "continue-previous"),
                             ("review", "Review and fix", "fresh")]
 ]
+OUTLINE_SESSION = "83b52eaa-5147-4130-aef4-818c9c663c77"
 _clock = iter(range(10_000))
 
 
@@ -74,12 +75,13 @@ def move(run: str, codon: str, frm: str, to: str, **meta: object) -> StateTransi
 
 
 def work(run: str, codon: str, session: str, cost: float, messages: int,
-         finish: bool = True) -> list[StateTransition]:
+         finish: bool = True, resumes: str | None = None) -> list[StateTransition]:
     steps: list[StateTransition] = [
         stamp(CodonStarted(data=CodonStartedData(run_id=run, codon_id=codon))),
         move(run, codon, "preparing", "starting"),
         move(run, codon, "starting", "initializing", claude_pid=952404,
-             claude_log_path=f".hankweave/runs/{run}/{codon}-claude.log"),
+             claude_log_path=f".hankweave/runs/{run}/{codon}-claude.log",
+             previous_session_id=resumes),
         move(run, codon, "initializing", "running", claude_session_id=session),
     ]
     for n in range(1, messages + 1):
@@ -114,12 +116,14 @@ def transitions() -> list[StateTransition]:
         server_pid=52901))
     return [
         stamp(first),
-        *work(FIRST, "outline", "83b52eaa-5147-4130-aef4-818c9c663c77", 0.0105, 3),
-        *work(FIRST, "draft", "1f0c7d2e-0b5a-4d8e-9a51-3c2b8f6a7e10", 0.0042, 2, finish=False),
+        *work(FIRST, "outline", OUTLINE_SESSION, 0.0105, 3),
+        *work(FIRST, "draft", "1f0c7d2e-0b5a-4d8e-9a51-3c2b8f6a7e10", 0.0042, 2, finish=False,
+             resumes=OUTLINE_SESSION),
         stamp(RunCrashed(data=RunCrashedData(run_id=FIRST, detected_at="2026-09-02T08:40:00.000Z",
                                              last_codon_status="running"))),
         stamp(second),
-        *work(SECOND, "draft", "5d6e7f80-1a2b-4c3d-8e9f-0a1b2c3d4e5f", 0.0213, 4),
+        *work(SECOND, "draft", "5d6e7f80-1a2b-4c3d-8e9f-0a1b2c3d4e5f", 0.0213, 4,
+             resumes=OUTLINE_SESSION),
         *work(SECOND, "review", "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d", 0.0087, 2),
         stamp(RunCompleted(data=RunRef(run_id=SECOND))),
     ]

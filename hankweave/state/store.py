@@ -124,11 +124,20 @@ def _parse_file(path: Path, report: LoadReport) -> tuple[HankweaveState, bytes] 
     try:
         return parse_state(data), data
     except (ValidationError, ValueError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         report.issues.append(
-            ValidationIssue("error", "corrupted_data", f"{path.name} is not a valid state: {first}")
+            ValidationIssue("error", "corrupted_data", f"{path}: not a valid state: {_why(exc)}")
         )
         return None
+
+
+def _why(exc: Exception) -> str:
+    """Where a state file goes wrong, in one line."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+    return f"{where + ': ' if where else ''}{first['msg']}{more}"
 
 
 def _read_wal(path: Path, report: LoadReport) -> tuple[str | None, list[bytes]]:
@@ -228,10 +237,9 @@ def read_state_strict(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
     if not primary.exists() and not (hankweave_dir / WAL_FILE).exists():
         raise StateLoadError(f"{primary}: no such file (is this an execution directory?)")
     state, report = load_state(hankweave_dir)
-    if report.method in ("fresh", "backup"):
-        problems = "; ".join(i.message for i in report.issues if i.type == "corrupted_data")
-        if report.method == "fresh":
-            raise StateLoadError(f"{primary}: {problems or 'unreadable'}")
+    if report.method == "fresh":
+        problems = [i.message for i in report.issues if i.type == "corrupted_data"]
+        raise StateLoadError(problems[0] if problems else f"{primary}: unreadable")
     return state, report
 
 

@@ -1,0 +1,319 @@
+"""``hankweave inspect``: read an execution's recorded state without changing anything.
+
+Both commands read ``<DIR>/.hankweave/state.json`` plus its transition log (``state.wal``), so
+they show every acknowledged transition even while a runtime is writing.  They take no lock and
+write no file.  Load warnings go to stderr, so ``--json`` output on stdout stays pure JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from hankweave.cli.errors import CLIError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hankweave.state.thread import ExecutionThread
+    from hankweave.state.types import CodonExecution, HankweaveState, Run
+
+HANKWEAVE_DIR = ".hankweave"
+# Wide enough for the codon table when stdout is a file or a pipe (rich would assume 80).
+_PIPE_WIDTH = 160
+
+
+@click.group("inspect")
+def inspect_group() -> None:
+    """Show an execution's recorded state (read-only: no lock taken, nothing written)."""
+
+
+_execution_option = click.option(
+    "-e",
+    "--execution",
+    "execution_dir",
+    required=True,
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    help="The execution directory (the one holding .hankweave/).",
+)
+_json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON on stdout instead of tables."
+)
+
+
+@inspect_group.command("state")
+@_execution_option
+@_json_option
+def inspect_state(execution_dir: Path, as_json: bool) -> None:
+    """Runs (newest first), their codons, statuses, costs and tokens.
+
+    With --json, prints the state exactly as stored (camelCase), with the transition log
+    applied.
+    """
+    from hankweave.state.types import dump_state
+
+    state = _load(execution_dir)
+    if as_json:
+        click.echo(dump_state(state).decode())
+        return
+    _render_state(state, _console())
+
+
+@inspect_group.command("thread")
+@_execution_option
+@click.option(
+    "--run", "run_id", metavar="RUN_ID", help="End the thread at this run (default: newest)."
+)
+@_json_option
+def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> None:
+    """The execution thread: codon history across continuation runs and the next codon."""
+    from hankweave.state.thread import analyze_execution_thread
+
+    state = _load(execution_dir)
+    if run_id is not None and state.run_by_id(run_id) is None:
+        raise CLIError(
+            f"run {run_id!r} is not in {_state_path(execution_dir)}"
+            f" ({len(state.runs)} runs recorded)"
+        )
+    # Seam for checkpoint validation: once a checkpoint backend exists, pass its
+    # {sha: {message, timestamp, branch}} map here so validatedCheckpoints are filled in.
+    thread = analyze_execution_thread(state, checkpoint_data=None, target_run_id=run_id)
+    if as_json:
+        click.echo(json.dumps(thread_to_json(thread), indent=2))
+        return
+    _render_thread(thread, _console())
+
+
+def thread_to_json(thread: ExecutionThread) -> dict[str, Any]:
+    """The JSON shape ``inspect thread --json`` prints (camelCase, codons newest first)."""
+    return {
+        "totalRuns": thread.total_runs,
+        "hasRunningCodon": thread.has_running_codon,
+        "failed": thread.failed,
+        "nextCodonId": thread.next_codon_id,
+        "codons": [
+            {
+                "codonId": tc.codon.codon_id,
+                "status": tc.codon.status,
+                "runId": tc.run_id,
+                "runStatus": tc.run_status,
+                "globalIndex": tc.global_index,
+                "runIndex": tc.run_index,
+                "codonIndexInRun": tc.codon_index_in_run,
+                "continuationSessionId": tc.continuation_session_id,
+                "validatedCheckpoints": [
+                    cp.model_dump(mode="json", by_alias=True) for cp in tc.validated_checkpoints
+                ],
+            }
+            for tc in thread.codons
+        ],
+    }
+
+
+# ----- loading -----
+
+
+def _state_path(execution_dir: Path) -> Path:
+    from hankweave.state.store import STATE_FILE
+
+    return execution_dir / HANKWEAVE_DIR / STATE_FILE
+
+
+def _load(execution_dir: Path) -> HankweaveState:
+    """Read the state strictly; every problem becomes one CLIError line (exit code 2)."""
+    from hankweave.state.store import StateLoadError, read_state_strict
+
+    if not execution_dir.exists():
+        raise CLIError(f"execution directory {execution_dir}: does not exist")
+    if not execution_dir.is_dir():
+        raise CLIError(f"execution directory {execution_dir}: not a directory")
+    try:
+        state, report = read_state_strict(execution_dir / HANKWEAVE_DIR)
+    except StateLoadError as exc:
+        raise CLIError(_one_line(str(exc))) from None
+    except OSError as exc:
+        where = exc.filename or _state_path(execution_dir)
+        raise CLIError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    for warning in report.warnings:
+        click.echo(f"warning: {_one_line(warning)}", err=True)
+    for issue in report.issues:
+        click.echo(f"warning: state {issue.type}: {_one_line(issue.message)}", err=True)
+    return state
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# ----- human output -----
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _PIPE_WIDTH
+    return console
+
+
+def _money(value: float) -> str:
+    return f"${value:.4f}"
+
+
+def _time(timestamp: str | None) -> str:
+    # ISO-8601 with milliseconds -> "YYYY-MM-DD HH:MM:SS"; the stored value is in --json.
+    return timestamp.replace("T", " ")[:19] if timestamp else "-"
+
+
+def _short(sha: str | None) -> str:
+    return sha[:8] if sha else "-"
+
+
+def _checkpoint(codon: CodonExecution) -> str | None:
+    """The checkpoint that best describes where the record ended, rig-setup as a fallback."""
+    for name in ("completion_checkpoint", "error_checkpoint", "skip_checkpoint"):
+        sha = getattr(codon, name, None)
+        if sha:
+            return sha
+    return getattr(codon, "rig_setup_checkpoint", None)
+
+
+def _failure(codon: CodonExecution) -> str:
+    reason = getattr(codon, "failure_reason", None)
+    if reason is None:
+        return ""
+    text = reason.type + (f": {reason.message}" if reason.message else "")
+    return text + (" (retriable)" if reason.retriable else "")
+
+
+def _origin(run: Run) -> str:
+    from hankweave.state.types import ContinuationStart
+
+    conditions = run.starting_conditions
+    if not isinstance(conditions, ContinuationStart):
+        return "fresh"
+    source = conditions.source
+    after = source.after_codon or "the beginning"
+    reason = f", {conditions.reason}" if conditions.reason else ""
+    return f"continues {source.run_id} after {after} (checkpoint {_short(source.checkpoint_sha)}{reason})"
+
+
+def _render_state(state: HankweaveState, console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from hankweave.state.costs import (
+        codon_cost,
+        codon_tokens,
+        current_run_cost,
+        run_cost,
+        run_tokens,
+        total_cost,
+        total_sentinel_cost,
+        total_tokens,
+    )
+
+    if not state.runs:
+        console.print("No runs recorded.")
+    for run in state.runs:
+        current = " (current)" if run.run_id == state.current_run_id else ""
+        tokens = run_tokens(run)
+        header = Text.assemble(
+            ("Run ", "bold"),
+            (run.run_id, "bold"),
+            f"{current}  {run.status}  {_origin(run)}\n",
+            f"  started {_time(run.start_time)}  ended {_time(run.end_time)}  branch {run.git_branch}"
+            f"  cost {_money(run_cost(run))}  tokens in {tokens.input_tokens} out {tokens.output_tokens}",
+        )
+        console.print(header)
+        if not run.codons:
+            console.print("  (no codons)\n")
+            continue
+        table = Table(show_edge=False, pad_edge=False)
+        for column in ("#", "Codon", "Status", "Cost", "In", "Out", "Started", "Ended"):
+            numeric = column in ("#", "Cost", "In", "Out")
+            table.add_column(
+                column, justify="right" if numeric else "left", no_wrap=column != "Codon"
+            )
+        table.add_column("Checkpoint", no_wrap=True)
+        table.add_column("Failure", overflow="fold")
+        for index, codon in enumerate(run.codons):
+            used = codon_tokens(codon)
+            table.add_row(
+                str(index),
+                Text(codon.codon_id),
+                Text(codon.status),
+                _money(codon_cost(codon)),
+                str(used.input_tokens),
+                str(used.output_tokens),
+                _time(codon.start_time),
+                _time(getattr(codon, "end_time", None)),
+                _short(_checkpoint(codon)),
+                Text(_failure(codon)),
+            )
+        console.print(table)
+        console.print()
+
+    tokens = total_tokens(state)
+    codon_count = sum(len(run.codons) for run in state.runs)
+    totals = (
+        f"Total: {len(state.runs)} runs, {codon_count} codon records, cost {_money(total_cost(state))}"
+        f" (current run {_money(current_run_cost(state))}), tokens in {tokens.input_tokens}"
+        f" out {tokens.output_tokens} cache-read {tokens.cache_read_tokens}"
+        f" cache-write {tokens.cache_creation_tokens}"
+    )
+    sentinels = total_sentinel_cost(state)
+    if sentinels:
+        totals += f", sentinels {_money(sentinels)} (not in the total)"
+    console.print(Text(totals))
+
+
+def _render_thread(thread: ExecutionThread, console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    if thread.codons:
+        table = Table(show_edge=False, pad_edge=False)
+        table.add_column("#", justify="right")
+        table.add_column("Codon")
+        table.add_column("Status")
+        table.add_column("Run", no_wrap=True)
+        table.add_column("Run status")
+        table.add_column("Run #", justify="right")
+        table.add_column("Index in run", justify="right")
+        table.add_column("Continues session", overflow="fold")
+        table.add_column("Checkpoints", overflow="fold")
+        for tc in thread.codons:
+            checkpoints = ", ".join(
+                f"{cp.type} {_short(cp.sha)}" for cp in tc.validated_checkpoints
+            )
+            table.add_row(
+                str(tc.global_index),
+                Text(tc.codon.codon_id),
+                Text(tc.codon.status),
+                Text(tc.run_id),
+                tc.run_status,
+                str(tc.run_index),
+                str(tc.codon_index_in_run),
+                Text(tc.continuation_session_id or "-"),
+                Text(checkpoints or "-"),
+            )
+        console.print(table)
+    else:
+        console.print("The thread has no codons.")
+    summary = (
+        f"{len(thread.codons)} codons across {thread.total_runs} runs;"
+        f" next codon: {thread.next_codon_id or 'none'};"
+        f" failed: {'yes' if thread.failed else 'no'};"
+        f" running codon: {'yes' if thread.has_running_codon else 'no'}"
+    )
+    console.print(Text(summary))
+
+
+__all__ = ["inspect_group", "thread_to_json"]

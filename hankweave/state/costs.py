@@ -1,0 +1,135 @@
+"""Cost and token aggregation over the persisted state.
+
+``state.json`` stores no totals: costs are computed from the codon records whenever they are
+needed.  Which field counts depends on the record's status (``getCodonCost`` in Hankweave
+0.10.0):
+
+========================================  ==================  ==================
+status                                    cost                tokens
+========================================  ==================  ==================
+completed                                 ``finalCost``       ``finalTokens``
+failed                                    ``partialCost``     ``partialTokens``
+skipped                                   0                   ``partialTokens``
+running, completing-sentinels             ``currentCost``     ``currentTokens``
+preparing, starting, initializing         0                   0
+========================================  ==================  ==================
+
+A skipped record may still carry a ``partialCost``; the runtime counts that status as zero
+cost, while its token totals use ``partialTokens``.  Sentinel LLM costs
+(``sentinels.totalCost``) are kept apart and are part of no total here.
+
+These are the runtime's view of persisted state, not a provider invoice.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from hankweave.state.types import (
+    ZERO_TOKENS,
+    CodonExecution,
+    CompletedCodon,
+    FailedCodon,
+    HankweaveState,
+    Run,
+    RunId,
+    RunningCodon,
+    SkippedCodon,
+    TokenUsage,
+)
+
+
+def codon_cost(codon: CodonExecution) -> float:
+    """The cost one codon record contributes to run and execution totals."""
+    if isinstance(codon, CompletedCodon):
+        return codon.final_cost
+    if isinstance(codon, FailedCodon):
+        return codon.partial_cost
+    # RunningCodon covers completing-sentinels too (same shape, subclass).
+    if isinstance(codon, RunningCodon):
+        return codon.current_cost
+    # Skipped (even with a partialCost) and the statuses before the agent runs.
+    return 0.0
+
+
+def codon_tokens(codon: CodonExecution) -> TokenUsage:
+    """The tokens one codon record contributes to run and execution totals."""
+    if isinstance(codon, CompletedCodon):
+        return codon.final_tokens
+    if isinstance(codon, FailedCodon | SkippedCodon):
+        return codon.partial_tokens
+    if isinstance(codon, RunningCodon):
+        return codon.current_tokens
+    return ZERO_TOKENS
+
+
+def sentinel_cost(codon: CodonExecution) -> float:
+    """The LLM cost of the codon's sentinels; never part of the codon's own cost."""
+    sentinels = getattr(codon, "sentinels", None)
+    return sentinels.total_cost if sentinels is not None else 0.0
+
+
+def run_cost(run: Run) -> float:
+    """The sum of :func:`codon_cost` over every record of ``run``."""
+    return sum((codon_cost(codon) for codon in run.codons), 0.0)
+
+
+def run_tokens(run: Run) -> TokenUsage:
+    """The sum of :func:`codon_tokens` over every record of ``run``."""
+    total = ZERO_TOKENS
+    for codon in run.codons:
+        total = total + codon_tokens(codon)
+    return total
+
+
+def run_sentinel_cost(run: Run) -> float:
+    """The sum of :func:`sentinel_cost` over every record of ``run``."""
+    return sum((sentinel_cost(codon) for codon in run.codons), 0.0)
+
+
+def total_cost(state: HankweaveState) -> float:
+    """The cost of every codon record of every run."""
+    return sum((run_cost(run) for run in state.runs), 0.0)
+
+
+def total_tokens(state: HankweaveState) -> TokenUsage:
+    """The tokens of every codon record of every run."""
+    total = ZERO_TOKENS
+    for run in state.runs:
+        total = total + run_tokens(run)
+    return total
+
+
+def total_sentinel_cost(state: HankweaveState) -> float:
+    """The sentinel cost of every codon record of every run (kept apart from :func:`total_cost`)."""
+    return sum((run_sentinel_cost(run) for run in state.runs), 0.0)
+
+
+def current_run_cost(state: HankweaveState) -> float:
+    """The cost of the run ``currentRunId`` names; 0 when no run is current.
+
+    The original serves this from a cache that it zeroes when the run completes or fails (which
+    also clears ``currentRunId``) but leaves stale on a crash; computing it from the state gives
+    the same value in the first case and the honest one in the second.
+    """
+    run = state.current_run
+    return run_cost(run) if run is not None else 0.0
+
+
+class StateSummary(TypedDict):
+    """The ``resultingState`` summary carried by the ``state.transition`` event."""
+
+    currentRunId: RunId | None
+    runCount: int
+    totalCost: float
+    currentRunCost: float
+
+
+def resulting_state_summary(state: HankweaveState) -> StateSummary:
+    """Summarize ``state`` as the ``state.transition`` event's ``resultingState``."""
+    return StateSummary(
+        currentRunId=state.current_run_id,
+        runCount=len(state.runs),
+        totalCost=total_cost(state),
+        currentRunCost=current_run_cost(state),
+    )

@@ -1,0 +1,373 @@
+"""``hankweave inspect state|thread``: read-only views of an execution's recorded state."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from hankweave.cli import cli
+from hankweave.state.types import HankweaveState, dump_state
+from tests.state_builders import Scenario, plan, tokens, write_state
+
+FIXTURES = Path(__file__).parent / "fixtures" / "state"
+THREAD_KEYS = {"totalRuns", "hasRunningCodon", "failed", "nextCodonId", "codons"}
+THREAD_CODON_KEYS = {
+    "codonId",
+    "status",
+    "runId",
+    "runStatus",
+    "globalIndex",
+    "runIndex",
+    "codonIndexInRun",
+    "continuationSessionId",
+    "validatedCheckpoints",
+}
+
+
+def inspect(*args: str | Path) -> Result:
+    # No COLUMNS: the commands pick their own width when stdout is not a terminal.
+    runner = CliRunner(env={"COLUMNS": None})
+    return runner.invoke(cli, ["inspect", *map(str, args)])
+
+
+@pytest.fixture
+def exec_dir(tmp_path: Path) -> Path:
+    return tmp_path / "exec"
+
+
+def resumed_execution() -> Scenario:
+    """r1 completed a and failed b; r2 continues after a and is running b again."""
+    s = Scenario(plan("a", "b", "c"))
+    s.start_run("r1")
+    s.complete("r1", "a", cost=1.0, used=tokens(100, 10), sha="aaaa1111bbbb2222")
+    s.fail("r1", "b", cost=0.5, used=tokens(50, 5), message="rate limited by provider")
+    s.end_run("r1", "failed")
+    s.start_run("r2", parent="r1", after="a", sha="aaaa1111bbbb2222", reason="retry")
+    s.start_codon("r2", "b").spend("r2", "b", 0.25, tokens(20, 2))
+    return s
+
+
+def completed_execution() -> Scenario:
+    s = Scenario(plan("a", "b", "c"))
+    s.start_run("r1").complete("r1", "a", cost=1.0).fail("r1", "b").end_run("r1", "failed")
+    s.start_run("r2", parent="r1", after="a").complete("r2", "b", cost=2.0)
+    return s
+
+
+# ----- inspect state -----
+
+
+def test_state_table_lists_runs_newest_first_with_codons_and_totals(exec_dir: Path) -> None:
+    resumed_execution().write(exec_dir)
+
+    result = inspect("state", "-e", exec_dir)
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.index("Run r2") < out.index("Run r1")
+    assert "continues r1 after a (checkpoint aaaa1111, retry)" in out
+    for cell in ("completed", "failed", "running", "$1.0000", "$0.5000", "$0.2500", "aaaa1111"):
+        assert cell in out
+    assert "api-error: rate limited by provider" in out
+    assert "Total: 2 runs, 3 codon records, cost $1.7500 (current run $0.2500)" in out
+    assert "tokens in 170 out 17" in out
+    assert result.stderr == ""
+
+
+def test_state_table_of_an_execution_without_runs(exec_dir: Path) -> None:
+    write_state(exec_dir, HankweaveState())
+
+    result = inspect("state", "-e", exec_dir)
+
+    assert result.exit_code == 0
+    assert "No runs recorded." in result.stdout
+    assert "Total: 0 runs, 0 codon records, cost $0.0000" in result.stdout
+
+
+def test_state_json_prints_the_state_as_stored(exec_dir: Path) -> None:
+    s = resumed_execution()
+    s.write(exec_dir)
+
+    result = inspect("state", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0
+    printed = json.loads(result.stdout)
+    assert printed == json.loads(dump_state(s.state))
+    assert list(printed)[:2] == ["runs", "currentRunId"]
+    assert printed["runs"][0]["startingConditions"]["source"]["afterCodon"] == "a"
+
+
+def test_seed_state_capture_loads_through_state_json(exec_dir: Path) -> None:
+    fixture = FIXTURES / "seed-minimal-single-provider.json"
+    (exec_dir / ".hankweave").mkdir(parents=True)
+    (exec_dir / ".hankweave" / "state.json").write_bytes(fixture.read_bytes())
+
+    result = inspect("state", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads(fixture.read_text())
+    table = inspect("state", "-e", exec_dir)
+    assert "summarize-notes" in table.stdout and "$0.0105" in table.stdout
+
+
+# ----- inspect thread -----
+
+
+def test_thread_json_has_exactly_the_documented_shape(exec_dir: Path) -> None:
+    resumed_execution().write(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0
+    printed = json.loads(result.stdout)
+    assert set(printed) == THREAD_KEYS
+    assert (printed["totalRuns"], printed["hasRunningCodon"], printed["failed"]) == (2, True, False)
+    assert printed["nextCodonId"] is None  # a codon is running
+    assert [set(codon) for codon in printed["codons"]] == [THREAD_CODON_KEYS] * 2
+    assert printed["codons"][0] == {
+        "codonId": "b",
+        "status": "running",
+        "runId": "r2",
+        "runStatus": "running",
+        "globalIndex": 0,
+        "runIndex": 0,
+        "codonIndexInRun": 0,
+        "continuationSessionId": None,
+        "validatedCheckpoints": [],  # no checkpoint store is consulted yet
+    }
+    assert printed["codons"][1]["codonId"] == "a"
+    assert printed["codons"][1]["runIndex"] == 1
+
+
+def test_thread_table_shows_codons_and_the_next_codon(exec_dir: Path) -> None:
+    completed_execution().write(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir)
+
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert any("b" in line and "r2" in line and "completed" in line for line in lines)
+    assert "2 codons across 2 runs; next codon: c; failed: no; running codon: no" in result.stdout
+
+
+def test_thread_table_prints_codon_ids_literally(exec_dir: Path) -> None:
+    s = Scenario(plan("[bold]a", "review#0"))
+    s.start_run("r1").complete("r1", "[bold]a")
+    s.write(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir)
+
+    assert "[bold]a" in result.stdout
+    assert "next codon: review#0" in result.stdout
+
+
+def test_thread_run_option_ends_the_thread_at_an_older_run(exec_dir: Path) -> None:
+    completed_execution().write(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir, "--run", "r1", "--json")
+
+    printed = json.loads(result.stdout)
+    assert [(c["codonId"], c["status"]) for c in printed["codons"]] == [
+        ("b", "failed"),
+        ("a", "completed"),
+    ]
+    assert printed["failed"] is True
+    assert printed["nextCodonId"] is None
+
+
+def test_thread_of_an_execution_without_runs(exec_dir: Path) -> None:
+    write_state(exec_dir, HankweaveState())
+
+    human = inspect("thread", "-e", exec_dir)
+    as_json = json.loads(inspect("thread", "-e", exec_dir, "--json").stdout)
+
+    assert "The thread has no codons." in human.stdout
+    assert as_json == {
+        "totalRuns": 0,
+        "hasRunningCodon": False,
+        "failed": False,
+        "nextCodonId": None,
+        "codons": [],
+    }
+
+
+# ----- errors -----
+
+
+def assert_one_line_error(result: Result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize("command", ["state", "thread"])
+def test_missing_execution_directory_is_one_error_line(command: str, exec_dir: Path) -> None:
+    result = inspect(command, "-e", exec_dir, "--json")
+
+    assert_one_line_error(result, str(exec_dir), "does not exist")
+
+
+@pytest.mark.parametrize("command", ["state", "thread"])
+def test_missing_state_file_is_one_error_line(command: str, exec_dir: Path) -> None:
+    exec_dir.mkdir()
+
+    result = inspect(command, "-e", exec_dir)
+
+    assert_one_line_error(result, str(exec_dir / ".hankweave" / "state.json"), "no such file")
+
+
+@pytest.mark.parametrize("command", ["state", "thread"])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b'{"runs": [', "Invalid JSON"),
+        (b'{"runs": [{"runId": 7}], "currentRunId": null, "executionPlan": []}', "runs.0.runId"),
+    ],
+)
+def test_corrupt_state_file_is_one_error_line(
+    command: str, content: bytes, problem: str, exec_dir: Path
+) -> None:
+    path = exec_dir / ".hankweave" / "state.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+
+    result = inspect(command, "-e", exec_dir)
+
+    assert_one_line_error(result, str(path), "not a valid state", problem)
+
+
+def test_unknown_run_is_one_error_line(exec_dir: Path) -> None:
+    completed_execution().write(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir, "--run", "nope")
+
+    assert_one_line_error(result, "'nope'", "state.json")
+
+
+def test_corrupt_state_file_with_a_good_backup_warns_on_stderr_only(exec_dir: Path) -> None:
+    s = completed_execution()
+    path = s.write(exec_dir)
+    (path.parent / "state.json.bak").write_bytes(path.read_bytes())
+    path.write_bytes(b"{ torn")
+
+    result = inspect("state", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == json.loads(dump_state(s.state))
+    assert "loaded state.json.bak" in result.stderr
+
+
+# ----- the transition log -----
+
+_KILLED_WRITER = """
+import os, sys
+from pathlib import Path
+from hankweave.state.store import StateStore
+from hankweave.state.transitions import parse_transition
+
+store = StateStore.open(Path(sys.argv[1]))
+for line in sys.stdin.read().splitlines():
+    store.transition_sync(parse_transition(line))
+os._exit(0)  # killed: the log is never folded into state.json
+"""
+
+
+def write_with_log_tail(exec_dir: Path) -> Scenario:
+    """Write state.json after r1's first codon, then log the rest as a killed runtime would."""
+    s = Scenario(plan("a", "b", "c"))
+    s.start_run("r1").complete("r1", "a", cost=1.0)
+    s.write(exec_dir)
+    folded = len(s.transitions)
+    s.complete("r1", "b", cost=2.0)
+    tail = "\n".join(t.model_dump_json(exclude_none=True) for t in s.transitions[folded:])
+    subprocess.run(
+        [sys.executable, "-c", _KILLED_WRITER, str(exec_dir / ".hankweave")],
+        input=tail,
+        text=True,
+        check=True,
+    )
+    return s
+
+
+def test_inspect_includes_the_transition_log_tail(exec_dir: Path) -> None:
+    s = write_with_log_tail(exec_dir)
+    on_disk = json.loads((exec_dir / ".hankweave" / "state.json").read_text())
+    assert len(on_disk["runs"][0]["codons"]) == 1  # b exists only in the log
+
+    state_json = inspect("state", "-e", exec_dir, "--json")
+    thread_json = json.loads(inspect("thread", "-e", exec_dir, "--json").stdout)
+
+    assert json.loads(state_json.stdout) == json.loads(dump_state(s.state))
+    assert [c["codonId"] for c in thread_json["codons"]] == ["b", "a"]
+    assert thread_json["nextCodonId"] == "c"
+    assert "Total: 1 runs, 2 codon records, cost $3.0000" in inspect("state", "-e", exec_dir).stdout
+
+
+def test_torn_log_line_warns_on_stderr_and_keeps_stdout_pure_json(exec_dir: Path) -> None:
+    s = write_with_log_tail(exec_dir)
+    with open(exec_dir / ".hankweave" / "state.wal", "ab") as wal:
+        wal.write(b'{"type": "CostsUpdated", "da')
+
+    result = inspect("state", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == json.loads(dump_state(s.state))
+    assert "torn last line" in result.stderr
+
+
+# ----- read-only -----
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``root`` with its modification time and size."""
+    entries = {}
+    for path in [root, *root.rglob("*")]:
+        stat = path.stat()
+        entries[str(path.relative_to(root))] = (stat.st_mtime_ns, stat.st_size)
+    return entries
+
+
+def test_inspect_writes_nothing(exec_dir: Path) -> None:
+    write_with_log_tail(exec_dir)
+    hankweave_dir = exec_dir / ".hankweave"
+    (hankweave_dir / "state.json.bak").write_bytes((hankweave_dir / "state.json").read_bytes())
+    before = snapshot(exec_dir)
+
+    for args in (["state"], ["state", "--json"], ["thread"], ["thread", "--json"]):
+        result = inspect(*args, "-e", exec_dir)
+        assert result.exit_code == 0, result.output
+
+    assert snapshot(exec_dir) == before
+
+
+def test_inspect_imports_no_heavy_library(exec_dir: Path) -> None:
+    completed_execution().write(exec_dir)
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from hankweave.cli import cli\n"
+        "for command in ('state', 'thread'):\n"
+        "    result = CliRunner().invoke(cli, ['inspect', command, '-e', sys.argv[1]])\n"
+        "    assert result.exit_code == 0, result.output\n"
+        "heavy = ('litellm', 'anthropic', 'claude_agent_sdk', 'git')\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONSTARTUP"}
+
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(exec_dir)], capture_output=True, text=True, env=env
+    )
+
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
