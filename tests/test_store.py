@@ -18,6 +18,7 @@ from hankweave.state.store import (
     WAL_FILE,
     PersistenceError,
     StateStore,
+    StateStoreBusyError,
     load_state,
 )
 from hankweave.state.transitions import InvalidTransitionError
@@ -51,6 +52,11 @@ def apply(hw: Path, *transitions, close: bool = True, **options) -> StateStore:
 
     asyncio.run(go())
     return store
+
+
+def abandon(store: StateStore) -> None:
+    """Drop the store's files without folding, as a killed process would."""
+    store._shutdown()
 
 
 def on_disk(hw: Path) -> HankweaveState:
@@ -262,10 +268,30 @@ def test_a_log_whose_fold_never_happened_is_replayed(hw):
 
 def test_reopening_continues_the_same_log(hw):
     first = apply(hw, run_started(), codon_started("a"), close=False)
+    abandon(first)
     second = apply(hw, moved("a", "preparing", "starting"), close=False)
     assert second.state.runs[0].codons[0].status == "starting"
     assert load_state(hw)[0] == second.state
     assert first.state.runs[0].codons[0].status == "preparing"
+
+
+def test_a_second_writer_is_refused_while_the_first_is_open(hw):
+    first = StateStore.open(hw)
+    with pytest.raises(StateStoreBusyError, match="already being written"):
+        StateStore.open(hw)
+    first.close_sync()
+    StateStore.open(hw).close_sync()
+
+
+def test_a_second_writer_in_another_process_is_refused(hw):
+    store = StateStore.open(hw)
+    probe = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from hankweave.state.store import StateStore, StateStoreBusyError\n"
+         "try:\n    StateStore.open(sys.argv[1])\nexcept StateStoreBusyError:\n    sys.exit(3)",
+         str(hw)], capture_output=True, text=True)
+    store.close_sync()
+    assert probe.returncode == 3, probe.stderr
 
 
 # ----- the recovery ladder -----

@@ -26,6 +26,7 @@ machine crash.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import logging
@@ -65,6 +66,10 @@ Listener = Callable[[StateTransition, HankweaveState], None]
 
 class PersistenceError(StateError):
     """The state could not be written; the transition was not applied."""
+
+
+class StateStoreBusyError(StateError):
+    """Another process (or another store in this process) is already writing this state."""
 
 
 class StateLoadError(StateError):
@@ -282,6 +287,7 @@ class StateStore:
         self._dirty = False
         self._fold_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._writer_fd = _claim_writer(self.dir)
         if report.wal_appendable:
             self._open_wal(report.state_digest, create=False)
 
@@ -521,4 +527,24 @@ class StateStore:
         if self._wal_fd is not None:
             os.close(self._wal_fd)
             self._wal_fd = None
+        if self._writer_fd is not None:
+            os.close(self._writer_fd)  # releases the writer flock
+            self._writer_fd = None
         self._closed = True
+
+
+def _claim_writer(hankweave_dir: Path) -> int:
+    """Hold an exclusive ``flock`` on the ``.hankweave`` directory while this store writes.
+
+    The kernel releases it when the process dies, so a crash never leaves it held.
+    """
+    fd = os.open(hankweave_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StateStoreBusyError(
+            f"{hankweave_dir / STATE_FILE} is already being written by another state store"
+            " (another hankweave runtime on this execution directory?)"
+        ) from None
+    return fd

@@ -1,0 +1,67 @@
+"""Taking ownership of an execution's state: the lock, the store, and crash repair.
+
+This is the first thing a runtime does on an execution directory, and the only sanctioned way
+to get a writable :class:`~hankweave.state.store.StateStore` for one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hankweave.fsutil import pid_alive, utc_now_iso
+from hankweave.state.lock import AcquireResult, RuntimeLock
+from hankweave.state.store import StateStore
+from hankweave.state.transitions import RunCrashed, RunCrashedData
+
+
+@dataclass
+class OwnedExecution:
+    """A locked execution directory and its writable state."""
+
+    lock: RuntimeLock
+    store: StateStore
+    acquired: AcquireResult
+    crashed_run_ids: list[str] = field(default_factory=list)
+
+    async def release(self) -> None:
+        """Fold the state into ``state.json`` and give the directory up."""
+        try:
+            await self.store.close()
+        finally:
+            self.lock.release()
+
+
+async def take_ownership(
+    hankweave_dir: Path, *, alive: Callable[[int], bool] = pid_alive
+) -> OwnedExecution:
+    """Lock the execution directory, open its state and repair what a crash left.
+
+    A stale lock (dead process or heartbeat older than two minutes) is reclaimed and the run it
+    names is marked crashed even when a process with its pid still exists: the heartbeat proves
+    that process is not this run's runtime.  Then every other ``running`` run whose server
+    process is gone is marked crashed too.
+
+    Raises :class:`~hankweave.state.lock.LockHeldError` when a live runtime holds the directory.
+    """
+    hankweave_dir = Path(hankweave_dir)
+    lock = RuntimeLock(hankweave_dir)
+    acquired = lock.acquire()
+    try:
+        store = StateStore.open(hankweave_dir)
+    except BaseException:
+        lock.release()
+        raise
+    owned = OwnedExecution(lock=lock, store=store, acquired=acquired)
+    try:
+        stale_run = store.state.run_by_id(acquired.reclaimed_run_id or "")
+        if stale_run is not None and stale_run.status == "running":
+            await store.transition(RunCrashed(data=RunCrashedData(
+                run_id=stale_run.run_id, detected_at=utc_now_iso(), last_codon_status="unknown")))
+            owned.crashed_run_ids.append(stale_run.run_id)
+        owned.crashed_run_ids += await store.detect_crashed_runs(alive=alive)
+    except BaseException:
+        await owned.release()
+        raise
+    return owned
