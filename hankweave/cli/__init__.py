@@ -7,7 +7,7 @@ import sys
 import click
 
 from hankweave import __version__
-from hankweave.cli.errors import run_cli
+from hankweave.cli.errors import CLIError, run_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,8 +22,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def _register_commands() -> None:
     from hankweave.cli.inspect import inspect_group
+    from hankweave.cli.plugins_cmd import plugins_command
 
     cli.add_command(inspect_group)
+    cli.add_command(plugins_command)
 
 
 _register_commands()
@@ -31,4 +33,11 @@ _register_commands()
 
 def main() -> None:
     """Console-script entry point."""
+    from hankweave.cli.plugins_cmd import install_plugin_commands
+
+    try:
+        install_plugin_commands(cli)
+    except CLIError as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
     sys.exit(run_cli(cli))

@@ -1,0 +1,195 @@
+"""The checkpoint store interface: snapshots of a codon's workspace (``agentRoot/``).
+
+Every codon leaves checkpoints: after its rig setup, and when it completes, fails or is skipped.
+Rollback restores the work tree to one of them, and the execution thread validates the
+checkpoint ids recorded in state against :meth:`CheckpointStore.checkpoint_data`.
+
+Backends are plugins (``register_checkpoint_backends``).  The kernel never imports one; the
+runtime picks the backend named by the ``checkpoints.backend`` setting (default ``git``).
+
+What a checkpoint holds
+    The files under ``agentRoot/`` that match the checkpoint's patterns (the accumulated
+    ``checkpointedFiles`` globs of the plan up to the codon), honouring ``.gitignore`` files and
+    never including ``read_only_data_source/``.  A file that matched an earlier checkpoint's
+    patterns and is gone now is recorded as deleted.
+
+What a restore does
+    Afterwards the files covered by the target checkpoint are exactly its files: each is written
+    back with its content and executable bit, and every other file under ``agentRoot/`` that the
+    target's patterns match, or that any checkpoint of this store holds, is removed.  Files no
+    checkpoint ever covered (the agent's scratch, the data link) are left alone.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+CheckpointKind = Literal["initial", "rig-setup", "completed", "error", "skipped", "exit"]
+"""``exit`` is the best-effort checkpoint of a codon still running at shutdown."""
+
+DATA_LINK = "read_only_data_source"
+
+
+class CheckpointError(Exception):
+    """Base of checkpoint store errors."""
+
+
+class CheckpointNotFoundError(CheckpointError):
+    """No checkpoint has this id (or an id prefix matched none)."""
+
+
+class AmbiguousCheckpointError(CheckpointError):
+    """An id prefix matched several checkpoints."""
+
+
+class CheckpointStorageError(CheckpointError):
+    """The store cannot be read or written (a missing tool, a torn repository, a full disk)."""
+
+
+class BackendNotInstalledError(CheckpointError):
+    """The configured backend is not provided by any installed plugin."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint, as listed by a store."""
+
+    id: str
+    kind: CheckpointKind
+    message: str
+    timestamp: str
+    branch: str
+    run_id: str | None = None
+    codon_id: str | None = None
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str  # relative to agentRoot, "/"-separated
+    change: Literal["added", "modified", "deleted"]
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """What :meth:`CheckpointStore.prune` keeps.
+
+    ``keep_last_per_run`` newest checkpoints of each run, the initial checkpoint, and every id in
+    ``keep_ids`` (the runtime passes every checkpoint id referenced by state).
+    """
+
+    keep_last_per_run: int = 20
+    keep_ids: frozenset[str] = field(default_factory=frozenset)
+
+
+def checkpoint_message(
+    kind: str, codon_id: str, run_id: str, codon_name: str, timestamp: str,
+    duration_ms: int | None = None,
+) -> str:
+    """The commit message format of the original: tools parse its first line."""
+    lines = [
+        f"{kind}:{codon_id} [run:{run_id}] {codon_name}",
+        "",
+        f"Codon: {codon_name}",
+        f"Status: {kind}",
+        f"Timestamp: {timestamp}",
+    ]
+    if duration_ms is not None:
+        lines.append(f"Duration: {duration_ms}ms")
+    return "\n".join(lines) + "\n"
+
+
+def run_branch(run_id: str) -> str:
+    return f"run-{run_id}"
+
+
+class CheckpointStore(abc.ABC):
+    """A backend that snapshots and restores an execution's ``agentRoot/``.
+
+    One instance serves one execution directory and is used from one thread at a time.
+    """
+
+    name: ClassVar[str]
+    """The name users select in settings (``checkpoints.backend``)."""
+
+    def __init__(self, execution_dir: Path) -> None:
+        self.execution_dir = Path(execution_dir)
+        self.work_tree = self.execution_dir / "agentRoot"
+
+    @abc.abstractmethod
+    def initialize(self) -> str:
+        """Prepare the store and return the initial checkpoint's id.
+
+        Creates the store and an initial, empty checkpoint on first use; on later calls reuses
+        it (repairing what is safe to repair) and returns the same id.
+        """
+
+    @abc.abstractmethod
+    def create(
+        self,
+        *,
+        kind: CheckpointKind,
+        run_id: str,
+        codon_id: str,
+        codon_name: str,
+        patterns: Sequence[str],
+        duration_ms: int | None = None,
+    ) -> Checkpoint:
+        """Snapshot the files matching ``patterns`` on the run's branch and return the checkpoint.
+
+        A checkpoint is always created, even when nothing changed.
+        """
+
+    @abc.abstractmethod
+    def list(
+        self,
+        *,
+        run_id: str | None = None,
+        codon_id: str | None = None,
+        kind: CheckpointKind | None = None,
+    ) -> list[Checkpoint]:
+        """Checkpoints, newest first, optionally filtered."""
+
+    @abc.abstractmethod
+    def resolve(self, id_or_prefix: str) -> Checkpoint:
+        """The checkpoint with this id or unique id prefix.
+
+        Raises :class:`CheckpointNotFoundError` or :class:`AmbiguousCheckpointError`.
+        """
+
+    @abc.abstractmethod
+    def restore(self, checkpoint_id: str) -> None:
+        """Make the work tree's checkpointed files exactly those of the checkpoint."""
+
+    @abc.abstractmethod
+    def changed_files(self, from_id: str, to_id: str) -> list[FileChange]:
+        """Files that differ between two checkpoints, sorted by path."""
+
+    @abc.abstractmethod
+    def prune(self, policy: RetentionPolicy) -> list[str]:
+        """Delete what the policy does not keep; return the ids removed."""
+
+    def checkpoint_data(self) -> dict[str, dict[str, str]]:
+        """``{id: {message, timestamp, branch}}`` for execution-thread validation."""
+        return {
+            c.id: {"message": c.message, "timestamp": c.timestamp, "branch": c.branch}
+            for c in self.list()
+        }
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (open repositories, file handles)."""
+
+
+def referenced_checkpoint_ids(records: Iterable[object]) -> frozenset[str]:
+    """Every checkpoint id a list of codon records refers to (for retention policies)."""
+    ids: set[str] = set()
+    for record in records:
+        for attr in ("rig_setup_checkpoint", "completion_checkpoint", "error_checkpoint",
+                     "skip_checkpoint"):
+            value = getattr(record, attr, None)
+            if value:
+                ids.add(value)
+    return frozenset(ids)

@@ -1,0 +1,81 @@
+"""The harness interface: what runs one codon's agent.
+
+A harness takes a codon's prompt, model and workspace, drives an LLM agent there, and streams
+the agent's messages back as codon-log records.  Harnesses are plugins
+(``register_harnesses``); the kernel picks one per codon with the ``select_harness`` decision
+hook and then calls it directly.  The kernel ships none: ``claude`` comes from
+``hankweave-harness-claude``, ``pi`` from ``hankweave-harness-pi``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from hankweave.models import ModelEntry
+
+
+class HarnessSelectionError(LookupError):
+    """No harness can be chosen for a codon's model."""
+
+
+class HarnessNotInstalledError(HarnessSelectionError):
+    """A codon's model needs a harness that no installed plugin provides."""
+
+
+@dataclass(frozen=True)
+class CodonRequest:
+    """Everything a harness needs to run one codon attempt."""
+
+    prompt: str
+    """The user prompt, fully assembled (files read, templates expanded)."""
+    system_prompt: str | None
+    """The system prompt to append to the harness's own, or None."""
+    model: ModelEntry
+    """The codon's resolved catalogue entry (real provider and model ids, limits, prices)."""
+    work_dir: Path
+    """The codon's workspace (the execution's ``agentRoot/``); the agent's tools stay inside."""
+    session_id_to_resume: str | None = None
+    """The agent session to continue (``continue-previous`` codons), or None for a fresh one."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Environment for the agent process: the runtime has already filtered and merged it."""
+    codon_id: str = ""
+    """The codon's runtime id (``review#1``), for logs and scripted harnesses."""
+    run_id: str = ""
+    """The run the attempt belongs to."""
+
+
+class Harness(abc.ABC):
+    """Runs codons with one kind of agent.
+
+    Subclasses set :attr:`name` and :attr:`package` and implement :meth:`run_codon`; a plugin
+    registers the class (not an instance) from ``register_harnesses``.  The runtime creates
+    one instance per codon attempt, with no arguments.
+    """
+
+    name: ClassVar[str]
+    """The name routing and settings use (``claude``, ``pi``); unique among installed harnesses."""
+
+    package: ClassVar[str]
+    """The distribution that ships this harness (``hankweave-harness-claude``), for messages."""
+
+    @abc.abstractmethod
+    async def run_codon(self, request: CodonRequest) -> AsyncIterator[dict[str, Any]]:
+        """Run the agent for ``request`` and yield its codon-log records as they happen.
+
+        Every record is one JSON object in the Claude-Agent-SDK message shape, which the
+        runtime appends to the codon's log unchanged: first a ``system``/``init`` record
+        carrying the ``session_id``, then ``assistant`` messages (with ``usage``) and ``user``
+        tool results, and last one ``result`` record with ``total_cost_usd`` and ``usage``.
+        Provider and tool failures are reported as records (an error ``result``), not raised;
+        raising means the harness itself is broken.  The runtime cancels the iteration to
+        stop a codon; the harness then ends its agent process before returning.
+        """
+        # The unreachable yield makes this an async generator, the same type as the
+        # implementations, so overriding it type-checks.
+        return
+        yield

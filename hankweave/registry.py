@@ -1,0 +1,343 @@
+"""A typed facade over the plugin hooks, so call sites never touch ``pm.hook`` directly.
+
+Each ``register_*`` hook is called once per :class:`Registry`, the first time its kind of
+object is asked for, and one plugin at a time: every plugin gets its own ``register``
+callback, so each registered object is attributed to the plugin that registered it and a
+duplicate name is reported with both plugins' names.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
+
+import pluggy
+
+from hankweave.checkpoints import BackendNotInstalledError, CheckpointStore
+from hankweave.events.sink import EventSink, SentinelTrigger
+from hankweave.harness import Harness, HarnessNotInstalledError, HarnessSelectionError
+from hankweave.models import ANY_PROVIDER, ModelEntry, ProviderEntry, UnknownModelError
+
+if TYPE_CHECKING:
+    import click
+
+T = TypeVar("T")
+
+Kind = Literal[
+    "harness",
+    "checkpoint backend",
+    "event sink",
+    "sentinel trigger",
+    "model",
+    "model alias",
+    "provider",
+]
+"""What a registration is, as error messages and :meth:`Registry.registered_by` name it."""
+
+_CLASS_KINDS = {
+    "harness": "_harnesses",
+    "checkpoint backend": "_checkpoint_backends",
+    "event sink": "_event_sinks",
+    "sentinel trigger": "_sentinel_triggers",
+}
+_CATALOGUE_KINDS = {"model": "models", "model alias": "aliases", "provider": "providers"}
+
+KERNEL = "hankweave"
+"""The owner named for objects the kernel itself provides (its own CLI commands)."""
+
+
+class RegistrationError(Exception):
+    """A plugin registered something invalid (wrong type, missing name)."""
+
+
+class DuplicateRegistrationError(RegistrationError):
+    """Two registrations claim the same name."""
+
+
+class _Collection(Generic[T]):
+    """Registered objects by name, with the plugin that registered each."""
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+        self.items: dict[str, T] = {}
+        self.owners: dict[str, str] = {}
+
+    def add(self, name: str, obj: T, plugin: str) -> None:
+        if name in self.items:
+            owner = self.owners[name]
+            if owner == plugin:
+                raise DuplicateRegistrationError(
+                    f'{self.kind} "{name}" is registered twice by {plugin}'
+                )
+            raise DuplicateRegistrationError(
+                f'{self.kind} "{name}" is registered by both {owner} and {plugin}'
+            )
+        self.items[name] = obj
+        self.owners[name] = plugin
+
+
+class _Catalogue(NamedTuple):
+    models: _Collection[ModelEntry]  # by lower-case provider/model id
+    providers: _Collection[ProviderEntry]  # by lower-case provider id
+    aliases: _Collection[ModelEntry]  # by lower-case alias
+
+
+class Registry:
+    """What the installed plugins provide, collected lazily from one plugin manager."""
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+        self._command_groups: list[click.Group] = []
+
+    # ----- registered classes -----
+
+    def harnesses(self) -> dict[str, type[Harness]]:
+        """Installed harness classes by name."""
+        return dict(self._harnesses.items)
+
+    def checkpoint_backends(self) -> dict[str, type[CheckpointStore]]:
+        """Installed checkpoint store classes by name."""
+        return dict(self._checkpoint_backends.items)
+
+    def checkpoint_backend(self, name: str) -> type[CheckpointStore]:
+        """The checkpoint store class called ``name``.
+
+        Raises :class:`hankweave.checkpoints.BackendNotInstalledError` saying what is
+        installed and which distribution provides ``name`` by convention.
+        """
+        backends = self._checkpoint_backends.items
+        if name in backends:
+            return backends[name]
+        installed = ", ".join(sorted(backends)) or "none"
+        raise BackendNotInstalledError(
+            f'Checkpoint backend "{name}" is not installed (installed: {installed}); '
+            f"install it with: pip install hankweave-checkpoint-{name}"
+        )
+
+    def event_sinks(self) -> dict[str, type[EventSink]]:
+        """Installed event sink classes by name."""
+        return dict(self._event_sinks.items)
+
+    def sentinel_triggers(self) -> dict[str, type[SentinelTrigger]]:
+        """Installed sentinel trigger classes by ``trigger.type`` name."""
+        return dict(self._sentinel_triggers.items)
+
+    def registered_by(self, kind: Kind, name: str) -> str | None:
+        """The plugin that registered ``name`` as a ``kind``, or None if none did.
+
+        Model ids and aliases are looked up lower-case, as they are matched.
+        """
+        if kind in _CATALOGUE_KINDS:
+            collection: _Collection[Any] = getattr(self._catalogue, _CATALOGUE_KINDS[kind])
+            name = name.lower()
+        else:
+            collection = getattr(self, _CLASS_KINDS[kind])
+        return collection.owners.get(name)
+
+    # ----- models -----
+
+    def models(self) -> dict[str, ModelEntry]:
+        """Catalogue models by lower-case ``provider/model`` id."""
+        return dict(self._catalogue.models.items)
+
+    def providers(self) -> dict[str, ProviderEntry]:
+        """Provider routing entries by (lower-case) provider id, ``"*"`` included."""
+        return dict(self._catalogue.providers.items)
+
+    def resolve_model(self, spec: str) -> ModelEntry:
+        """The catalogue entry a hank's model name means.
+
+        Tried in order, case-insensitively: a ``provider/model`` id, an alias (``haiku``), a
+        bare model id that only one provider has.  Raises
+        :class:`hankweave.models.UnknownModelError` otherwise.
+        """
+        models, aliases = self._catalogue.models.items, self._catalogue.aliases.items
+        key = spec.strip().lower()
+        if key in models:
+            return models[key]
+        if key in aliases:
+            return aliases[key]
+        matches = [m for m in models.values() if m.model_id.lower() == key]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            ids = ", ".join(sorted(m.full_id for m in matches))
+            raise UnknownModelError(f'Model "{spec}" is ambiguous ({ids}); name the provider')
+        known = ", ".join(sorted(aliases)) or "none"
+        raise UnknownModelError(
+            f'Unknown model "{spec}": not a catalogue model id, provider/model id or alias '
+            f"(aliases: {known})"
+        )
+
+    def provider_for(self, model: ModelEntry) -> ProviderEntry | None:
+        """The routing entry for ``model``: its provider's own if it applies, else ``"*"``."""
+        providers = self._catalogue.providers.items
+        own = providers.get(model.provider_id.lower())
+        if own is not None and own.applies_to(model):
+            return own
+        return providers.get(ANY_PROVIDER)
+
+    # ----- decisions and commands -----
+
+    def select_harness(self, model: ModelEntry) -> type[Harness]:
+        """The harness class that runs codons on ``model`` (the ``select_harness`` hook).
+
+        Raises :class:`hankweave.harness.HarnessNotInstalledError` when the chosen harness is
+        not installed, and :class:`HarnessSelectionError` when no plugin chose one.
+        """
+        installed = self._harnesses.items
+        provider = self.provider_for(model)
+        name = self.pm.hook.select_harness(
+            model=model, provider=provider, harnesses=MappingProxyType(dict(installed))
+        )
+        if name is None:
+            raise HarnessSelectionError(
+                f"No harness selected for model {model.full_id}: no plugin chose one and the "
+                f'model catalogue routes no harness for provider "{model.provider_id}"'
+            )
+        if name not in installed:
+            available = ", ".join(sorted(installed)) or "none"
+            raise HarnessNotInstalledError(
+                f'Model {model.full_id} was routed to harness "{name}", which is not installed '
+                f"(installed: {available}); install it with: pip install hankweave-harness-{name}"
+            )
+        return installed[name]
+
+    def install_commands(self, cli: click.Group) -> None:
+        """Let plugins add their commands to ``cli`` (once per group).
+
+        Raises :class:`DuplicateRegistrationError` when a plugin's command takes a name the
+        kernel or another plugin already uses.
+        """
+        if any(group is cli for group in self._command_groups):
+            return
+        self._command_groups.append(cli)
+        owners = dict.fromkeys(cli.commands, KERNEL)
+        for plugin in self._implementers("register_commands"):
+            before = dict(cli.commands)
+            self._call_one("register_commands", plugin, cli=cli)
+            for name, command in cli.commands.items():
+                if name not in before:
+                    owners[name] = plugin
+                elif before[name] is not command:
+                    raise DuplicateRegistrationError(
+                        f'command "{name}" is registered by both {owners[name]} and {plugin}'
+                    )
+
+    # ----- collection -----
+
+    @functools.cached_property
+    def _harnesses(self) -> _Collection[type[Harness]]:
+        return self._collect_classes("register_harnesses", "harness", Harness)
+
+    @functools.cached_property
+    def _checkpoint_backends(self) -> _Collection[type[CheckpointStore]]:
+        return self._collect_classes(
+            "register_checkpoint_backends", "checkpoint backend", CheckpointStore
+        )
+
+    @functools.cached_property
+    def _event_sinks(self) -> _Collection[type[EventSink]]:
+        return self._collect_classes("register_event_sinks", "event sink", EventSink)
+
+    @functools.cached_property
+    def _sentinel_triggers(self) -> _Collection[type[SentinelTrigger]]:
+        return self._collect_classes(
+            "register_sentinel_triggers", "sentinel trigger", SentinelTrigger
+        )
+
+    @functools.cached_property
+    def _catalogue(self) -> _Catalogue:
+        catalogue = _Catalogue(
+            _Collection("model"), _Collection("provider"), _Collection("model alias")
+        )
+        models, providers, aliases = catalogue
+        for plugin in self._implementers("register_models"):
+
+            def register(entry: ModelEntry | ProviderEntry, _plugin: str = plugin) -> None:
+                if isinstance(entry, ModelEntry):
+                    models.add(entry.full_id.lower(), entry, _plugin)
+                    for alias in entry.aliases:
+                        aliases.add(alias.lower(), entry, _plugin)
+                elif isinstance(entry, ProviderEntry):
+                    providers.add(entry.provider_id.lower(), entry, _plugin)
+                else:
+                    raise RegistrationError(
+                        f"plugin {_plugin} registered {entry!r} as a model catalogue entry, but "
+                        f"it is neither a hankweave.models.ModelEntry nor a ProviderEntry"
+                    )
+
+            self._call_one("register_models", plugin, register=register)
+        return catalogue
+
+    # `base` is an abstract class, which mypy refuses for a `type[T]` parameter; the typed
+    # cached properties above pin each collection's element type instead.
+    def _collect_classes(self, hook_name: str, kind: Kind, base: type) -> _Collection[type[Any]]:
+        collection: _Collection[type[Any]] = _Collection(kind)
+        for plugin in self._implementers(hook_name):
+
+            def register(cls: type[Any], _plugin: str = plugin) -> None:
+                collection.add(_checked_name(cls, base, kind, _plugin), cls, _plugin)
+
+            self._call_one(hook_name, plugin, register=register)
+        return collection
+
+    def _implementers(self, hook_name: str) -> list[str]:
+        """Names of the plugins implementing ``hook_name``, in registration order.
+
+        Registration order (built-ins first) rather than pluggy's reverse call order, so the
+        first of two plugins claiming a name is the one named first.
+        """
+        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
+        return list(dict.fromkeys(impl.plugin_name for impl in impls))
+
+    def _call_one(self, hook_name: str, plugin: str, **kwargs: Any) -> None:
+        # A subset caller still goes through pluggy (tracing, wrappers, argument checks) but
+        # reaches only this plugin, so `register` knows whom it is called by.
+        others = [
+            impl.plugin
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls()
+            if impl.plugin_name != plugin
+        ]
+        self.pm.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
+
+
+def _checked_name(cls: object, base: type, kind: Kind, plugin: str) -> str:
+    """``cls.name`` after checking that ``cls`` is a concrete, named subclass of ``base``."""
+    base_path = f"{base.__module__}.{base.__qualname__}"
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise RegistrationError(
+            f"plugin {plugin} registered {cls!r} as a {kind}, but it is not a subclass of "
+            f"{base_path}"
+        )
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
+        raise RegistrationError(
+            f"plugin {plugin} registered {kind} class {cls.__qualname__}, which is abstract "
+            f"(it does not implement {missing})"
+        )
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise RegistrationError(
+            f"plugin {plugin} registered {kind} class {cls.__qualname__} without a name "
+            f"(set the class attribute `name`)"
+        )
+    return name
+
+
+@functools.cache
+def get_registry() -> Registry:
+    """The command line's registry, over :func:`hankweave.plugins.get_plugin_manager`."""
+    from hankweave.plugins import get_plugin_manager
+
+    return Registry(get_plugin_manager())
+
+
+__all__ = [
+    "DuplicateRegistrationError",
+    "RegistrationError",
+    "Registry",
+    "get_registry",
+]
