@@ -23,6 +23,7 @@ What a restore does
 from __future__ import annotations
 
 import abc
+import builtins
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,11 +166,11 @@ class CheckpointStore(abc.ABC):
         """Make the work tree's checkpointed files exactly those of the checkpoint."""
 
     @abc.abstractmethod
-    def changed_files(self, from_id: str, to_id: str) -> list[FileChange]:
+    def changed_files(self, from_id: str, to_id: str) -> builtins.list[FileChange]:
         """Files that differ between two checkpoints, sorted by path."""
 
     @abc.abstractmethod
-    def prune(self, policy: RetentionPolicy) -> list[str]:
+    def prune(self, policy: RetentionPolicy) -> builtins.list[str]:
         """Delete what the policy does not keep; return the ids removed."""
 
     def checkpoint_data(self) -> dict[str, dict[str, str]]:

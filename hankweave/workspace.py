@@ -20,7 +20,6 @@ from functools import lru_cache
 from pathlib import Path
 
 DATA_LINK = "read_only_data_source"
-ALWAYS_EXCLUDED = frozenset({DATA_LINK, ".git"})
 
 
 @lru_cache(maxsize=512)
@@ -106,8 +105,8 @@ class _IgnoreRules:
 def walk_files(root: Path) -> Iterator[str]:
     """Every file and symlink under ``root`` (relative, "/"-separated), honouring ignores.
 
-    Directories named in :data:`ALWAYS_EXCLUDED` and ignored directories are not entered;
-    symlinks are yielded as entries and never followed.
+    The data link, ``.git`` directories and ignored directories are not entered; symlinks are
+    yielded as entries and never followed; special files (FIFOs, sockets, devices) are skipped.
     """
     rules = _IgnoreRules()
     root = Path(root)
@@ -122,15 +121,15 @@ def walk_files(root: Path) -> Iterator[str]:
             return
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            if entry.name in ALWAYS_EXCLUDED and (rel_dir == "" or entry.name == ".git"):
-                continue
+            if (rel_dir == "" and entry.name == DATA_LINK) or entry.name.lower() == ".git":
+                continue  # git refuses .GIT too, and it is .git on case-insensitive disks
             is_dir = entry.is_dir(follow_symlinks=False)
             if rules.ignored(rel, is_dir):
                 continue
             if is_dir:
                 yield from visit(Path(entry.path), rel)
-            else:
-                yield rel
+            elif entry.is_symlink() or entry.is_file(follow_symlinks=False):
+                yield rel  # sockets, FIFOs and devices are not workspace content
 
     yield from visit(root, "")
 

@@ -30,7 +30,8 @@ def run_cli(group: click.Group) -> int:
     """Run the click group; unexpected exceptions become one error line (tracebacks with --debug)."""
     debug = "--debug" in sys.argv[1:]
     try:
-        group.main(standalone_mode=False)
+        # Without standalone mode click returns ctx.exit(n)'s code instead of raising it.
+        code = group.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
         return EXIT_INTERRUPTED
@@ -46,4 +47,4 @@ def run_cli(group: click.Group) -> int:
             raise
         click.echo(f"Error: {type(exc).__name__}: {exc} (run with --debug for details)", err=True)
         return EXIT_FAILED
-    return EXIT_OK
+    return code if isinstance(code, int) else EXIT_OK

@@ -1,27 +1,51 @@
-"""The runtime settings file, `hankweave.json` (reference spec §1.12).
+"""Runtime settings: the `hankweave.json` file and the resolved settings of one launch.
 
-It is read from the directory hankweave is launched in. Every field is optional: the model keeps
-only what the file says, so the settings resolver can tell "unset" from "set to the default" when
-it merges defaults, this file, the hank's `overrides`, environment variables and CLI flags.
-Unlike Hankweave 0.10.0, an invalid file is an error, never silently ignored.
+`hankweave.json` (reference spec §1.12) is read from the directory hankweave is launched in. Every
+field of :class:`RuntimeConfig` is optional: the model keeps only what the file says, so the
+resolver can tell "unset" from "set to the default" when it merges the layers (§2.7):
+
+    defaults < ./hankweave.json < the hank's `overrides` < HANKWEAVE_RUNTIME_* < CLI options
+
+:func:`resolve_settings` does that merge and returns a fully populated :class:`Settings`.
+Deliberate differences from Hankweave 0.10.0:
+
+* an invalid `hankweave.json` is an error naming the file (0.10.0 silently dropped it);
+* an unknown `HANKWEAVE_RUNTIME_*` variable is a warning (0.10.0 refused to start), while a bad
+  value of a known one is an error naming the variable; booleans must look like booleans;
+* `HANKWEAVE_RUNTIME_SHIM_IDLE_TIMEOUT` is parsed as a number, so it works.
+
+The module also owns the agent side of the environment: the `HANKWEAVE_<X>` passthrough
+(:func:`agent_env`) and the hank's `requirements.env` check (:func:`check_required_env`).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
 from hankweave.config.errors import (
+    ConfigError,
+    ConfigValidationError,
+    HankIssue,
     RuntimeConfigValidationError,
     issues_from_validation_error,
     read_config_json,
 )
 from hankweave.config.hank import (
+    AllocationMode,
     Check,
+    Codon,
+    HankFile,
+    Loop,
     ModelName,
+    OnExceeded,
     Opt,
     PositiveInt,
     PositiveNumber,
@@ -29,6 +53,42 @@ from hankweave.config.hank import (
     ShimIdleTimeout,
     StrictModel,
 )
+
+RUNTIME_CONFIG_FILE = "hankweave.json"
+"""The runtime settings file, looked up in the launch directory."""
+
+RUNTIME_ENV_PREFIX = "HANKWEAVE_RUNTIME_"
+"""Prefix of the environment variables that set runtime settings."""
+
+SENTINEL_ENV_PREFIX = "HANKWEAVE_SENTINEL_"
+"""Prefix of the sentinel provider credentials; never passed to agents."""
+
+PASSTHROUGH_ENV_PREFIX = "HANKWEAVE_"
+"""`HANKWEAVE_<X>=v` gives agent processes `X=v` (`unset` removes `X`)."""
+
+CONTROL_ENV_VARS = frozenset(
+    {
+        "HANKWEAVE_HOME",
+        "HANKWEAVE_LOAD_PLUGINS",
+        "HANKWEAVE_DISABLE_PLUGINS",
+        "HANKWEAVE_TRACE_PLUGINS",
+        "HANKWEAVE_STRICT_PLUGINS",
+        "HANKWEAVE_REPLAY_MAX_DELAY_MS",
+        "HANKWEAVE_PLUGIN_MODULES",
+        "HANKWEAVE_FAKE_SCRIPT",
+    }
+)
+"""Variables that steer hankweave itself; they are not part of the agent passthrough."""
+
+UNSET_VALUE = "unset"
+"""The `HANKWEAVE_<X>` value that removes `X` from the agent environment."""
+
+DEFAULT_EXECUTION_BASE_DIR = "~/.hankweave-executions"
+
+
+# --------------------------------------------------------------------------------------------
+# hankweave.json
+# --------------------------------------------------------------------------------------------
 
 
 def _base_url_problem(url: str) -> str | None:
@@ -46,6 +106,10 @@ def _idle_timeout_problem(seconds: int) -> str | None:
     return None
 
 
+def _non_empty(message: str) -> Check:
+    return Check(lambda value: None if value.strip() else message, minLength=1)
+
+
 class RuntimeBudget(StrictModel):
     """Global ceilings; the effective one is the smaller of this and the hank's overrides."""
 
@@ -53,11 +117,22 @@ class RuntimeBudget(StrictModel):
     max_time_seconds: Opt[PositiveNumber] = None
 
 
+class CheckpointConfig(StrictModel):
+    """Checkpointing (a hankweave addition, absent from Hankweave 0.10.0)."""
+
+    backend: Opt[Annotated[str, _non_empty("Checkpoint backend cannot be empty")]] = None
+    """Name of the registered checkpoint backend (default: `git`)."""
+    keep_last_per_run: Opt[PositiveInt] = None
+    """How many checkpoints of each run pruning keeps (default: 50)."""
+
+
 class RuntimeConfig(StrictModel):
     """Runtime settings from `hankweave.json`. Defaults are applied when settings are resolved."""
 
     port: Opt[PositiveInt] = None
     """WebSocket server port (default: 0, a free port chosen by the OS)."""
+    host: Opt[Annotated[str, _non_empty("Host cannot be empty")]] = None
+    """Address the WebSocket server binds to (default: 127.0.0.1; a hankweave addition)."""
     autostart: Opt[bool] = None
     """Start running codons as soon as the server is up (default: true)."""
     show_costs: Opt[bool] = None
@@ -70,7 +145,8 @@ class RuntimeConfig(StrictModel):
     output_directory: Opt[str] = None
     """Where codon outputs are copied, relative to the launch directory (default: not copied)."""
     execution_base_dir: Opt[str] = None
-    """Informational only: executions live under HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR or the default."""
+    """Informational only: the managed root comes from HANKWEAVE_HOME,
+    HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR or the default."""
     log_parsing_interval: Opt[PositiveInt] = None
     """Milliseconds between reads of the agent log (default: 1000)."""
     data_hash_time_limit: Opt[PositiveInt] = None
@@ -84,6 +160,7 @@ class RuntimeConfig(StrictModel):
     telemetry: Opt[dict[str, Any]] = None
     """Telemetry settings; read by the telemetry component, never blocking startup."""
     budget: Opt[RuntimeBudget] = None
+    checkpoints: Opt[CheckpointConfig] = None
 
 
 def load_runtime_config(path: Path) -> RuntimeConfig:
@@ -99,3 +176,514 @@ def load_runtime_config(path: Path) -> RuntimeConfig:
     except ValidationError as exc:
         issues = issues_from_validation_error(exc, RuntimeConfig)
         raise RuntimeConfigValidationError(str(path), issues) from None
+
+
+# --------------------------------------------------------------------------------------------
+# Resolved settings
+# --------------------------------------------------------------------------------------------
+
+
+class _ResolvedModel(BaseModel):
+    """Base of the resolved settings: complete, immutable, camelCase when serialised."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        serialize_by_alias=True,
+        use_attribute_docstrings=True,
+    )
+
+
+class SentinelSettings(_ResolvedModel):
+    """Settings of the sentinel system."""
+
+    enable_persistence: bool = True
+    health_check_grace_period_ms: int = 2000
+    wait_for_all_health_checks: bool = False
+
+
+class BudgetSettings(_ResolvedModel):
+    """The run-wide budget: ceilings from every layer, allocation from the hank's overrides."""
+
+    max_dollars: float | None = None
+    """Dollar ceiling: the CLI value, else the smaller of hankweave.json and the overrides."""
+    max_time_seconds: float | None = None
+    """Time ceiling, chosen like `max_dollars`."""
+    allocation: AllocationMode = "shared"
+    shares: dict[str, float] | None = None
+    on_exceeded: OnExceeded | None = None
+
+
+class CheckpointSettings(_ResolvedModel):
+    """Which checkpoint backend runs, and how much history pruning keeps."""
+
+    backend: str = "git"
+    keep_last_per_run: int = 50
+
+
+class Settings(_ResolvedModel):
+    """The settings of one launch, every layer merged and every default applied."""
+
+    port: int = 0
+    """WebSocket server port; 0 lets the OS choose."""
+    host: str = "127.0.0.1"
+    """Address the WebSocket server binds to."""
+    autostart: bool = True
+    show_costs: bool = False
+    without_proxy: bool = True
+    model: str | None = None
+    """The global model override (see :attr:`model_override`)."""
+    anthropic_base_url: str | None = None
+    output_directory: Path | None = None
+    """Absolute; relative values are resolved against the launch directory."""
+    execution_base_dir: str = DEFAULT_EXECUTION_BASE_DIR
+    """Informational only, as in Hankweave 0.10.0."""
+    log_parsing_interval: int = 1000
+    data_hash_time_limit: int = 5000
+    """Milliseconds allowed for hashing the data source (also used by execution setup)."""
+    idle_timeout: int = 0
+    shim_idle_timeout: int | None = None
+    """Run-wide default; a codon's own `shimIdleTimeout` wins, then the harness default."""
+    ignore_rig_failures: bool = False
+    sentinel: SentinelSettings = Field(default_factory=SentinelSettings)
+    telemetry: dict[str, Any] | None = None
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    overwrite_output: bool = False
+    """Output copies replace existing files instead of getting a numbered name (CLI only)."""
+    headless: bool = False
+    """No terminal UI (CLI only)."""
+
+    @property
+    def model_override(self) -> str | None:
+        """The model every codon uses instead of its own, if any layer set `model` (§2.7)."""
+        return self.model
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """What :func:`resolve_settings` found: the settings, plus what the user should be told."""
+
+    settings: Settings
+    warnings: list[str] = field(default_factory=list)
+    """Non-fatal problems, e.g. unknown `HANKWEAVE_RUNTIME_*` variables."""
+    runtime_config_path: Path | None = None
+    """The `hankweave.json` that was read, if there was one."""
+
+    @property
+    def model_override(self) -> str | None:
+        """Shortcut for `settings.model_override`."""
+        return self.settings.model_override
+
+
+class CliSettings(RuntimeConfig):
+    """The settings layer given by command-line options (JSON names, as in `hankweave.json`)."""
+
+    port: Opt[Annotated[int, Field(ge=0)]] = None
+    """`-p 0` asks for a dynamic port explicitly, which the file schema does not allow."""
+    overwrite_output: Opt[bool] = None
+    headless: Opt[bool] = None
+
+
+class EnvironmentSettingsError(ConfigValidationError):
+    """`HANKWEAVE_RUNTIME_*` variables hold values that are not valid settings."""
+
+    kind = "runtime settings in environment variables"
+
+    def _render(self) -> str:
+        count = len(self.errors)
+        noun = "problem" if count == 1 else "problems"
+        lines = [f"Invalid {self.kind}: {count} {noun}"]
+        lines.extend(f"  - {issue}" for issue in self.errors)
+        lines.append("Fix the values, or unset the variables to use the other settings layers.")
+        return "\n".join(lines)
+
+
+def resolve_settings(
+    *,
+    cwd: Path,
+    hank: HankFile | None,
+    env: Mapping[str, str],
+    cli: Mapping[str, Any],
+) -> ResolvedSettings:
+    """Merge the settings layers of one launch (reference spec §2.7).
+
+    Args:
+        cwd: the launch directory; its `hankweave.json` is read if present, and relative
+            `outputDirectory` values are resolved against it.
+        hank: the loaded hank, whose `overrides` form the third layer (`None` when the hank
+            could not be loaded yet; its errors are reported elsewhere).
+        env: the process environment (`HANKWEAVE_RUNTIME_*` variables form the fourth layer).
+        cli: command-line options, keyed by their JSON names as in `hankweave.json`
+            (`{"port": 8080, "budget": {"maxDollars": 2.5}, "overwriteOutput": True}`),
+            plus the CLI-only `overwriteOutput` and `headless`. `None` values are ignored.
+
+    Layers deep-merge; a value that is absent or `None` never overwrites one below it. Budget
+    ceilings follow their own rule: a CLI value replaces, otherwise the smaller of
+    `hankweave.json` and the hank's overrides applies; allocation, shares and `onExceeded` come
+    only from the overrides.
+
+    Raises:
+        RuntimeConfigValidationError: `hankweave.json` is not valid JSON or not valid settings.
+        EnvironmentSettingsError: a known `HANKWEAVE_RUNTIME_*` variable has a bad value.
+        ConfigError: `hankweave.json` cannot be read, or the CLI options are invalid.
+    """
+    warnings: list[str] = []
+    config_path = cwd / RUNTIME_CONFIG_FILE
+    file_config: RuntimeConfig | None = None
+    if os.path.lexists(config_path):
+        file_config = load_runtime_config(config_path)
+    overrides = hank.overrides if hank is not None else None
+    env_layer = runtime_env_layer(env, warnings)
+    cli_config = _validate_cli(cli)
+
+    file_layer = _dump(file_config)
+    override_layer = _dump(overrides)
+    cli_layer = _dump(cli_config)
+    budget = _resolve_budget(file_layer, override_layer, cli_layer)
+
+    merged: dict[str, Any] = {}
+    for layer in (file_layer, override_layer, env_layer, cli_layer):
+        layer.pop("budget", None)
+        _deep_merge(merged, layer)
+    merged["budget"] = budget
+    output = merged.get("outputDirectory")
+    if output is not None:
+        merged["outputDirectory"] = os.path.abspath(cwd / os.path.expanduser(output))
+    settings = Settings.model_validate(merged)
+    return ResolvedSettings(
+        settings=settings,
+        warnings=warnings,
+        runtime_config_path=config_path if file_config is not None else None,
+    )
+
+
+def _dump(model: BaseModel | None) -> dict[str, Any]:
+    if model is None:
+        return {}
+    return model.model_dump(by_alias=True, exclude_none=True)
+
+
+def _deep_merge(target: dict[str, Any], source: Mapping[str, Any]) -> None:
+    """Merge `source` into `target` recursively; `None` never overwrites (lodash `merge`)."""
+    for key, value in source.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _deep_merge(target[key], value)
+        elif isinstance(value, Mapping):
+            target[key] = {}
+            _deep_merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def _resolve_budget(
+    file_layer: Mapping[str, Any], override_layer: Mapping[str, Any], cli_layer: Mapping[str, Any]
+) -> dict[str, Any]:
+    file_budget = file_layer.get("budget", {})
+    override_budget = dict(override_layer.get("budget", {}))
+    cli_budget = cli_layer.get("budget", {})
+    resolved: dict[str, Any] = {}
+    for key in ("maxDollars", "maxTimeSeconds"):
+        if cli_budget.get(key) is not None:
+            resolved[key] = cli_budget[key]
+            continue
+        present = [
+            budget[key] for budget in (file_budget, override_budget) if budget.get(key) is not None
+        ]
+        if present:
+            resolved[key] = min(present)
+    for key in ("allocation", "shares", "onExceeded"):
+        if override_budget.get(key) is not None:
+            resolved[key] = override_budget[key]
+    return resolved
+
+
+def _validate_cli(cli: Mapping[str, Any]) -> CliSettings:
+    data = _without_none(cli)
+    try:
+        return CliSettings.model_validate(data, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        issues = issues_from_validation_error(exc, CliSettings)
+        raise ConfigError(
+            "Invalid command-line options:\n" + "\n".join(f"  - {issue}" for issue in issues)
+        ) from None
+
+
+def _without_none(data: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            value = _without_none(value)
+        elif isinstance(value, os.PathLike):
+            # click hands paths over as Path objects; the settings schema holds strings.
+            value = os.fspath(value)
+        out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# HANKWEAVE_RUNTIME_* variables
+# --------------------------------------------------------------------------------------------
+
+_Kind = Literal["bool", "int", "str"]
+
+# What each settable key parses as. Objects (budget, telemetry) cannot be set through the
+# environment; their scalar members are listed per section.
+_TOP_LEVEL_KINDS: dict[str, _Kind] = {
+    "port": "int",
+    "host": "str",
+    "autostart": "bool",
+    "showCosts": "bool",
+    "withoutProxy": "bool",
+    "model": "str",
+    "anthropicBaseUrl": "str",
+    "outputDirectory": "str",
+    "executionBaseDir": "str",
+    "logParsingInterval": "int",
+    "dataHashTimeLimit": "int",
+    "idleTimeout": "int",
+    "shimIdleTimeout": "int",
+    "ignoreRigFailures": "bool",
+}
+_SECTION_KINDS: dict[str, dict[str, _Kind]] = {
+    "sentinel": {
+        "enablePersistence": "bool",
+        "healthCheckGracePeriodMs": "int",
+        "waitForAllHealthChecks": "bool",
+    },
+    "checkpoints": {"backend": "str", "keepLastPerRun": "int"},
+}
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def runtime_env_variable(path: str) -> str:
+    """The variable that sets a settings key: `sentinel.enablePersistence` ->
+    `HANKWEAVE_RUNTIME_SENTINEL_ENABLE_PERSISTENCE`."""
+    parts = [_camel_to_snake(part).upper() for part in path.split(".")]
+    return RUNTIME_ENV_PREFIX + "_".join(parts)
+
+
+def _camel_to_snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def runtime_env_layer(env: Mapping[str, str], warnings: list[str]) -> dict[str, Any]:
+    """The settings layer given by `HANKWEAVE_RUNTIME_<NAME>` variables (§1.13).
+
+    `<NAME>` is snake case (`SHOW_COSTS` -> `showCosts`); `SENTINEL_<X>` and `CHECKPOINTS_<X>`
+    set members of those sections. Booleans accept true/false, 1/0, yes/no, on/off; numbers
+    must be whole numbers. An empty value counts as unset. Unknown variables are appended to
+    `warnings` and ignored.
+
+    Raises:
+        EnvironmentSettingsError: listing every variable whose value is invalid.
+    """
+    layer: dict[str, Any] = {}
+    variable_of: dict[str, str] = {}
+    issues: list[HankIssue] = []
+    for variable in sorted(env):
+        if not variable.startswith(RUNTIME_ENV_PREFIX):
+            continue
+        raw = env[variable]
+        located = _locate_env_key(variable[len(RUNTIME_ENV_PREFIX) :])
+        if located is None:
+            warnings.append(_unknown_env_warning(variable))
+            continue
+        path, kind = located
+        if raw.strip() == "":
+            continue
+        value, problem = _parse_env_value(raw, kind)
+        if problem is not None:
+            issues.append(HankIssue(variable, problem))
+            continue
+        target = layer
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+        target[path[-1]] = value
+        variable_of[".".join(path)] = variable
+    try:
+        RuntimeConfig.model_validate(layer, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        for issue in issues_from_validation_error(exc, RuntimeConfig):
+            variable = variable_of.get(issue.path, issue.path)
+            issues.append(HankIssue(variable, issue.message))
+    if issues:
+        raise EnvironmentSettingsError("environment", sorted(issues, key=lambda i: i.path))
+    return layer
+
+
+def _locate_env_key(name: str) -> tuple[tuple[str, ...], _Kind] | None:
+    for section, kinds in _SECTION_KINDS.items():
+        prefix = section.upper() + "_"
+        if name.startswith(prefix):
+            key = to_camel(name[len(prefix) :].lower())
+            return ((section, key), kinds[key]) if key in kinds else None
+    key = to_camel(name.lower())
+    return ((key,), _TOP_LEVEL_KINDS[key]) if key in _TOP_LEVEL_KINDS else None
+
+
+def _unknown_env_warning(variable: str) -> str:
+    if variable.startswith(RUNTIME_ENV_PREFIX + "BUDGET"):
+        hint = (
+            "budgets cannot be set through the environment; "
+            "use --max-cost/--max-time or hankweave.json"
+        )
+    else:
+        hint = "it is not a runtime setting"
+    return f"Ignoring environment variable {variable}: {hint}."
+
+
+def _parse_env_value(raw: str, kind: _Kind) -> tuple[Any, str | None]:
+    value = raw.strip()
+    if kind == "bool":
+        if value.lower() in _TRUE:
+            return True, None
+        if value.lower() in _FALSE:
+            return False, None
+        return None, f'expected a boolean (true/false, 1/0, yes/no, on/off), got "{raw}"'
+    if kind == "int":
+        try:
+            return int(value, 10), None
+        except ValueError:
+            return None, f'expected a whole number, got "{raw}"'
+    return raw, None
+
+
+# --------------------------------------------------------------------------------------------
+# The model override and per-codon settings
+# --------------------------------------------------------------------------------------------
+
+
+def apply_model_override(hank: HankFile, model: str | None) -> HankFile:
+    """The hank with every codon's `model` replaced by `model`, loop codons included.
+
+    As in Hankweave 0.10.0 a `model` from any settings layer replaces each codon's own model;
+    it is not a fallback. With `model=None` the hank is returned unchanged.
+    """
+    if model is None:
+        return hank
+    items: list[Codon | Loop] = []
+    for item in hank.hank:
+        if isinstance(item, Loop):
+            codons = [codon.model_copy(update={"model": model}) for codon in item.codons]
+            items.append(item.model_copy(update={"codons": codons}))
+        else:
+            items.append(item.model_copy(update={"model": model}))
+    return hank.model_copy(update={"hank": items})
+
+
+def effective_shim_idle_timeout(codon: Codon, settings: Settings, harness_default: int) -> int:
+    """Seconds without an agent event before a codon's session is aborted (§2.7).
+
+    The codon's own `shimIdleTimeout`, else the merged settings' value, else the harness's
+    default (180 s for the Claude Agent SDK harness, 120 s for pi).
+    """
+    if codon.shim_idle_timeout is not None:
+        return codon.shim_idle_timeout
+    if settings.shim_idle_timeout is not None:
+        return settings.shim_idle_timeout
+    return harness_default
+
+
+# --------------------------------------------------------------------------------------------
+# The agent environment
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PassthroughEnv:
+    """What the `HANKWEAVE_<X>` variables ask for in agent environments."""
+
+    set: dict[str, str]
+    """`X` -> value, from `HANKWEAVE_X=value`."""
+    unset: frozenset[str]
+    """Names removed by `HANKWEAVE_X=unset`."""
+
+
+def hankweave_passthrough(env: Mapping[str, str]) -> PassthroughEnv:
+    """Collect the `HANKWEAVE_<X>` passthrough variables of `env` (§1.13).
+
+    The `HANKWEAVE_RUNTIME_` and `HANKWEAVE_SENTINEL_` prefixes and hankweave's own control
+    variables (:data:`CONTROL_ENV_VARS`) are not passed through.
+    """
+    values: dict[str, str] = {}
+    unset: set[str] = set()
+    for variable, value in env.items():
+        if not _is_passthrough(variable):
+            continue
+        name = variable[len(PASSTHROUGH_ENV_PREFIX) :]
+        if value == UNSET_VALUE:
+            unset.add(name)
+        else:
+            values[name] = value
+    return PassthroughEnv(set=values, unset=frozenset(unset))
+
+
+def _is_passthrough(variable: str) -> bool:
+    return (
+        variable.startswith(PASSTHROUGH_ENV_PREFIX)
+        and len(variable) > len(PASSTHROUGH_ENV_PREFIX)
+        and not variable.startswith(RUNTIME_ENV_PREFIX)
+        and not variable.startswith(SENTINEL_ENV_PREFIX)
+        and variable not in CONTROL_ENV_VARS
+    )
+
+
+def agent_env(env: Mapping[str, str], codon_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an agent process or rig command started with base environment `env`.
+
+    `HANKWEAVE_X=v` sets `X=v`; `HANKWEAVE_X=unset` removes `X`; the codon's own `env` is applied
+    last and wins. Harnesses that start from an allowlist instead of the whole environment use
+    :func:`hankweave_passthrough` directly.
+    """
+    result = dict(env)
+    passthrough = hankweave_passthrough(env)
+    for name in passthrough.unset:
+        result.pop(name, None)
+    result.update(passthrough.set)
+    if codon_env:
+        result.update(codon_env)
+    return result
+
+
+class MissingEnvironmentError(ConfigError):
+    """Variables listed in the hank's `requirements.env` are not set."""
+
+    def __init__(self, missing: list[str]) -> None:
+        self.missing = list(missing)
+        super().__init__(
+            f"Missing required environment variables: {', '.join(missing)}\n"
+            "These are declared in the hank's requirements.env field. Set each one, or "
+            "HANKWEAVE_<NAME> to give it to agents only."
+        )
+
+
+def missing_required_env(hank: HankFile, env: Mapping[str, str]) -> list[str]:
+    """The names in `requirements.env` that agents would not see with a non-empty value."""
+    required = hank.requirements.env if hank.requirements and hank.requirements.env else []
+    missing: list[str] = []
+    for name in dict.fromkeys(required):
+        prefixed = env.get(PASSTHROUGH_ENV_PREFIX + name)
+        # HANKWEAVE_X=unset removes X from agents, so it cannot satisfy the requirement.
+        removed = prefixed == UNSET_VALUE
+        if removed or not (prefixed or env.get(name)):
+            missing.append(name)
+    return missing
+
+
+def check_required_env(hank: HankFile, env: Mapping[str, str]) -> None:
+    """Check the hank's `requirements.env`: each `X` needs a non-empty `X` or `HANKWEAVE_X`.
+
+    Raises:
+        MissingEnvironmentError: naming every missing variable.
+    """
+    missing = missing_required_env(hank, env)
+    if missing:
+        raise MissingEnvironmentError(missing)

@@ -1,0 +1,180 @@
+"""What ``hankweave run`` shows while a hank runs.
+
+Two event subscribers:
+
+* :class:`HeadlessLog`: plain lines (or, with ``--json``, every event as one JSON line), fit for
+  CI logs and pipes;
+* :class:`LiveView`: a rich live display for a terminal: the current codon with its status,
+  elapsed time, cost and tokens, a line per finished codon with its checkpoint id, and totals.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+_QUIET_INFO_PREFIXES = ("Rig operation",)
+
+
+def _money(value: float | None) -> str:
+    return f"${value or 0:.4f}"
+
+
+def _short(sha: str | None) -> str:
+    return sha[:8] if sha else "-"
+
+
+@dataclass
+class _Codon:
+    codon_id: str
+    name: str = ""
+    status: str = "preparing"
+    started: float = field(default_factory=time.monotonic)
+    cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    messages: int = 0
+    last_action: str = ""
+
+
+class _Tracker:
+    """Follows the event stream: which codon runs, what it cost, what finished."""
+
+    def __init__(self) -> None:
+        self.current: _Codon | None = None
+        self.total_cost = 0.0
+        self.finished: list[tuple[str, str, float, int, str | None]] = []
+        self.run_started = time.monotonic()
+
+    def update(self, event: dict[str, Any]) -> None:
+        kind, data = event["type"], event.get("data", {})
+        if kind == "state.transition":
+            self._transition(data)
+        elif kind == "codon.started" and self.current is not None:
+            self.current.name = data.get("codonName", "")
+        elif kind == "token.usage" and self.current is not None:
+            self.current.input_tokens += data.get("inputTokens", 0)
+            self.current.output_tokens += data.get("outputTokens", 0)
+        elif kind == "assistant.action" and self.current is not None:
+            if data.get("action") == "tool_use":
+                self.current.last_action = f"tool: {data.get('toolName')}"
+            elif data.get("content"):
+                self.current.last_action = str(data["content"]).splitlines()[0][:100]
+
+    def _transition(self, data: dict[str, Any]) -> None:
+        self.total_cost = data.get("resultingState", {}).get("totalCost", self.total_cost)
+        kind = data.get("transitionType")
+        body = data.get("transition", {}).get("data", {})
+        if kind == "CodonStarted":
+            self.current = _Codon(codon_id=body.get("codonId", "?"))
+        elif kind == "CodonTransitioned" and self.current is not None:
+            self.current.status = body.get("to", self.current.status)
+            if self.current.status in ("completed", "failed", "skipped"):
+                meta = body.get("metadata", {})
+                self.finished.append((self.current.codon_id, self.current.status,
+                                      self.current.cost,
+                                      int((time.monotonic() - self.current.started) * 1000),
+                                      meta.get("checkpointSha")))
+        elif kind in ("CostsIncremented", "CodonFinalCostSet") and self.current is not None:
+            if kind == "CostsIncremented":
+                self.current.cost += body.get("costDelta", 0.0)
+            else:
+                self.current.cost = body.get("finalCost", self.current.cost)
+        elif kind == "AssistantMessageCountUpdated" and self.current is not None:
+            self.current.messages = body.get("newCount", self.current.messages)
+
+
+class HeadlessLog:
+    """Plain progress lines on stderr (or every event as JSON on stdout)."""
+
+    def __init__(self, *, as_json: bool = False, out: TextIO | None = None) -> None:
+        self.as_json = as_json
+        self.out = out or (sys.stdout if as_json else sys.stderr)
+        self.tracker = _Tracker()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.as_json:
+            self.out.write(json.dumps(event, ensure_ascii=False) + "\n")
+            self.out.flush()
+            return
+        before = len(self.tracker.finished)
+        self.tracker.update(event)
+        line = self._line(event)
+        if len(self.tracker.finished) > before:
+            codon_id, status, cost, ms, sha = self.tracker.finished[-1]
+            line = (f"codon {codon_id} {status} in {ms / 1000:.1f}s, cost {_money(cost)},"
+                    f" checkpoint {_short(sha)}")
+        if line:
+            self.out.write(f"[hankweave] {line}\n")
+            self.out.flush()
+
+    def _line(self, event: dict[str, Any]) -> str | None:
+        kind, data = event["type"], event.get("data", {})
+        if kind == "codon.started":
+            return f"codon {data.get('codonId')} started ({data.get('codonName')})"
+        if kind == "info":
+            message = str(data.get("message", ""))
+            return None if message.startswith(_QUIET_INFO_PREFIXES) else message
+        if kind == "error":
+            return f"error: {data.get('message')}"
+        if kind == "rig.setup.failed":
+            return f"rig operation {data.get('commandIndex')} failed ({data.get('failureType')})"
+        if kind == "loop.iteration.completed":
+            return f"loop {data.get('loopId')} iteration {data.get('iteration')} done"
+        if kind == "sink.failed":
+            return f"event sink {data.get('sink')} failed and was disabled: {data.get('error')}"
+        return None
+
+
+class LiveView:
+    """A rich live panel for terminals; finished codons scroll above it."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.tracker = _Tracker()
+        self._live = Live(self._render(), console=self.console, refresh_per_second=4,
+                          transient=True)
+
+    def __enter__(self) -> LiveView:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(*exc)  # type: ignore[arg-type]
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        before = len(self.tracker.finished)
+        self.tracker.update(event)
+        kind, data = event["type"], event.get("data", {})
+        for codon_id, status, cost, ms, sha in self.tracker.finished[before:]:
+            style = {"completed": "green", "failed": "red", "skipped": "yellow"}[status]
+            self.console.print(Text.assemble(
+                (f"{'✔' if status == 'completed' else '✘' if status == 'failed' else '↷'} ",
+                 style), (codon_id, "bold"), f"  {status}  {ms / 1000:.1f}s  {_money(cost)}"
+                f"  checkpoint {_short(sha)}"))
+        if kind == "error":
+            self.console.print(Text(f"error: {data.get('message')}", style="red"))
+        self._live.update(self._render())
+
+    def _render(self) -> Group:
+        current = self.tracker.current
+        table = Table.grid(padding=(0, 2))
+        if current is not None and current.status not in ("completed", "failed", "skipped"):
+            elapsed = time.monotonic() - current.started
+            table.add_row(Text(current.codon_id, style="bold cyan"), current.status,
+                          f"{elapsed:.1f}s", _money(current.cost),
+                          f"tokens in {current.input_tokens} out {current.output_tokens}",
+                          f"{current.messages} msgs")
+            if current.last_action:
+                table.add_row("", Text(current.last_action, style="dim"))
+        total = Text(f"total {_money(self.tracker.total_cost)}  elapsed"
+                     f" {time.monotonic() - self.tracker.run_started:.0f}s", style="dim")
+        return Group(table, total)

@@ -1,0 +1,59 @@
+"""``hankweave rollback``: put an execution back to a codon's checkpoint while nothing runs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import click
+
+from hankweave.cli.errors import EXIT_USAGE, CLIError
+
+
+@click.command("rollback")
+@click.option("-e", "--execution", "execution_dir", required=True, metavar="DIR",
+              type=click.Path(path_type=Path), help="The execution directory.")
+@click.option("--to", "codon_id", required=True, metavar="CODON_ID",
+              help="The codon whose completion checkpoint to restore.")
+def rollback_command(execution_dir: Path, codon_id: str) -> None:
+    """Restore the work tree to CODON_ID's checkpoint; the next run continues after it.
+
+    Takes the execution's lock (refused while a runtime runs), restores agentRoot/ exactly as
+    the codon left it, and records a continuation run, so `hankweave run -e DIR` carries on
+    with the codon after CODON_ID.
+    """
+    from hankweave.checkpoints import CheckpointError
+    from hankweave.config.errors import ConfigError
+    from hankweave.config.settings import resolve_settings
+    from hankweave.registry import get_registry
+    from hankweave.runtime.orchestrator import RuntimeError_, rollback_offline
+    from hankweave.state.boot import take_ownership
+    from hankweave.state.lock import LockError
+
+    execution_dir = execution_dir.resolve()
+    hankweave_dir = execution_dir / ".hankweave"
+    if not (hankweave_dir / "state.json").exists() and not (hankweave_dir / "state.wal").exists():
+        raise CLIError(f"{execution_dir}: not an execution directory (no .hankweave/state.json)")
+    try:
+        settings = resolve_settings(cwd=Path.cwd(), hank=None, env=dict(os.environ), cli={})
+        backend = get_registry().checkpoint_backend(settings.settings.checkpoints.backend)
+    except (ConfigError, CheckpointError) as exc:
+        raise CLIError(str(exc)) from None
+
+    async def go() -> tuple[str, str]:
+        owned = await take_ownership(hankweave_dir)
+        store = backend(execution_dir)
+        try:
+            store.initialize()
+            return await rollback_offline(owned, store, codon_id)
+        finally:
+            store.close()
+            await owned.release()
+
+    try:
+        run_id, sha = asyncio.run(go())
+    except (LockError, RuntimeError_, CheckpointError) as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+    click.echo(f"Rolled back to {codon_id} (checkpoint {sha[:12]}); recorded run {run_id}."
+               f" Continue with: hankweave run -e {execution_dir}")

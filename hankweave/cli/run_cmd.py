@@ -1,0 +1,102 @@
+"""``hankweave run``: run a hank, resumably, with a live view or plain CI logs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from hankweave.cli.errors import EXIT_USAGE, CLIError
+
+_CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS", "CIRCLECI", "TRAVIS")
+
+
+def interactive() -> bool:
+    """Whether confirmation questions can be asked (a terminal, and not CI)."""
+    if any(os.environ.get(name) for name in _CI_VARIABLES):
+        return False
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+@click.command("run")
+@click.argument("hank", required=False)
+@click.argument("data", required=False)
+@click.option("-e", "--execution", metavar="DIR", help="Execution directory to use (resumed if"
+              " it holds one).")
+@click.option("-n", "--start-new", "--new", is_flag=True, help="Never resume: start a new"
+              " execution.")
+@click.option("-f", "--force", is_flag=True, help="Override safety checks (changed data,"
+              " existing state under -n, confirmations).")
+@click.option("--no-wipe", is_flag=True, help="With -n -f: keep the old agentRoot/.")
+@click.option("--copy", is_flag=True, help="Copy the data source instead of linking it.")
+@click.option("-i", "--input", "input_text", metavar="TEXT", help="Use this text as the data"
+              " source.")
+@click.option("-o", "--output", metavar="DIR", help="Where codons' outputFiles are copied.")
+@click.option("-m", "--model", help="Run every codon with this model (a global override).")
+@click.option("-p", "--port", type=click.IntRange(0, 65535), help="WebSocket port (0: any free"
+              " port).")
+@click.option("--headless", is_flag=True, help="No live view: plain log lines for CI.")
+@click.option("--json", "json_events", is_flag=True, help="With --headless: every event as a"
+              " JSON line on stdout.")
+@click.option("--no-autostart", is_flag=True, help="Wait for a start command before each"
+              " codon.")
+@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), metavar="USD",
+              help="Run-wide dollar ceiling.")
+@click.option("--max-time", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Run-wide time ceiling.")
+@click.option("--shim-idle-timeout", type=click.IntRange(1, 1800), metavar="SECONDS",
+              help="Abort an agent that sends nothing for this long.")
+@click.option("--ignore-rig-failures", is_flag=True, help="Treat every rig operation as"
+              " allowFailure.")
+@click.option("--overwrite-output", is_flag=True, help="Output copies replace existing files.")
+@click.option("-y", "--yes", is_flag=True, help="Answer yes to confirmations.")
+@click.pass_context
+def run_command(ctx: click.Context, hank: str | None, data: str | None, execution: str | None,
+                start_new: bool, force: bool, no_wipe: bool, copy: bool,
+                input_text: str | None, output: str | None, model: str | None,
+                port: int | None, headless: bool, json_events: bool, no_autostart: bool,
+                max_cost: float | None, max_time: float | None,
+                shim_idle_timeout: int | None, ignore_rig_failures: bool,
+                overwrite_output: bool, yes: bool) -> None:
+    """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
+    directory; - reads stdin).
+
+    An execution directory that holds state is resumed: a crashed or failed run is rolled back
+    to its last successful codon and continues from there; completed codons never run again.
+    """
+    from hankweave.cli.progress import HeadlessLog, LiveView
+    from hankweave.config.errors import ConfigError
+    from hankweave.runtime.launch import LaunchError, LaunchRequest, launch
+
+    if json_events and not headless:
+        raise click.UsageError("--json needs --headless")
+    stdin_text = sys.stdin.buffer.read() if data == "-" and not sys.stdin.isatty() else None
+    can_ask = interactive()
+    request = LaunchRequest(
+        hank=hank, data=data, execution=execution, start_new=start_new, force=force,
+        no_wipe=no_wipe, copy=copy, input_text=input_text, output=output, model=model, port=port,
+        headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,
+        max_cost=max_cost, max_time=max_time, shim_idle_timeout=shim_idle_timeout,
+        ignore_rig_failures=ignore_rig_failures, overwrite_output=overwrite_output, yes=yes,
+        cwd=Path.cwd(), env=dict(os.environ), stdin_text=stdin_text,
+        confirm=(lambda question: click.confirm(question, default=False, err=True))
+        if can_ask else None)
+    live = None
+    if request.headless:
+        request.on_event = HeadlessLog(as_json=json_events)
+    else:
+        live = LiveView()
+        request.on_event = live
+    try:
+        if live is not None:
+            with live:
+                code = launch(request)
+        else:
+            code = launch(request)
+    except LaunchError as exc:
+        raise CLIError(str(exc), exc.exit_code) from None
+    except ConfigError as exc:
+        raise CLIError(str(exc), EXIT_USAGE) from None
+    ctx.exit(code)

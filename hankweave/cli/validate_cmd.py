@@ -1,0 +1,574 @@
+"""``hankweave validate``: the full preflight of a hank, without creating anything.
+
+It runs what ``hankweave run`` checks before its first codon (schema, file references,
+semantic rules, model resolution and harness availability, ``requirements.env``, the runtime
+settings layers), hashes the data source, and works out which execution directory a run would
+use, only reading the disk. Every problem is reported at once, each at its JSON path (or the
+setting, variable or file it concerns), and the exit code is 0 (valid) or 2 (not valid).
+
+The report is built once as a JSON-shaped dict (:func:`build_report`); ``--json`` prints it and
+the human summary is rendered from it, so both always say the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from hankweave.cli.errors import EXIT_USAGE, CLIError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hankweave.config.errors import HankIssue
+    from hankweave.config.hank import CodonBudget, ContainerBudget, HankFile
+    from hankweave.config.preflight import PreflightReport
+    from hankweave.config.settings import Settings
+    from hankweave.registry import Registry
+
+# Values of HANKWEAVE_<X> variables are often credentials: show only enough to recognise one.
+_MASK = "****"
+_MASK_KEEP = 3
+_MASK_MIN_LENGTH = 12
+_PIPE_WIDTH = 160
+
+
+@click.command("validate")
+@click.argument("hank", required=False, metavar="[HANK]")
+@click.argument("data", required=False, metavar="[DATA]")
+@click.option(
+    "-e",
+    "--execution",
+    metavar="DIR",
+    help="Preview this execution directory instead of auto mode's choice.",
+)
+@click.option("-m", "--model", help="Check every codon with this model (a global override).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a machine-readable report on stdout instead of the summary.",
+)
+def validate_command(
+    hank: str | None, data: str | None, execution: str | None, model: str | None, as_json: bool
+) -> None:
+    """Check HANK (a hank.json, or a directory holding one) against DATA (default: the current
+    directory) without running or creating anything.
+
+    Prints a summary: codons with their resolved models and harnesses, loops, prompt files, rig
+    operations, checkpointed files, budgets, the execution directory a run would use, the
+    HANKWEAVE_* variables passed to agents (masked) and warnings. Exits 0 when the hank can
+    run; otherwise prints every problem with its JSON path and exits 2.
+    """
+    from hankweave.execution.setup import resolve_data_and_hank_paths
+    from hankweave.registry import get_registry
+
+    if data == "-":
+        # run stores stdin data in the input cache first; validate must not create anything.
+        raise CLIError(
+            "validate cannot read DATA from stdin (-): pass the data as a file or directory"
+        )
+    env = dict(os.environ)
+    cwd = Path.cwd()
+    paths = resolve_data_and_hank_paths(
+        cwd=cwd, hank_arg=hank, data_arg=data, execution_arg=execution, env=env
+    )
+    report = build_report(
+        hank_path=paths.hank_path,
+        data_path=paths.data_path,
+        cwd=cwd,
+        env=env,
+        registry=get_registry(),
+        model=model,
+        execution=Path(os.path.abspath(execution)) if execution is not None else None,
+    )
+    if as_json:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    elif report["valid"]:
+        _render_summary(report, _console())
+    else:
+        _render_failure(report)
+    if not report["valid"]:
+        # SystemExit rather than ctx.exit(): run_cli calls main(standalone_mode=False), which
+        # returns the code of click's Exit instead of raising it, and would report success.
+        raise SystemExit(EXIT_USAGE)
+
+
+# ----- the report -----
+
+
+def build_report(
+    *,
+    hank_path: Path,
+    data_path: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    registry: Registry,
+    model: str | None = None,
+    execution: Path | None = None,
+) -> dict[str, Any]:
+    """Check a hank the way ``hankweave run`` would before starting, and describe it.
+
+    Nothing is created or changed: the managed root and the execution directory are only read.
+
+    Returns the ``--json`` report: ``valid``, ``errors`` (``[{path, message}]``), ``warnings``,
+    ``codons``, ``loops``, ``executionDir`` and the other keys documented in ``docs/cli.md``.
+    """
+    from hankweave.config.errors import ROOT_PATH, ConfigError, HankIssue, HankValidationError
+    from hankweave.config.hank import load_hank
+    from hankweave.config.preflight import run_preflight
+
+    errors: list[HankIssue] = []
+    warnings: list[str] = []
+    loaded: HankFile | None = None
+    load_failed = False
+    try:
+        loaded = load_hank(hank_path)
+    except HankValidationError:
+        pass  # the preflight reports these, each at its path
+    except ConfigError as exc:
+        errors.append(HankIssue(ROOT_PATH, str(exc)))
+        load_failed = True
+
+    settings = _resolve_settings(cwd, loaded, env, model, errors, warnings)
+    override = settings.model_override if settings is not None else model
+    preflight: PreflightReport | None = None
+    if not load_failed:
+        preflight = run_preflight(hank_path, env=env, registry=registry, model_override=override)
+        errors += preflight.errors
+        warnings += preflight.warnings
+
+    data_hash = _hash_data(data_path, settings, errors)
+    execution_dir: dict[str, Any] | None = None
+    if data_hash is not None:
+        execution_dir = _preview_execution_dir(
+            hank_path, data_hash, env, execution, errors, warnings
+        )
+
+    hank_file = preflight.hank if preflight is not None else None
+    report: dict[str, Any] = {
+        "valid": not errors,
+        "hankPath": str(hank_path),
+        "dataPath": str(data_path),
+        "dataHash": data_hash,
+        "errors": [{"path": issue.path, "message": issue.message} for issue in errors],
+        "warnings": warnings,
+        "modelOverride": override,
+    }
+    report.update(_describe_hank(hank_file, preflight))
+    report["budget"] = _describe_run_budget(settings)
+    report["executionDir"] = execution_dir
+    report["env"] = _describe_env(env, hank_file)
+    return report
+
+
+def _resolve_settings(
+    cwd: Path,
+    hank: HankFile | None,
+    env: Mapping[str, str],
+    model: str | None,
+    errors: list[HankIssue],
+    warnings: list[str],
+) -> Settings | None:
+    """The launch settings (hankweave.json, overrides, HANKWEAVE_RUNTIME_*, -m); problems with
+    them become errors that name the file or variable."""
+    from hankweave.config.errors import ROOT_PATH, ConfigError, ConfigValidationError, HankIssue
+    from hankweave.config.settings import (
+        RUNTIME_CONFIG_FILE,
+        EnvironmentSettingsError,
+        RuntimeConfigValidationError,
+        resolve_settings,
+    )
+
+    try:
+        resolved = resolve_settings(cwd=cwd, hank=hank, env=env, cli={"model": model})
+    except RuntimeConfigValidationError as exc:
+        errors.extend(HankIssue(f"{RUNTIME_CONFIG_FILE}:{i.path}", i.message) for i in exc.errors)
+        return None
+    except (EnvironmentSettingsError, ConfigValidationError) as exc:
+        errors.extend(exc.errors)  # their paths are variable names already
+        return None
+    except ConfigError as exc:
+        errors.append(HankIssue(f"{RUNTIME_CONFIG_FILE}:{ROOT_PATH}", str(exc)))
+        return None
+    warnings.extend(resolved.warnings)
+    return resolved.settings
+
+
+def _hash_data(data_path: Path, settings: Settings | None, errors: list[HankIssue]) -> str | None:
+    from hankweave.config.errors import HankIssue
+    from hankweave.execution.datahash import DEFAULT_TIME_LIMIT_MS, hash_data_source
+
+    limit = settings.data_hash_time_limit if settings is not None else DEFAULT_TIME_LIMIT_MS
+    try:
+        return hash_data_source(data_path, limit)
+    except (FileNotFoundError, NotADirectoryError):
+        message = (
+            f"Data source not found: {data_path}. Pass an existing file or directory as "
+            "DATA, or run from the directory that holds the data."
+        )
+    except ValueError as exc:
+        message = str(exc)
+    except OSError as exc:
+        message = f"Cannot read the data source {data_path}: {exc.strerror or exc}"
+    errors.append(HankIssue("data", message))
+    return None
+
+
+def _preview_execution_dir(
+    hank_path: Path,
+    data_hash: str,
+    env: Mapping[str, str],
+    execution: Path | None,
+    errors: list[HankIssue],
+    warnings: list[str],
+) -> dict[str, Any]:
+    """Which execution directory ``hankweave run`` would use, found by reading only."""
+    from hankweave.config.errors import HankIssue
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+    from hankweave.execution.setup import (
+        ExecutionSetupError,
+        compute_hank_hash,
+        find_execution_dir_for_resume,
+        is_within,
+        managed_executions_root,
+    )
+
+    root = managed_executions_root(env)
+    preview: dict[str, Any] = {
+        "mode": "auto" if execution is None else "explicit",
+        "managedRoot": str(root),
+        "path": None,
+        "action": "create",
+        "hankChanged": False,
+    }
+    if execution is None:
+        found = find_execution_dir_for_resume(data_hash, root)
+        if found is None:
+            return preview
+        preview.update(path=str(found), action="resume")
+    else:
+        preview["path"] = str(execution)
+        if not ExecutionLayout(execution).meta_file.is_file():
+            if is_within(execution, root):
+                errors.append(
+                    HankIssue(
+                        "execution",
+                        (
+                            f"Cannot create a new execution in {root}: this location is reserved for "
+                            f"auto-managed executions, and {execution} holds no execution to resume. "
+                            "Leave out -e, or pass -e with a directory outside it."
+                        ),
+                    )
+                )
+            if execution.exists() and any(execution.iterdir()):
+                preview["action"] = "use"  # non-empty: run asks for confirmation first
+            return preview
+        preview["action"] = "resume"
+
+    try:
+        meta = load_execution_meta(ExecutionLayout(Path(preview["path"])).meta_file)
+    except ExecutionMetaError as exc:
+        warnings.append(f"execution: {exc}; a run would refuse to resume it")
+        return preview
+    if meta.data_hash != data_hash:
+        warnings.append(
+            f"execution: the data source changed since {preview['path']} was created (hash "
+            f"{meta.data_hash}, now {data_hash}); a run needs --force to resume it"
+        )
+    try:
+        hank_hash = compute_hank_hash(hank_path)
+    except ExecutionSetupError:
+        hank_hash = None
+    if hank_hash is not None and meta.hank_hash and meta.hank_hash != hank_hash:
+        preview["hankChanged"] = True
+        warnings.append(
+            f"execution: hank.json changed since the last run of {preview['path']}; a run asks "
+            "for confirmation (or -y) before continuing with it"
+        )
+    return preview
+
+
+def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> dict[str, Any]:
+    """Codons, loops, files, rig operations and budgets of a loaded hank (empty when none)."""
+    from hankweave.config.hank import Loop, RigCommand
+    from hankweave.config.preflight import all_codons
+    from hankweave.config.refs import iter_hank_refs
+
+    described: dict[str, Any] = {
+        "meta": None,
+        "codons": [],
+        "loops": [],
+        "promptFiles": [],
+        "systemPromptFiles": [],
+        "rigOperations": 0,
+        "checkpointedCodons": [],
+    }
+    if hank is None or preflight is None:
+        return described
+    if hank.meta is not None:
+        described["meta"] = hank.meta.model_dump(by_alias=True, exclude_none=True)
+
+    loop_of = {
+        codon.id: item.id for item in hank.hank if isinstance(item, Loop) for codon in item.codons
+    }
+    # The preflight resolves codons in all_codons() order, one entry each.
+    resolved = preflight.models if len(preflight.models) == len(all_codons(hank)) else []
+    codons = []
+    for position, (path, codon) in enumerate(all_codons(hank)):
+        entry = resolved[position] if resolved else None
+        model = entry.model if entry is not None else None
+        rig = codon.rig_setup or []
+        codons.append(
+            {
+                "id": codon.id,
+                "name": codon.name,
+                "path": path,
+                "loop": loop_of.get(codon.id),
+                "model": codon.model,
+                "resolvedModel": model.full_id if model is not None else None,
+                "harness": entry.harness if entry is not None else None,
+                "continuationMode": codon.continuation_mode,
+                "rigOperations": {
+                    "copy": sum(1 for op in rig if not isinstance(op, RigCommand)),
+                    "command": sum(1 for op in rig if isinstance(op, RigCommand)),
+                },
+                "checkpointedFiles": list(codon.checkpointed_files or []),
+                "outputFiles": sum(len(group.copy_) for group in codon.output_files or []),
+                "onFailure": codon.on_failure or "abort",
+                "budget": _budget_json(codon.budget),
+            }
+        )
+    described["codons"] = codons
+    described["loops"] = [
+        {
+            "id": item.id,
+            "name": item.name,
+            "termination": item.terminate_on.model_dump(by_alias=True),
+            "codons": [codon.id for codon in item.codons],
+            "budget": _budget_json(item.budget),
+        }
+        for item in hank.hank
+        if isinstance(item, Loop)
+    ]
+    refs = list(iter_hank_refs(hank))
+    described["promptFiles"] = _unique(site.relative for site in refs if site.kind == "prompt")
+    described["systemPromptFiles"] = _unique(
+        site.relative for site in refs if site.kind == "system-prompt"
+    )
+    described["rigOperations"] = sum(len(codon.rig_setup or []) for _, codon in all_codons(hank))
+    described["checkpointedCodons"] = [
+        codon.id for _, codon in all_codons(hank) if codon.checkpointed_files
+    ]
+    return described
+
+
+def _unique(values: Any) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _budget_json(budget: CodonBudget | ContainerBudget | None) -> dict[str, Any] | None:
+    if budget is None:
+        return None
+    return budget.model_dump(by_alias=True, exclude_none=True)
+
+
+def _describe_run_budget(settings: Settings | None) -> dict[str, Any] | None:
+    """The run-wide ceiling after every settings layer (hankweave.json, overrides)."""
+    if settings is None:
+        return None
+    return settings.budget.model_dump(by_alias=True, exclude_none=True)
+
+
+def _describe_env(env: Mapping[str, str], hank: HankFile | None) -> dict[str, Any]:
+    from hankweave.config.preflight import all_codons
+    from hankweave.config.settings import PASSTHROUGH_ENV_PREFIX, hankweave_passthrough
+
+    passthrough = hankweave_passthrough(env)
+    variables: list[dict[str, str | None]] = [
+        {"variable": PASSTHROUGH_ENV_PREFIX + name, "name": name, "value": mask_value(value)}
+        for name, value in sorted(passthrough.set.items())
+    ]
+    variables += [
+        {"variable": PASSTHROUGH_ENV_PREFIX + name, "name": name, "value": None}
+        for name in sorted(passthrough.unset)
+    ]
+    codon_env: dict[str, dict[str, str]] = {}
+    if hank is not None:
+        for _, codon in all_codons(hank):
+            if codon.env:
+                codon_env[codon.id] = {k: mask_value(v) for k, v in sorted(codon.env.items())}
+    return {"passthrough": variables, "codons": codon_env}
+
+
+def mask_value(value: str) -> str:
+    """A secret-safe rendering: the first characters of long values, ``****`` for the rest."""
+    if len(value) < _MASK_MIN_LENGTH:
+        return _MASK
+    return value[:_MASK_KEEP] + _MASK
+
+
+# ----- human output -----
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    console = Console(highlight=False, markup=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = _PIPE_WIDTH
+    return console
+
+
+def _render_failure(report: dict[str, Any]) -> None:
+    lines = ["Validation failed:"]
+    lines += [f"  - {error['path']}: {error['message']}" for error in report["errors"]]
+    if report["warnings"]:
+        lines.append("Warnings:")
+        lines += [f"  - {warning}" for warning in report["warnings"]]
+    click.echo("\n".join(lines), err=True)
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"${value:.2f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}s"
+
+
+def _budget_text(budget: dict[str, Any] | None) -> str:
+    if not budget:
+        return "-"
+    parts = []
+    if "maxDollars" in budget:
+        parts.append(_money(budget["maxDollars"]))
+    if "maxTimeSeconds" in budget:
+        parts.append(_seconds(budget["maxTimeSeconds"]))
+    if "maxOutputTokens" in budget:
+        parts.append(f"{budget['maxOutputTokens']} out tokens")
+    if "maxContextTokens" in budget:
+        parts.append(f"{budget['maxContextTokens']} context tokens")
+    if budget.get("allocation", "shared") != "shared":
+        parts.append(budget["allocation"])
+    if "onExceeded" in budget:
+        parts.append(f"onExceeded {budget['onExceeded']}")
+    return ", ".join(parts) or "-"
+
+
+def _termination_text(termination: dict[str, Any]) -> str:
+    if termination["type"] == "iterationLimit":
+        return f"{termination['limit']} iterations"
+    return "until the context is exceeded"
+
+
+def _render_summary(report: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
+    meta = report["meta"] or {}
+    title = f"{meta['name']} {meta.get('version', '')}".strip() if meta.get("name") else "hank"
+    console.print(f"Hank: {title}  ({report['hankPath']})")
+    if meta.get("description"):
+        console.print(f"  {meta['description']}")
+    console.print(f"Data: {report['dataPath']}  (hash {report['dataHash']})")
+    if report["modelOverride"]:
+        console.print(f"Model override: every codon uses {report['modelOverride']}")
+
+    codons = report["codons"]
+    console.print(f"\nCodons: {len(codons)}")
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("#", "Id", "Name", "Model", "Harness", "Session", "Loop", "Budget"):
+        table.add_column(column, justify="right" if column == "#" else "left", overflow="fold")
+    for index, codon in enumerate(codons):
+        table.add_row(
+            str(index),
+            codon["id"],
+            codon["name"],
+            codon["resolvedModel"] or codon["model"],
+            codon["harness"] or "-",
+            codon["continuationMode"],
+            codon["loop"] or "-",
+            _budget_text(codon["budget"]),
+        )
+    console.print(table)
+
+    loops = report["loops"]
+    console.print(f"\nLoops: {len(loops)}")
+    for loop in loops:
+        loop_budget = f"; budget {_budget_text(loop['budget'])}" if loop["budget"] else ""
+        console.print(
+            f"  {loop['id']} ({loop['name']}): {_termination_text(loop['termination'])}, "
+            f"codons {', '.join(loop['codons'])}{loop_budget}"
+        )
+
+    _print_list(console, "Prompt files", report["promptFiles"])
+    _print_list(console, "System prompt files", report["systemPromptFiles"])
+    console.print(f"Rig operations: {report['rigOperations']}")
+    _print_list(console, "Codons with checkpointed files", report["checkpointedCodons"])
+
+    budget = report["budget"] or {}
+    ceiling = [
+        f"dollars {_money(budget.get('maxDollars'))}",
+        f"time {_seconds(budget.get('maxTimeSeconds'))}",
+        f"allocation {budget.get('allocation', 'shared')}",
+    ]
+    if budget.get("shares"):
+        ceiling.append("shares " + ", ".join(f"{k} {v:.0%}" for k, v in budget["shares"].items()))
+    console.print(f"\nBudget ceiling: {', '.join(ceiling)}")
+    capped = [codon for codon in codons if codon["budget"]]
+    if capped:
+        console.print("Per-codon caps:")
+        for codon in capped:
+            console.print(f"  {codon['id']}: {_budget_text(codon['budget'])}")
+
+    console.print(f"\nExecution directory: {_execution_text(report['executionDir'])}")
+
+    env = report["env"]
+    if env["passthrough"]:
+        console.print("\nHANKWEAVE_* variables passed to agents:")
+        for variable in env["passthrough"]:
+            shown = (
+                "unset (removed from the agent environment)"
+                if variable["value"] is None
+                else variable["value"]
+            )
+            console.print(f"  {variable['variable']} -> {variable['name']}={shown}")
+    for codon_id, values in env["codons"].items():
+        console.print(
+            f"Environment of codon {codon_id}: " + ", ".join(f"{k}={v}" for k, v in values.items())
+        )
+
+    if report["warnings"]:
+        console.print("\nWarnings:")
+        for warning in report["warnings"]:
+            console.print(f"  - {warning}")
+    console.print("\nThe hank is valid.")
+
+
+def _print_list(console: Console, label: str, values: list[str]) -> None:
+    console.print(f"{label}: {len(values)}" + (f" ({', '.join(values)})" if values else ""))
+
+
+def _execution_text(preview: dict[str, Any] | None) -> str:
+    if preview is None:
+        return "unknown"
+    if preview["action"] == "resume":
+        changed = " (hank.json changed since its last run)" if preview["hankChanged"] else ""
+        return f"would resume {preview['path']}{changed}"
+    if preview["mode"] == "auto":
+        return f"a new directory would be created under {preview['managedRoot']}"
+    if preview["action"] == "use":
+        return (
+            f"would use {preview['path']} (not empty, holds no execution: a run asks for "
+            "confirmation first)"
+        )
+    return f"a new execution would be created in {preview['path']}"
+
+
+__all__ = ["build_report", "mask_value", "validate_command"]

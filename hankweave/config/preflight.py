@@ -1,0 +1,139 @@
+"""Preflight: everything that must hold before any codon of a hank starts.
+
+Used by ``hankweave validate`` (which stops here) and ``hankweave run`` (which stops on errors).
+Checks, in order, collecting every problem rather than stopping at the first: the hank file's
+schema, the global model override, ``requirements.env``, the strict file-reference rules, that
+referenced files exist, the semantic rules (ids, loops, continuation, rig, budgets), and that
+every codon's model resolves through the model catalogue to an installed harness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hankweave.config.errors import ConfigError, HankIssue
+from hankweave.config.hank import Codon, HankFile, Loop, load_hank
+
+if TYPE_CHECKING:
+    from hankweave.models import ModelEntry
+    from hankweave.registry import Registry
+
+
+@dataclass
+class ResolvedCodonModel:
+    codon_id: str
+    model: ModelEntry | None
+    harness: str | None
+
+
+@dataclass
+class PreflightReport:
+    hank_path: Path
+    hank: HankFile | None = None
+    errors: list[HankIssue] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    models: list[ResolvedCodonModel] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.hank is not None and not self.errors
+
+    def raise_for_errors(self) -> None:
+        if not self.ok:
+            raise PreflightError(self)
+
+
+class PreflightError(ConfigError):
+    """A hank that cannot run: every problem, each with where it is."""
+
+    def __init__(self, report: PreflightReport) -> None:
+        self.report = report
+        count = len(report.errors)
+        lines = [f"{report.hank_path}: {count} problem{'s' if count != 1 else ''}"
+                 " prevent this hank from running:"]
+        lines += [f"  - {issue.path}: {issue.message}" for issue in report.errors]
+        super().__init__("\n".join(lines))
+
+
+def all_codons(hank: HankFile) -> list[tuple[str, Codon]]:
+    """Every codon config with its JSON path (loop codons included)."""
+    out: list[tuple[str, Codon]] = []
+    for index, item in enumerate(hank.hank):
+        if isinstance(item, Loop):
+            out += [(f"hank[{index}].codons[{j}]", codon) for j, codon in enumerate(item.codons)]
+        else:
+            out.append((f"hank[{index}]", item))
+    return out
+
+
+def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry,
+                  model_override: str | None = None) -> PreflightReport:
+    """Check a hank completely without creating or changing anything."""
+    from hankweave.config.errors import HankValidationError
+    from hankweave.config.refs import check_hank_refs, check_ref_files_exist
+    from hankweave.config.semantic import validate_hank_semantics
+    from hankweave.config.settings import apply_model_override, missing_required_env
+
+    report = PreflightReport(hank_path=hank_path)
+    try:
+        hank = apply_model_override(load_hank(hank_path), model_override)
+    except HankValidationError as exc:
+        report.errors = list(exc.errors)
+        return report
+    except ConfigError as exc:  # missing or unreadable file
+        report.errors = [HankIssue("<root>", str(exc))]
+        return report
+    report.hank = hank
+    hank_dir = hank_path.parent
+    missing = missing_required_env(hank, env)
+    if missing:
+        report.errors.append(HankIssue("requirements.env", "Missing required environment"
+                                       f" variables: {', '.join(missing)}"))
+    ref_errors = check_hank_refs(hank, hank_dir)
+    report.errors += ref_errors
+    if not ref_errors:
+        report.errors += check_ref_files_exist(hank, hank_dir)
+    report.errors += _check_models(hank, registry, report)
+    resolved = {m.codon_id: m.model for m in report.models}
+
+    def model_key(codon: Codon) -> str:
+        model = resolved.get(codon.id)
+        return model.full_id if model is not None else codon.model
+
+    def pricing_known(codon: Codon) -> bool:
+        model = resolved.get(codon.id)
+        return model is None or model.cost is not None
+
+    semantic = validate_hank_semantics(hank, hank_dir, model_key=model_key,
+                                       pricing_known=pricing_known)
+    report.errors += semantic.errors
+    report.warnings += semantic.warnings
+    if any(codon.sentinels for _, codon in all_codons(hank)):
+        report.warnings.append("sentinels are accepted but not run yet by this version of"
+                               " hankweave; codons run without them")
+    return report
+
+
+def _check_models(hank: HankFile, registry: Registry,
+                  report: PreflightReport) -> list[HankIssue]:
+    from hankweave.harness import HarnessSelectionError
+    from hankweave.models import UnknownModelError
+
+    problems: list[HankIssue] = []
+    for path, codon in all_codons(hank):
+        try:
+            model = registry.resolve_model(codon.model)
+        except UnknownModelError as exc:
+            problems.append(HankIssue(f"{path}.model", f"Invalid model '{codon.model}': {exc}"))
+            report.models.append(ResolvedCodonModel(codon.id, None, None))
+            continue
+        try:
+            harness = registry.select_harness(model).name
+        except HarnessSelectionError as exc:
+            problems.append(HankIssue(f"{path}.model", str(exc)))
+            harness = None
+        report.models.append(ResolvedCodonModel(codon.id, model, harness))
+    return problems

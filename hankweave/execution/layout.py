@@ -1,0 +1,145 @@
+"""Where everything lives inside an execution directory (reference spec §2.5).
+
+```
+<exec>/
+  agentRoot/                    the agent's working directory and checkpoint work tree
+    read_only_data_source/      symlink to (or copy of) the data source
+  rigArchive/                   archiveOnSuccess targets
+  .hankweave/
+    execution-meta.json  archive-manifest.json  state.json  state.json.bak  state.wal
+    runtime.lock  events/events.jsonl  runs/<runId>/<codonId>-claude.log
+    logs/server.log  logs/websocket.log  checkpoints/  sentinels/
+  .hankweave.backup-<ts>/       earlier state, set aside by `-n --force`
+```
+
+Every component that reads or writes one of these paths takes it from :class:`ExecutionLayout`,
+so the layout is spelled out once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from hankweave.state.lock import LOCK_FILE_NAME
+from hankweave.state.store import BACKUP_FILE, STATE_FILE, WAL_FILE
+from hankweave.workspace import DATA_LINK
+
+HANKWEAVE_DIR = ".hankweave"
+AGENT_ROOT_DIR = "agentRoot"
+RIG_ARCHIVE_DIR = "rigArchive"
+META_FILE = "execution-meta.json"
+ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
+BACKUP_PREFIX = ".hankweave.backup-"
+CODON_LOG_SUFFIX = "-claude.log"
+
+
+def codon_log_name(codon_id: str) -> str:
+    """The log file name of a codon run: `review#1` -> `review-1-claude.log`."""
+    return f"{codon_id.replace('#', '-')}{CODON_LOG_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class ExecutionLayout:
+    """The paths of one execution directory (made absolute, never resolved through symlinks)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(os.path.abspath(self.path)))
+
+    # -- outside .hankweave ------------------------------------------------------------------
+
+    @property
+    def agent_root(self) -> Path:
+        """`agentRoot/`: the agent's working directory."""
+        return self.path / AGENT_ROOT_DIR
+
+    @property
+    def data_link(self) -> Path:
+        """`agentRoot/read_only_data_source`: the data source, linked or copied."""
+        return self.agent_root / DATA_LINK
+
+    @property
+    def rig_archive(self) -> Path:
+        """`rigArchive/`: where archiveOnSuccess moves files."""
+        return self.path / RIG_ARCHIVE_DIR
+
+    def backup_dir(self, timestamp: str) -> Path:
+        """`.hankweave.backup-<timestamp>`: earlier state set aside by `-n --force`."""
+        return self.path / f"{BACKUP_PREFIX}{timestamp}"
+
+    # -- .hankweave ------------------------------------------------------------------------------
+
+    @property
+    def hankweave_dir(self) -> Path:
+        return self.path / HANKWEAVE_DIR
+
+    @property
+    def state_file(self) -> Path:
+        return self.hankweave_dir / STATE_FILE
+
+    @property
+    def state_backup_file(self) -> Path:
+        return self.hankweave_dir / BACKUP_FILE
+
+    @property
+    def state_log_file(self) -> Path:
+        """The append-only transition log folded into `state.json`."""
+        return self.hankweave_dir / WAL_FILE
+
+    @property
+    def events_dir(self) -> Path:
+        return self.hankweave_dir / "events"
+
+    @property
+    def events_file(self) -> Path:
+        """`.hankweave/events/events.jsonl`: the event journal."""
+        return self.events_dir / "events.jsonl"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.hankweave_dir / "runs"
+
+    def run_folder(self, run_id: str) -> Path:
+        """`.hankweave/runs/<runId>/`: the codon logs of one run."""
+        return self.runs_dir / run_id
+
+    def codon_log_path(self, run_id: str, codon_id: str) -> Path:
+        """`.hankweave/runs/<runId>/<codonId>-claude.log`, with `#` in the id replaced by `-`."""
+        return self.run_folder(run_id) / codon_log_name(codon_id)
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.hankweave_dir / "checkpoints"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.hankweave_dir / "logs"
+
+    @property
+    def server_log(self) -> Path:
+        return self.logs_dir / "server.log"
+
+    @property
+    def socket_log(self) -> Path:
+        return self.logs_dir / "websocket.log"
+
+    @property
+    def meta_file(self) -> Path:
+        """`.hankweave/execution-meta.json`: what this execution was created from."""
+        return self.hankweave_dir / META_FILE
+
+    @property
+    def archive_manifest(self) -> Path:
+        return self.hankweave_dir / ARCHIVE_MANIFEST_FILE
+
+    @property
+    def lock_file(self) -> Path:
+        """`.hankweave/runtime.lock`: one runtime per execution directory."""
+        return self.hankweave_dir / LOCK_FILE_NAME
+
+    @property
+    def sentinels_dir(self) -> Path:
+        return self.hankweave_dir / "sentinels"

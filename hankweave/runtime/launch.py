@@ -1,0 +1,259 @@
+"""``hankweave run``, end to end: from command-line options to a finished (or stopped) run.
+
+The steps, each with its own module: find the data and the hank (``execution.setup``), load the
+hank and the settings layers (``config``), preflight every rule, prepare the execution directory,
+take ownership of it (lock + state + crash repair), open the event journal and sinks, then boot
+and drive the :class:`~hankweave.runtime.orchestrator.Runtime` until the plan is done, a failure
+stops it, or a signal asks it to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hankweave.config.errors import ConfigError
+
+log = logging.getLogger("hankweave")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class LaunchError(ConfigError):
+    """The run cannot start; the message says why and what to do."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class LaunchRequest:
+    """The options of ``hankweave run`` (names follow the flags)."""
+
+    hank: str | None = None
+    data: str | None = None
+    execution: str | None = None
+    start_new: bool = False
+    force: bool = False
+    no_wipe: bool = False
+    copy: bool = False
+    input_text: str | None = None
+    output: str | None = None
+    model: str | None = None
+    port: int | None = None
+    headless: bool = False
+    autostart: bool | None = None
+    max_cost: float | None = None
+    max_time: float | None = None
+    shim_idle_timeout: int | None = None
+    ignore_rig_failures: bool = False
+    overwrite_output: bool = False
+    yes: bool = False
+    cwd: Path = field(default_factory=Path.cwd)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    stdin_text: bytes | None = None
+    confirm: Callable[[str], bool] | None = None
+    notify: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
+    on_event: Callable[[dict[str, Any]], None] | None = None
+
+
+@dataclass
+class Prepared:
+    """What a launch prepared before the runtime starts (used by ``run`` and tests)."""
+
+    hank: Any
+    hank_path: Path
+    settings: Any
+    setup: Any
+    registry: Any
+
+
+def prepare(request: LaunchRequest) -> Prepared:
+    """Everything up to (not including) taking ownership of the execution directory."""
+    from hankweave.config.preflight import run_preflight
+    from hankweave.config.settings import resolve_settings
+    from hankweave.execution.setup import (
+        SetupRequest,
+        decline,
+        resolve_data_and_hank_paths,
+        setup_execution,
+    )
+    from hankweave.registry import get_registry
+
+    paths = resolve_data_and_hank_paths(
+        cwd=request.cwd, hank_arg=request.hank, data_arg=request.data,
+        execution_arg=request.execution, inline_text=request.input_text,
+        stdin_text=request.stdin_text, env=request.env)
+    if not paths.hank_path.is_file():
+        raise LaunchError(f"{paths.hank_path}: no hank file here (give HANK as a hank.json or"
+                          " a directory holding one)")
+    registry = get_registry()
+    from hankweave.config.hank import load_hank
+
+    try:
+        raw_hank = load_hank(paths.hank_path)
+    except ConfigError:
+        raw_hank = None  # reported with every other problem by the preflight below
+    resolved = resolve_settings(cwd=request.cwd, hank=raw_hank, env=request.env, cli=_cli_layer(
+        request))
+    for warning in resolved.warnings:
+        request.notify(f"warning: {warning}")
+    settings = resolved.settings
+    report = run_preflight(paths.hank_path, env=request.env, registry=registry,
+                           model_override=settings.model_override)
+    for warning in report.warnings:
+        request.notify(f"warning: {warning}")
+    report.raise_for_errors()
+    setup = setup_execution(SetupRequest(
+        data_path=paths.data_path, hank_path=paths.hank_path,
+        execution_path=(Path(os.path.abspath(request.cwd / request.execution))
+                        if request.execution else None),
+        start_new=request.start_new, force=request.force, yes=request.yes,
+        no_wipe=request.no_wipe, copy_data=request.copy or paths.inline_data,
+        data_hash_time_limit_ms=settings.data_hash_time_limit,
+        confirm=request.confirm or decline, env=request.env))
+    for notice in setup.notices:
+        request.notify(notice)
+    return Prepared(report.hank, paths.hank_path, settings, setup, registry)
+
+
+def _cli_layer(request: LaunchRequest) -> dict[str, Any]:
+    budget = {"maxDollars": request.max_cost, "maxTimeSeconds": request.max_time}
+    return {
+        "port": request.port, "model": request.model, "outputDirectory": request.output,
+        "shimIdleTimeout": request.shim_idle_timeout,
+        "ignoreRigFailures": request.ignore_rig_failures or None,
+        "overwriteOutput": request.overwrite_output or None,
+        "headless": request.headless or None, "autostart": request.autostart,
+        "budget": budget if any(v is not None for v in budget.values()) else None,
+    }
+
+
+async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
+    """Own the execution directory, run the hank, and give the directory back."""
+    from hankweave.state.boot import take_ownership
+    from hankweave.state.lock import LockError, heartbeat_forever
+    from hankweave.state.thread import analyze_execution_thread
+
+    layout = prepared.setup.layout
+    try:
+        owned = await take_ownership(layout.hankweave_dir)
+    except LockError as exc:
+        raise LaunchError(str(exc)) from None
+    try:
+        for run_id in owned.crashed_run_ids:
+            request.notify(f"Run {run_id} had crashed; marked crashed and resuming after it")
+        thread = analyze_execution_thread(owned.store.state)
+        if owned.store.state.runs and not thread.failed and thread.next_codon_id is None \
+                and not thread.has_running_codon:
+            request.notify(f"Nothing to do: every codon of {layout.path} has finished. Start"
+                           " a new execution with -n (or roll back with `hankweave rollback`).")
+            return EXIT_OK
+        heartbeat = asyncio.create_task(heartbeat_forever(owned.lock))
+        try:
+            return await _drive(prepared, request, owned)
+        finally:
+            heartbeat.cancel()
+    finally:
+        await owned.release()
+
+
+async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
+    from hankweave.events.bus import EventBus
+    from hankweave.events.journal import EventJournal
+    from hankweave.runtime.budget import RunBudget
+    from hankweave.runtime.orchestrator import PromptBuilder, Runtime, RuntimeConfig
+    from hankweave.runtime.planner import build_initial_plan
+    from hankweave.state.costs import total_cost
+
+    settings, layout, registry = prepared.settings, prepared.setup.layout, prepared.registry
+    handler = _server_log(layout.server_log)
+    backend = registry.checkpoint_backend(settings.checkpoints.backend)
+    checkpoints = backend(layout.path)
+    sinks = [sink_class() for sink_class in registry.event_sinks().values()]
+    bus = EventBus(EventJournal(layout.events_file), sinks=sinks)
+    if request.on_event is not None:
+        bus.subscribe(lambda event: request.on_event(event.to_wire()))  # type: ignore[misc]
+    state = owned.store.state
+    budget = RunBudget(
+        max_dollars=settings.budget.max_dollars, max_seconds=settings.budget.max_time_seconds,
+        allocation=settings.budget.allocation, shares=dict(settings.budget.shares or {}),
+        on_exceeded=settings.budget.on_exceeded or "complete",
+        spent_before=total_cost(state), elapsed_before=_elapsed_before(state))
+    config = RuntimeConfig(
+        headless=settings.headless, autostart=settings.autostart,
+        ignore_rig_failures=settings.ignore_rig_failures,
+        output_dir=settings.output_directory, overwrite_output=settings.overwrite_output,
+        shim_idle_timeout=settings.shim_idle_timeout,
+        keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run, env=request.env)
+    runtime = Runtime(
+        hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
+        owned=owned, checkpoints=checkpoints, registry=registry, emit=bus.emit, config=config,
+        budget=budget,
+        prompt_builder=PromptBuilder(prepared.hank, prepared.hank_path.parent,
+                                     layout.agent_root, request.env),
+        plan_builder=build_initial_plan)
+    loop = asyncio.get_running_loop()
+    installed = _install_signals(loop, runtime)
+    try:
+        await runtime.boot()
+        code = await runtime.drive()
+        await runtime.finish()
+        return code
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+        bus.close()
+        checkpoints.close()
+        logging.getLogger("hankweave").removeHandler(handler)
+        handler.close()
+
+
+def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Any) -> list[int]:
+    installed = []
+    for signum, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
+        try:
+            loop.add_signal_handler(signum, runtime.request_shutdown, name)
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals
+            pass
+    return installed
+
+
+def _server_log(path: Path) -> logging.Handler:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("[%(asctime)s] [%(levelname)s] %(name)s: %(message)s"))
+    logger = logging.getLogger("hankweave")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    return handler
+
+
+def _elapsed_before(state: Any) -> float:
+    """Wall time of earlier runs, so a time ceiling counts across resumes."""
+    from hankweave.fsutil import parse_iso
+
+    total = 0.0
+    for run in state.runs:
+        end = run.end_time or (run.codons[-1].__dict__.get("end_time") if run.codons else None)
+        if end:
+            try:
+                total += (parse_iso(end) - parse_iso(run.start_time)).total_seconds()
+            except ValueError:
+                continue
+    return max(total, 0.0)
+
+
+def launch(request: LaunchRequest) -> int:
+    """Run a hank from start to finish; return the process exit code."""
+    prepared = prepare(request)
+    return asyncio.run(run_prepared(prepared, request))

@@ -1,0 +1,166 @@
+"""``MemoryCheckpointStore``: a checkpoint backend that keeps snapshots in memory.
+
+For kernel tests, which must not depend on a sibling backend package.  It passes
+:class:`hankweave.testing.checkpoints.CheckpointStoreContract`, so it behaves like the real
+backends (within one process: nothing survives it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hankweave.checkpoints import (
+    AmbiguousCheckpointError,
+    Checkpoint,
+    CheckpointKind,
+    CheckpointNotFoundError,
+    CheckpointStore,
+    FileChange,
+    RetentionPolicy,
+    checkpoint_message,
+    run_branch,
+)
+from hankweave.fsutil import utc_now_iso
+from hankweave.hookspecs import hookimpl
+from hankweave.workspace import matches_any, resolve_patterns
+
+# (kind, payload): ("file", (bytes, executable)) or ("link", target)
+Entry = tuple[str, Any]
+
+
+@dataclass
+class _Snapshot:
+    checkpoint: Checkpoint
+    patterns: tuple[str, ...]
+    files: dict[str, Entry] = field(default_factory=dict)
+
+
+class MemoryCheckpointStore(CheckpointStore):
+    """Snapshots held in a class-level dict keyed by execution directory."""
+
+    name: ClassVar[str] = "memory"
+    _stores: ClassVar[dict[Path, list[_Snapshot]]] = {}
+    _counter = itertools.count()
+
+    def __init__(self, execution_dir: Path) -> None:
+        super().__init__(execution_dir)
+        self._snapshots = self._stores.setdefault(self.execution_dir.resolve(), [])
+
+    def initialize(self) -> str:
+        for snap in self._snapshots:
+            if snap.checkpoint.kind == "initial":
+                return snap.checkpoint.id
+        return self._add("initial", "main", None, None, "Initial checkpoint setup\n", (), {})
+
+    def create(self, *, kind: CheckpointKind, run_id: str, codon_id: str, codon_name: str,
+               patterns: Sequence[str], duration_ms: int | None = None) -> Checkpoint:
+        files = {rel: _read(self.work_tree / rel) for rel in resolve_patterns(self.work_tree,
+                                                                               patterns)}
+        message = checkpoint_message(kind, codon_id, run_id, codon_name, utc_now_iso(),
+                                     duration_ms)
+        ident = self._add(kind, run_branch(run_id), run_id, codon_id, message, tuple(patterns),
+                          files)
+        return self.resolve(ident)
+
+    def _add(self, kind: str, branch: str, run_id: str | None, codon_id: str | None,
+             message: str, patterns: tuple[str, ...], files: dict[str, Entry]) -> str:
+        ident = hashlib.sha1(f"{next(self._counter)}:{message}".encode()).hexdigest()
+        checkpoint = Checkpoint(id=ident, kind=kind, message=message,  # type: ignore[arg-type]
+                                timestamp=utc_now_iso(), branch=branch, run_id=run_id,
+                                codon_id=codon_id)
+        self._snapshots.append(_Snapshot(checkpoint, patterns, files))
+        return ident
+
+    def list(self, *, run_id: str | None = None, codon_id: str | None = None,
+             kind: CheckpointKind | None = None) -> list[Checkpoint]:
+        return [s.checkpoint for s in reversed(self._snapshots)
+                if (run_id is None or s.checkpoint.run_id == run_id)
+                and (codon_id is None or s.checkpoint.codon_id == codon_id)
+                and (kind is None or s.checkpoint.kind == kind)]
+
+    def _find(self, id_or_prefix: str) -> _Snapshot:
+        found = [s for s in self._snapshots if s.checkpoint.id.startswith(id_or_prefix)]
+        if not found or not id_or_prefix:
+            raise CheckpointNotFoundError(f"no checkpoint {id_or_prefix!r}")
+        if len(found) > 1 and not any(s.checkpoint.id == id_or_prefix for s in found):
+            raise AmbiguousCheckpointError(f"checkpoint prefix {id_or_prefix!r} is ambiguous")
+        return next((s for s in found if s.checkpoint.id == id_or_prefix), found[0])
+
+    def resolve(self, id_or_prefix: str) -> Checkpoint:
+        return self._find(id_or_prefix).checkpoint
+
+    def restore(self, checkpoint_id: str) -> None:
+        target = self._find(checkpoint_id)
+        covered = {p for s in self._snapshots for p in s.files}
+        for rel in _walk(self.work_tree):
+            in_scope = rel in covered or matches_any(rel, target.patterns)
+            if in_scope and rel not in target.files:
+                (self.work_tree / rel).unlink()
+                _prune_dirs(self.work_tree, (self.work_tree / rel).parent)
+        for rel, entry in target.files.items():
+            _write(self.work_tree / rel, entry)
+
+    def changed_files(self, from_id: str, to_id: str) -> list[FileChange]:
+        a, b = self._find(from_id).files, self._find(to_id).files
+        changes = [FileChange(p, "deleted") for p in a if p not in b]
+        changes += [FileChange(p, "added") for p in b if p not in a]
+        changes += [FileChange(p, "modified") for p in a if p in b and a[p] != b[p]]
+        return sorted(changes, key=lambda c: c.path)
+
+    def prune(self, policy: RetentionPolicy) -> list[str]:
+        keep: set[str] = set(policy.keep_ids)
+        per_run: dict[str | None, int] = {}
+        for snap in reversed(self._snapshots):
+            cp = snap.checkpoint
+            if cp.kind == "initial":
+                keep.add(cp.id)
+                continue
+            per_run[cp.run_id] = per_run.get(cp.run_id, 0) + 1
+            if per_run[cp.run_id] <= policy.keep_last_per_run:
+                keep.add(cp.id)
+        removed = [s.checkpoint.id for s in self._snapshots if s.checkpoint.id not in keep]
+        self._snapshots[:] = [s for s in self._snapshots if s.checkpoint.id in keep]
+        return removed
+
+
+def _read(path: Path) -> Entry:
+    if path.is_symlink():
+        return ("link", os.readlink(path))
+    return ("file", (path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR)))
+
+
+def _write(path: Path, entry: Entry) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    kind, payload = entry
+    if kind == "link":
+        os.symlink(payload, path)
+        return
+    data, executable = payload
+    path.write_bytes(data)
+    path.chmod(0o755 if executable else 0o644)
+
+
+def _walk(root: Path) -> list[str]:
+    from hankweave.workspace import walk_files
+
+    return list(walk_files(root))
+
+
+def _prune_dirs(root: Path, directory: Path) -> None:
+    while directory != root and directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()
+        directory = directory.parent
+
+
+@hookimpl
+def register_checkpoint_backends(register: Any) -> None:
+    register(MemoryCheckpointStore)

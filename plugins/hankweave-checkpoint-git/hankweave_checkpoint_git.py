@@ -1,0 +1,863 @@
+"""Shadow-git checkpoints for hankweave: the ``git`` checkpoint backend.
+
+A private git repository at ``<exec>/.hankweave/checkpoints/.hankweavecheckpoints`` whose work
+tree is ``<exec>/agentRoot``.  Every checkpoint is a commit whose tree is exactly the files the
+kernel's resolver selects (:func:`hankweave.workspace.resolve_patterns`), so a file that is gone
+is recorded as deleted.  Select it with ``checkpoints.backend = "git"`` (the default).
+
+Layout of the repository (see the README for why):
+
+* ``refs/hankweave/initial`` and ``main``: the empty commit "Initial checkpoint setup";
+* ``refs/hankweave/checkpoints/<sha>``: one ref per checkpoint, the only thing keeping it alive;
+* ``refs/heads/run-<runId>``: the newest checkpoint of each run;
+* each checkpoint commit has the initial commit as its only parent, so pruning one never
+  rewrites another (its id is its sha, and state refers to it);
+* the commit message is :func:`hankweave.checkpoints.checkpoint_message` followed by a trailer
+  paragraph holding a monotonic sequence number (list order) and the patterns used (restore);
+* ``hankweave/covered-paths``: every path a checkpoint ever held, NUL-separated, so a restore
+  knows which files are "covered" without reading every tree.
+
+Every git call runs with an environment that names this repository and nothing else, and reads
+neither the user's nor the system's git configuration.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import ClassVar
+
+from hankweave import hookimpl
+from hankweave.checkpoints import (
+    AmbiguousCheckpointError,
+    Checkpoint,
+    CheckpointKind,
+    CheckpointNotFoundError,
+    CheckpointStorageError,
+    CheckpointStore,
+    FileChange,
+    RetentionPolicy,
+    checkpoint_message,
+    run_branch,
+)
+from hankweave.fsutil import fsync_dir, parse_iso, pid_alive, utc_now_iso
+from hankweave.workspace import DATA_LINK, resolve_patterns
+
+__all__ = ["GIT_MISSING", "GitCheckpointStore", "register_checkpoint_backends"]
+
+GIT_DIR_NAME = ".hankweavecheckpoints"
+INITIAL_MESSAGE = "Initial checkpoint setup"
+INITIAL_BRANCH = "main"
+INITIAL_REF = "refs/hankweave/initial"
+CHECKPOINT_REFS = "refs/hankweave/checkpoints/"
+RUN_BRANCHES = "refs/heads/run-"
+COVERED_PATHS = "hankweave/covered-paths"
+IDENTITY_NAME = "Hankweave Runtime"
+IDENTITY_EMAIL = "runtime@hankweave.invalid"
+LAYOUT_VERSION = "1"
+"""Bumped when :data:`REPOSITORY_CONFIG` changes, so existing repositories are re-configured."""
+
+GIT_MISSING = (
+    "the git checkpoint backend needs the git executable; install git or choose "
+    'checkpoints.backend = "snapshot"'
+)
+
+REPOSITORY_CONFIG: tuple[tuple[str, str], ...] = (
+    ("user.name", IDENTITY_NAME),
+    ("user.email", IDENTITY_EMAIL),
+    ("commit.gpgsign", "false"),
+    ("tag.gpgsign", "false"),
+    ("core.autocrlf", "false"),
+    ("core.symlinks", "true"),
+    # No reflogs: they would keep pruned checkpoints' objects alive.
+    ("core.logAllRefUpdates", "false"),
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
+    ("core.quotePath", "false"),
+    # Garbage collection runs when prune() asks for it, never in the middle of a create().
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+    ("hankweave.layout", LAYOUT_VERSION),  # last: a crash mid-configuration redoes it all
+)
+
+# info/attributes outranks every .gitattributes in agentRoot: the agent's eol, filter or
+# encoding attributes must not change the bytes we store and write back.
+REPOSITORY_ATTRIBUTES = (
+    "# hankweave: checkpoints store and restore files byte for byte\n"
+    "* -text -eol -filter -ident -working-tree-encoding\n"
+)
+
+# Lock files git leaves behind when it is killed mid-operation.
+STALE_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock",
+               "logs/HEAD.lock")
+
+_SUBJECT = re.compile(
+    r"(?P<kind>rig-setup|completed|error|skipped|exit):(?P<codon>.*?) "
+    r"\[run:(?P<run>[^\]]*)\](?: .*)?"
+)
+_TRAILER_PREFIX = "Hankweave-"
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A listed checkpoint plus what only this backend needs to know about it."""
+
+    checkpoint: Checkpoint
+    order: tuple[float, ...]
+    patterns: tuple[str, ...] | None  # None: made by Hankweave 0.10.0, patterns unknown
+    sequence: int | None  # None: not made by this backend, so not prunable
+
+
+def _gitpython() -> ModuleType:
+    """Import GitPython, turning "no git executable" into a clear storage error."""
+    try:
+        import git
+    except ModuleNotFoundError as exc:
+        if exc.name != "git":
+            raise
+        raise CheckpointStorageError(
+            "the git checkpoint backend needs GitPython: pip install GitPython") from exc
+    except ImportError as exc:
+        # GitPython refuses to import when it cannot run `git version`.
+        raise CheckpointStorageError(GIT_MISSING) from exc
+    return git
+
+
+class _Git:
+    """Runs git commands against one repository, isolated from everything else on the machine.
+
+    GitPython starts each process from ``os.environ``; :meth:`environment` overrides every
+    variable that could point git at another repository, index, object store, configuration
+    or attribute source, so a runtime started from inside a git hook (which exports
+    ``GIT_DIR`` and ``GIT_INDEX_FILE``) still only touches the shadow repository.
+    """
+
+    def __init__(self, git_dir: Path, work_tree: Path, home: Path, ceiling: Path) -> None:
+        git = _gitpython()
+        self._git_module = git
+        self.git_dir = git_dir
+        self.work_tree = work_tree
+        self._env = self.environment(git_dir, work_tree, home, ceiling)
+        self._in_home = git.Git(str(home))
+        self._in_work_tree = git.Git(str(work_tree))
+
+    @staticmethod
+    def environment(git_dir: Path, work_tree: Path, home: Path, ceiling: Path) -> dict[str, str]:
+        """The variables every call sets: this repository, no outside configuration."""
+        return {
+            "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": str(work_tree),
+            "GIT_COMMON_DIR": str(git_dir),
+            "GIT_INDEX_FILE": str(git_dir / "index"),
+            "GIT_OBJECT_DIRECTORY": str(git_dir / "objects"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": "",
+            "GIT_GRAFT_FILE": str(git_dir / "info" / "grafts"),
+            "GIT_SHALLOW_FILE": str(git_dir / "shallow"),
+            "GIT_NAMESPACE": "",
+            "GIT_NO_REPLACE_OBJECTS": "1",
+            "GIT_CEILING_DIRECTORIES": str(ceiling),
+            "GIT_DISCOVERY_ACROSS_FILESYSTEM": "0",
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home),
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_SYSTEM": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_COUNT": "0",
+            "GIT_CONFIG_PARAMETERS": "",
+            "GIT_ATTR_NOSYSTEM": "1",
+            "GIT_TEMPLATE_DIR": "",
+            "GIT_DEFAULT_HASH": "sha1",
+            "GIT_DEFAULT_REF_FORMAT": "files",
+            "GIT_LITERAL_PATHSPECS": "1",
+            "GIT_GLOB_PATHSPECS": "0",
+            "GIT_NOGLOB_PATHSPECS": "0",
+            "GIT_ICASE_PATHSPECS": "0",
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_AUTHOR_NAME": IDENTITY_NAME,
+            "GIT_AUTHOR_EMAIL": IDENTITY_EMAIL,
+            "GIT_COMMITTER_NAME": IDENTITY_NAME,
+            "GIT_COMMITTER_EMAIL": IDENTITY_EMAIL,
+        }
+
+    def run(
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        in_work_tree: bool = False,
+        ok: Iterable[int] = (0,),
+    ) -> bytes:
+        """Run ``git <args>`` and return its stdout; a status outside ``ok`` raises."""
+        status, out, err = self.call(*args, stdin=stdin, env=env, in_work_tree=in_work_tree)
+        if status not in tuple(ok):
+            detail = err.strip() or f"exit status {status}"
+            raise CheckpointStorageError(
+                f"git {args[0]} failed in the checkpoint repository {self.git_dir}: {detail}")
+        return out
+
+    def call(
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        in_work_tree: bool = False,
+    ) -> tuple[int, bytes, str]:
+        """Run ``git <args>``; return ``(status, stdout, stderr)`` whatever the status."""
+        runner = self._in_work_tree if in_work_tree else self._in_home
+        command = [self._git_module.Git.GIT_PYTHON_GIT_EXECUTABLE, *args]
+        full_env = {**self._env, **env} if env else self._env
+        try:
+            with contextlib.ExitStack() as stack:
+                istream = None
+                if stdin is not None:
+                    # GitPython hands stdin to Popen, which needs a real file descriptor.
+                    istream = stack.enter_context(tempfile.TemporaryFile())
+                    istream.write(stdin)
+                    istream.seek(0)
+                status, out, err = runner.execute(
+                    command, istream=istream, env=full_env, with_extended_output=True,
+                    with_exceptions=False, stdout_as_string=False,
+                    strip_newline_in_stdout=False)
+        except self._git_module.exc.GitCommandNotFound as exc:
+            raise CheckpointStorageError(GIT_MISSING) from exc
+        except OSError as exc:
+            raise CheckpointStorageError(f"could not run git for the checkpoint repository "
+                                         f"{self.git_dir}: {exc}") from exc
+        return int(status or 0), out, err if isinstance(err, str) else err.decode(errors="replace")
+
+
+class GitCheckpointStore(CheckpointStore):
+    """Checkpoints as commits in a shadow git repository beside ``agentRoot/``.
+
+    After :meth:`restore` HEAD is detached at the restored checkpoint, as in Hankweave 0.10.0;
+    the next :meth:`create` moves HEAD to the run's branch.
+    """
+
+    name: ClassVar[str] = "git"
+
+    stale_lock_seconds: ClassVar[float] = 2.0
+    """A git lock file at least this old is taken as left behind by a killed process."""
+
+    def __init__(self, execution_dir: Path) -> None:
+        super().__init__(Path(execution_dir).absolute())
+        self.checkpoints_dir = self.execution_dir / ".hankweave" / "checkpoints"
+        self.git_dir = self.checkpoints_dir / GIT_DIR_NAME
+        self._git: _Git | None = None
+        self._initial: str | None = None
+        self._sequence = 0
+        self._covered: set[str] | None = None
+        self._index_cache: tuple[tuple[int, int, int], frozenset[str]] | None = None
+
+    # ----- lifecycle -----
+
+    def initialize(self) -> str:
+        """Open (or build) the shadow repository and return the initial checkpoint's sha.
+
+        Repairs what a killed git process leaves behind: stale lock files, an abandoned build
+        directory, an unreadable index (it is only a cache here).  A repository whose HEAD does
+        not resolve is rebuilt when it holds no checkpoint, and refused otherwise.
+        """
+        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        # git refuses a GIT_WORK_TREE that does not exist, even for commands that never read it.
+        self.work_tree.mkdir(parents=True, exist_ok=True)
+        self._git = None
+        self._initial = None
+        git = self._runner(self.git_dir)
+        self._migrate_legacy_git_dir()
+        self._remove_abandoned_builds()
+        if self.git_dir.exists():
+            self._remove_stale_locks()
+            status, _, err = git.call("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+            if status != 0:
+                if self._holds_checkpoints():
+                    raise CheckpointStorageError(
+                        f"the checkpoint repository {self.git_dir} is damaged: its HEAD does not "
+                        "resolve to a commit, but it holds checkpoints, so it is not rebuilt. "
+                        "Repair it with git (HEAD must name a commit), or move it aside to start "
+                        f"without checkpoints{': ' + err.strip() if err.strip() else ''}")
+                shutil.rmtree(self.git_dir)
+        if not self.git_dir.exists():
+            self._build_repository()
+        self._configure_once(git)
+        self._initial = self._find_initial(git)
+        self._check_index(git)
+        self._covered = None
+        records = self._records()
+        self._sequence = max((r.sequence or 0 for r in records), default=0)
+        return self._initial
+
+    def close(self) -> None:
+        """Forget cached state; the repository itself needs no closing."""
+        self._git = None
+        self._covered = None
+        self._index_cache = None
+
+    # ----- creating -----
+
+    def create(
+        self,
+        *,
+        kind: CheckpointKind,
+        run_id: str,
+        codon_id: str,
+        codon_name: str,
+        patterns: Sequence[str],
+        duration_ms: int | None = None,
+    ) -> Checkpoint:
+        """Commit exactly the files ``patterns`` select on branch ``run-<run_id>``."""
+        git, initial = self._ready()
+        # An agent may have deleted agentRoot itself; git needs the work tree to exist.
+        self.work_tree.mkdir(parents=True, exist_ok=True)
+        patterns = tuple(patterns)
+        files = _storable(self.work_tree, resolve_patterns(self.work_tree, patterns))
+        wanted = set(files)
+        gone = self._index_paths(git) - wanted
+        # Before the commit exists, so the covered set is never smaller than the checkpoints.
+        self._note_covered(files)
+        if gone:
+            git.run("update-index", "--force-remove", "-z", "--stdin",
+                    stdin=_nul_join(sorted(gone)), in_work_tree=True)
+        if files:
+            # --remove: a file deleted since it was resolved leaves the index instead of failing.
+            git.run("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
+                    stdin=_nul_join(files), in_work_tree=True)
+        tree = git.run("write-tree", in_work_tree=True).decode().strip()
+        # The index now holds `wanted`, less any path git refused (it prints "Ignoring path").
+        # Remembering a superset is harmless: such a path is only force-removed again later.
+        self._remember_index(wanted)
+
+        timestamp = utc_now_iso()
+        sequence = self._sequence + 1
+        message = checkpoint_message(kind, codon_id, run_id, codon_name, timestamp, duration_ms)
+        trailers = (f"{_TRAILER_PREFIX}Sequence: {sequence}\n"
+                    f"{_TRAILER_PREFIX}Patterns: {json.dumps(list(patterns))}\n")
+        sha = git.run("commit-tree", tree, "-p", initial, "-m", f"{message}\n{trailers}",
+                      env=_dated(timestamp)).decode().strip()
+        branch = run_branch(run_id)
+        git.run("update-ref", "--stdin", stdin=(
+            f"update {CHECKPOINT_REFS}{sha} {sha}\nupdate refs/heads/{branch} {sha}\n").encode())
+        self._sequence = sequence
+        self._point_head_at(git, branch)
+        return Checkpoint(id=sha, kind=kind, message=message, timestamp=timestamp, branch=branch,
+                          run_id=run_id, codon_id=codon_id)
+
+    # ----- reading -----
+    # Annotations in this class say builtins.list: here, ``list`` is the method below.
+
+    def list(
+        self,
+        *,
+        run_id: str | None = None,
+        codon_id: str | None = None,
+        kind: CheckpointKind | None = None,
+    ) -> builtins.list[Checkpoint]:
+        """Every checkpoint reachable from a ref, newest first, optionally filtered."""
+        return [
+            r.checkpoint for r in self._records()
+            if (run_id is None or r.checkpoint.run_id == run_id)
+            and (codon_id is None or r.checkpoint.codon_id == codon_id)
+            and (kind is None or r.checkpoint.kind == kind)
+        ]
+
+    def resolve(self, id_or_prefix: str) -> Checkpoint:
+        return self._resolve_record(id_or_prefix).checkpoint
+
+    def changed_files(self, from_id: str, to_id: str) -> builtins.list[FileChange]:
+        """``git diff --name-status`` between two checkpoints, without rename detection."""
+        git, _ = self._ready()
+        old = self._resolve_record(from_id).checkpoint.id
+        new = self._resolve_record(to_id).checkpoint.id
+        out = git.run("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
+        fields = out.split(b"\0")
+        changes = []
+        for status, path in zip(fields[0::2], fields[1::2], strict=False):
+            if not status:
+                continue
+            change = {b"A": "added", b"D": "deleted"}.get(status[:1], "modified")
+            changes.append(FileChange(os.fsdecode(path), change))  # type: ignore[arg-type]
+        return sorted(changes, key=lambda c: c.path)
+
+    # ----- restoring -----
+
+    def restore(self, checkpoint_id: str) -> None:
+        """Make the covered files of the work tree exactly the checkpoint's; detach HEAD there.
+
+        Covered: the checkpoint's files, every file any checkpoint ever held, and every file the
+        checkpoint's patterns match now.  Other files, and ``read_only_data_source``, stay.
+        """
+        git, _ = self._ready()
+        record = self._resolve_record(checkpoint_id)
+        sha = record.checkpoint.id
+        self.work_tree.mkdir(parents=True, exist_ok=True)
+        listed = git.run("ls-tree", "-r", "-z", "--name-only", sha)
+        target = {os.fsdecode(p) for p in listed.split(b"\0") if p}
+        covered = self._covered_paths(git) | self._index_paths(git)
+        covered.update(_storable(self.work_tree,
+                                 resolve_patterns(self.work_tree, record.patterns or ())))
+        emptied: set[Path] = set()
+        for rel in sorted(covered - target):
+            parent = self._remove_covered_file(rel)
+            if parent is not None:
+                emptied.add(parent)
+        # Writes only what differs from the index's stat data; --reset overwrites files that
+        # are in the way (they are covered: the target holds them).
+        git.run("read-tree", "--reset", "-u", sha, in_work_tree=True)
+        self._remember_index(target)
+        self._remove_empty_dirs(emptied)
+        git.run("update-ref", "--no-deref", "HEAD", sha)
+
+    # ----- retention -----
+
+    def prune(self, policy: RetentionPolicy) -> builtins.list[str]:
+        """Delete the checkpoints ``policy`` does not keep, and their objects.
+
+        Always kept besides the policy: the initial checkpoint, the commit HEAD is at (the work
+        tree's base), and checkpoints made by Hankweave 0.10.0 (they are chained by parentage,
+        so removing one would rewrite the ids of the others).
+        """
+        git, initial = self._ready()
+        records = self._records()
+        status, out, _ = git.call("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        head = out.decode().strip() if status == 0 else None
+        keep_ids = {k.strip().lower() for k in policy.keep_ids if len(k.strip()) >= 4}
+
+        seen_per_run: dict[str | None, int] = {}
+        kept: builtins.list[_Record] = []
+        removed: builtins.list[_Record] = []
+        for record in records:  # newest first
+            checkpoint = record.checkpoint
+            rank = seen_per_run.get(checkpoint.run_id, 0)
+            seen_per_run[checkpoint.run_id] = rank + 1
+            keep = (
+                record.sequence is None
+                or checkpoint.id in (initial, head)
+                or rank < policy.keep_last_per_run
+                or any(checkpoint.id.startswith(k) for k in keep_ids)
+            )
+            (kept if keep else removed).append(record)
+        if not removed:
+            return []
+
+        gone = {r.checkpoint.id for r in removed}
+        commands = [f"delete {CHECKPOINT_REFS}{sha} {sha}" for sha in sorted(gone)]
+        tips = git.run("for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+        for line in tips.decode().splitlines():
+            tip, ref = line.split(" ", 1)
+            if tip not in gone:
+                continue
+            run_id = ref.removeprefix(RUN_BRANCHES) if ref.startswith(RUN_BRANCHES) else None
+            newest_kept = next((r.checkpoint.id for r in kept
+                                if run_id is not None and r.checkpoint.run_id == run_id), None)
+            commands.append(f"update {ref} {newest_kept} {tip}" if newest_kept
+                            else f"delete {ref} {tip}")
+        git.run("update-ref", "--stdin", stdin=("\n".join(commands) + "\n").encode())
+        # Reclaim the space now: nothing else references the removed commits (no reflogs, no
+        # children), so their unique trees and blobs go with them.
+        git.run("reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+        git.run("gc", "--prune=now", "--quiet")
+        return [r.checkpoint.id for r in removed]
+
+    # ----- internals: setup -----
+
+    def _runner(self, git_dir: Path) -> _Git:
+        if self._git is not None and git_dir == self.git_dir:
+            return self._git
+        runner = _Git(git_dir, self.work_tree, self.checkpoints_dir, self.execution_dir)
+        if git_dir == self.git_dir:
+            self._git = runner
+        return runner
+
+    def _ready(self) -> tuple[_Git, str]:
+        if self._initial is None or self._git is None:
+            self.initialize()
+        assert self._git is not None and self._initial is not None
+        return self._git, self._initial
+
+    def _migrate_legacy_git_dir(self) -> None:
+        """Hankweave before 0.10 kept the repository in ``checkpoints/.git``; adopt it."""
+        legacy = self.checkpoints_dir / ".git"
+        if not legacy.is_dir():
+            return
+        if self.git_dir.exists():
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+            legacy.rename(self.checkpoints_dir / f"{GIT_DIR_NAME}-quarantine-{stamp}")
+        else:
+            legacy.rename(self.git_dir)
+
+    def _remove_abandoned_builds(self) -> None:
+        """Delete build directories of processes that died before renaming them into place."""
+        for leftover in self.checkpoints_dir.glob(f"{GIT_DIR_NAME}.tmp-*"):
+            pid_text = leftover.name.removeprefix(f"{GIT_DIR_NAME}.tmp-").split("-", 1)[0]
+            if pid_text.isdigit() and pid_alive(int(pid_text)) and int(pid_text) != os.getpid():
+                continue
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def _remove_stale_locks(self) -> None:
+        """Remove the lock files a killed git process left behind.
+
+        git's lock files carry no pid, so age decides: no command this backend runs holds a
+        lock for :attr:`stale_lock_seconds`.  A younger lock may belong to a live process
+        (another command reading this store), so we wait for it to go or to grow old.
+        """
+        deadline = time.monotonic() + self.stale_lock_seconds
+        while True:
+            locks = self._lock_files()
+            now = time.time()
+            young = []
+            for lock in locks:
+                with contextlib.suppress(FileNotFoundError):
+                    if now - lock.stat().st_mtime < self.stale_lock_seconds:
+                        young.append(lock)
+            if not young or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        for lock in self._lock_files():
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+
+    def _lock_files(self) -> builtins.list[Path]:
+        locks = [self.git_dir / name for name in STALE_LOCKS if (self.git_dir / name).exists()]
+        for base in (self.git_dir / "refs", self.git_dir / "logs" / "refs"):
+            for dirpath, _, filenames in os.walk(base):
+                locks.extend(Path(dirpath, f) for f in filenames if f.endswith(".lock"))
+        return locks
+
+    def _holds_checkpoints(self) -> bool:
+        """Whether the repository's refs name any checkpoint, read without git's help."""
+        refs = self.git_dir / "refs"
+        if any(p.is_file() for p in (refs / "hankweave" / "checkpoints").rglob("*")):
+            return True
+        if any(p.is_file() for p in (refs / "heads").glob("run-*")):
+            return True
+        with contextlib.suppress(FileNotFoundError):
+            packed = (self.git_dir / "packed-refs").read_text(errors="replace")
+            return f" {CHECKPOINT_REFS}" in packed or f" {RUN_BRANCHES}" in packed
+        return False
+
+    def _build_repository(self) -> None:
+        """Create the repository in a temporary directory and rename it into place."""
+        build = self.checkpoints_dir / f"{GIT_DIR_NAME}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            git = self._runner(build)
+            git.run("init", "--quiet", "--template=", f"--initial-branch={INITIAL_BRANCH}",
+                    "--object-format=sha1", str(build))
+            # init records GIT_WORK_TREE as core.worktree; the path is always passed instead,
+            # so the execution directory can move.
+            git.run("config", "--file", str(build / "config"), "--unset-all", "core.worktree",
+                    ok=(0, 5))
+            self._configure(git, build)
+            empty_tree = git.run("mktree", stdin=b"").decode().strip()
+            timestamp = utc_now_iso()
+            initial = git.run("commit-tree", empty_tree, "-m", f"{INITIAL_MESSAGE}\n",
+                              env=_dated(timestamp)).decode().strip()
+            git.run("update-ref", "--stdin", stdin=(
+                f"update refs/heads/{INITIAL_BRANCH} {initial}\n"
+                f"update {INITIAL_REF} {initial}\n").encode())
+            (build / COVERED_PATHS).parent.mkdir(parents=True, exist_ok=True)
+            (build / COVERED_PATHS).write_bytes(b"")
+            try:
+                os.rename(build, self.git_dir)
+            except OSError:
+                if not self.git_dir.exists():
+                    raise
+                # Another process finished first; use its repository.
+            fsync_dir(self.checkpoints_dir)
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
+
+    def _configure(self, git: _Git, git_dir: Path) -> None:
+        config = str(git_dir / "config")
+        for key, value in REPOSITORY_CONFIG:
+            git.run("config", "--file", config, key, value)
+        info = git_dir / "info"
+        info.mkdir(exist_ok=True)
+        (info / "attributes").write_text(REPOSITORY_ATTRIBUTES, encoding="utf-8")
+
+    def _configure_once(self, git: _Git) -> None:
+        """Bring a repository made by Hankweave 0.10.0 or an older layout up to date."""
+        status, out, _ = git.call("config", "--file", str(self.git_dir / "config"), "--get",
+                                  "hankweave.layout")
+        if status != 0 or out.decode().strip() != LAYOUT_VERSION:
+            self._configure(git, self.git_dir)
+
+    def _find_initial(self, git: _Git) -> str:
+        status, out, _ = git.call("rev-parse", "--verify", "--quiet", f"{INITIAL_REF}^{{commit}}")
+        if status == 0:
+            return out.decode().strip()
+        # A repository made by Hankweave 0.10.0: its root commit on main.
+        roots = git.run("log", "--all", "--max-parents=0", "--format=%H %s").decode()
+        for line in roots.splitlines():
+            sha, _, subject = line.partition(" ")
+            if subject == INITIAL_MESSAGE:
+                git.run("update-ref", INITIAL_REF, sha)
+                return sha
+        raise CheckpointStorageError(
+            f'the checkpoint repository {self.git_dir} has no "{INITIAL_MESSAGE}" commit')
+
+    def _check_index(self, git: _Git) -> None:
+        """An index git cannot read is dropped: here it is only a cache of the last tree."""
+        self._index_cache = None
+        try:
+            self._index_paths(git)
+        except CheckpointStorageError:
+            with contextlib.suppress(FileNotFoundError):
+                (self.git_dir / "index").unlink()
+            self._index_cache = None
+
+    # ----- internals: listing -----
+
+    def _records(self) -> builtins.list[_Record]:
+        git, _ = self._ready()
+        initial = self._initial
+        out = git.run("log", "--all", "--date-order", "-z", "--format=%H%x1f%ct%x1f%B")
+        records: dict[str, _Record] = {}
+        entries = [e for e in out.decode("utf-8", errors="replace").split("\0") if e]
+        for position, entry in enumerate(entries):
+            sha, committed, body = entry.split("\x1f", 2)
+            if sha in records:
+                continue
+            record = _parse_record(sha, int(committed), body, sha == initial, position)
+            if record is not None:
+                records[sha] = record
+        return sorted(records.values(), key=lambda r: r.order, reverse=True)
+
+    def _resolve_record(self, id_or_prefix: str) -> _Record:
+        needle = id_or_prefix.strip().lower()
+        records = self._records() if needle and set(needle) <= _HEX else []
+        matches = [r for r in records if r.checkpoint.id.startswith(needle)]
+        if not matches:
+            raise CheckpointNotFoundError(f'no checkpoint has the id "{id_or_prefix}"')
+        if len(matches) > 1:
+            raise AmbiguousCheckpointError(
+                f'the id prefix "{id_or_prefix}" matches {len(matches)} checkpoints; '
+                "give more characters")
+        return matches[0]
+
+    # ----- internals: the index (a stat cache of the last tree written or checked out) -----
+
+    def _index_key(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.git_dir / "index")
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _index_paths(self, git: _Git) -> set[str]:
+        key = self._index_key()
+        if key is None:
+            return set()
+        if self._index_cache is not None and self._index_cache[0] == key:
+            return set(self._index_cache[1])
+        out = git.run("ls-files", "-z", in_work_tree=True)
+        paths = {os.fsdecode(p) for p in out.split(b"\0") if p}
+        self._index_cache = (key, frozenset(paths))
+        return paths
+
+    def _remember_index(self, paths: set[str]) -> None:
+        key = self._index_key()
+        self._index_cache = (key, frozenset(paths)) if key is not None else None
+
+    def _point_head_at(self, git: _Git, branch: str) -> None:
+        with contextlib.suppress(OSError):
+            if (self.git_dir / "HEAD").read_text() == f"ref: refs/heads/{branch}\n":
+                return
+        git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+
+    # ----- internals: covered paths -----
+
+    def _covered_paths(self, git: _Git) -> set[str]:
+        if self._covered is not None:
+            return set(self._covered)
+        path = self.git_dir / COVERED_PATHS
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = self._rebuild_covered(git, path)
+        if data and not data.endswith(b"\0"):
+            # A record torn by a kill: drop it, or the next append would glue onto it.
+            data = data[: data.rfind(b"\0") + 1]
+            with path.open("r+b") as fh:
+                fh.truncate(len(data))
+        self._covered = {os.fsdecode(p) for p in data.split(b"\0") if p}
+        return set(self._covered)
+
+    def _rebuild_covered(self, git: _Git, path: Path) -> bytes:
+        """Every path any reachable commit added, i.e. every path a checkpoint held."""
+        out = git.run("log", "--all", "--no-renames", "--name-only", "-z", "--format=")
+        paths = sorted({p for p in out.split(b"\0") if p})
+        data = b"".join(p + b"\0" for p in paths)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return data
+
+    def _note_covered(self, files: Sequence[str]) -> None:
+        assert self._git is not None
+        covered = self._covered_paths(self._git)
+        new = [f for f in files if f not in covered]
+        if not new:
+            return
+        with (self.git_dir / COVERED_PATHS).open("ab") as fh:
+            fh.write(_nul_join(new))
+            fh.flush()
+            os.fsync(fh.fileno())
+        assert self._covered is not None
+        self._covered.update(new)
+
+    # ----- internals: work-tree edits -----
+
+    def _remove_covered_file(self, rel: str) -> Path | None:
+        """Unlink ``rel`` unless reaching it crosses a symlink; return its directory if removed.
+
+        Directories, the data link and anything inside a ``.git`` are never touched.
+        """
+        parts = rel.split("/")
+        if parts[0] == DATA_LINK or ".git" in parts:
+            return None
+        full = self.work_tree.joinpath(*parts)
+        if not os.path.lexists(full):
+            return None
+        directory = self.work_tree
+        for part in parts[:-1]:
+            directory = directory / part
+            try:
+                if not stat.S_ISDIR(os.lstat(directory).st_mode):
+                    return None  # a symlink (or file) in the way: what is behind it is not ours
+            except FileNotFoundError:
+                return None
+        try:
+            if stat.S_ISDIR(os.lstat(full).st_mode):
+                return None
+            os.unlink(full)
+        except FileNotFoundError:
+            return None
+        return directory
+
+    def _remove_empty_dirs(self, directories: Iterable[Path]) -> None:
+        """Remove each directory a restore emptied, and its parents while they are empty."""
+        for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
+            while directory != self.work_tree and self.work_tree in directory.parents:
+                try:
+                    directory.rmdir()
+                except OSError:
+                    break
+                directory = directory.parent
+
+
+def _parse_record(
+    sha: str, committed: int, body: str, is_initial: bool, position: int,
+) -> _Record | None:
+    """A checkpoint from a commit's message; ``None`` for commits that are not checkpoints."""
+    message, trailers = _split_trailers(body)
+    if is_initial:
+        timestamp = _iso(committed)
+        checkpoint = Checkpoint(id=sha, kind="initial", message=message, timestamp=timestamp,
+                                branch=INITIAL_BRANCH)
+        return _Record(checkpoint, (0.0,), (), None)
+    subject = _SUBJECT.fullmatch(message.split("\n", 1)[0])
+    if subject is None:
+        return None  # e.g. the original's recovery snapshots
+    timestamp = _field(message, "Timestamp") or _iso(committed)
+    run_id = subject["run"]
+    checkpoint = Checkpoint(
+        id=sha, kind=subject["kind"], message=message,  # type: ignore[arg-type]
+        timestamp=timestamp, branch=run_branch(run_id), run_id=run_id,
+        codon_id=subject["codon"])
+    sequence_text = trailers.get("Sequence")
+    if sequence_text is None or not sequence_text.isdigit():
+        # Made by Hankweave 0.10.0: order by time, then by git's date order.
+        return _Record(checkpoint, (1.0, _epoch(timestamp, committed), -position), None, None)
+    try:
+        patterns = tuple(str(p) for p in json.loads(trailers.get("Patterns", "[]")))
+    except ValueError:
+        patterns = None
+    sequence = int(sequence_text)
+    return _Record(checkpoint, (2.0, float(sequence)), patterns, sequence)
+
+
+def _split_trailers(body: str) -> tuple[str, dict[str, str]]:
+    """Split our trailer paragraph off a commit message."""
+    head, sep, last = body.rpartition("\n\n")
+    lines = [line for line in last.split("\n") if line]
+    if not sep or not lines or not all(line.startswith(_TRAILER_PREFIX) for line in lines):
+        return body, {}
+    trailers = {}
+    for line in lines:
+        key, _, value = line[len(_TRAILER_PREFIX):].partition(":")
+        trailers[key.strip()] = value.strip()
+    return head + "\n", trailers
+
+
+def _field(message: str, name: str) -> str | None:
+    for line in message.split("\n")[1:]:
+        if line.startswith(f"{name}: "):
+            return line[len(name) + 2:].strip()
+    return None
+
+
+def _iso(epoch: int) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def _epoch(timestamp: str, fallback: int) -> float:
+    try:
+        return parse_iso(timestamp).timestamp()
+    except ValueError:
+        return float(fallback)
+
+
+def _dated(timestamp: str) -> dict[str, str]:
+    """Author and committer dates for a commit made at ``timestamp``."""
+    date = f"{int(parse_iso(timestamp).timestamp())} +0000"
+    return {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+
+
+def _storable(root: Path, paths: list[str]) -> list[str]:
+    """The paths git can store: regular files and symlinks outside any ``.git`` directory.
+
+    A socket or FIFO (a dev server's socket in the workspace) would make ``update-index``
+    abort the whole checkpoint, so such entries are skipped.  git also refuses a ``.git``
+    component in any letter case (``.GIT`` is ``.git`` on a case-insensitive disk); skipping
+    those here keeps them out of the covered set, so a restore never deletes them.
+    """
+    kept = []
+    base = str(root) + os.sep
+    for rel in paths:
+        if ".git" in rel.lower() and ".git" in rel.lower().split("/"):
+            continue
+        try:
+            mode = os.lstat(base + rel).st_mode  # str concatenation: pathlib costs 5x here
+        except FileNotFoundError:
+            kept.append(rel)  # gone since it was resolved: update-index --remove drops it
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            kept.append(rel)
+    return kept
+
+
+def _nul_join(paths: Iterable[str]) -> bytes:
+    """NUL-terminated paths, as ``git update-index -z --stdin`` and our covered list read them."""
+    return b"".join(os.fsencode(p) + b"\0" for p in paths)
+
+
+@hookimpl
+def register_checkpoint_backends(register: Callable[[type[CheckpointStore]], None]) -> None:
+    """Provide the ``git`` backend."""
+    register(GitCheckpointStore)
