@@ -81,7 +81,7 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
     try:
         hank = apply_model_override(load_hank(hank_path), model_override)
     except HankValidationError as exc:
-        report.errors = list(exc.errors)
+        report.errors = list(exc.errors) + _raw_ref_problems(hank_path, exc.errors)
         return report
     except ConfigError as exc:  # missing or unreadable file
         report.errors = [HankIssue("<root>", str(exc))]
@@ -115,6 +115,29 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
         report.warnings.append("sentinels are accepted but not run yet by this version of"
                                " hankweave; codons run without them")
     return report
+
+
+def _raw_ref_problems(hank_path: Path, known: list[HankIssue]) -> list[HankIssue]:
+    """Symlink violations of a hank that failed its schema, so all are reported together."""
+    import json
+    import os
+
+    from hankweave.config.refs import raw_hank_refs, ref_policy_problem
+
+    try:
+        data = json.loads(hank_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    hank_dir = Path(os.path.abspath(hank_path.parent))
+    reported = {issue.path for issue in known}
+    problems = []
+    for site in raw_hank_refs(data):
+        if site.path in reported:
+            continue
+        problem = ref_policy_problem(site, hank_dir)
+        if problem is not None:
+            problems.append(site.issue(problem))
+    return problems
 
 
 def _check_models(hank: HankFile, registry: Registry,

@@ -202,6 +202,50 @@ def _read_json_object(path: Path) -> object:
 
 
 # --------------------------------------------------------------------------------------------
+def raw_hank_refs(data: object) -> Iterator[RefSite]:
+    """The refs of a hank file that did not validate, read from its raw JSON.
+
+    Lets the preflight report symlink violations together with schema errors: whatever shape
+    problems the file has, every string in a ref-bearing field is still a ref to check.
+    """
+    if not isinstance(data, dict):
+        return
+    yield from _raw_ref_values(("globalSystemPromptFile",), data.get("globalSystemPromptFile"),
+                                "system-prompt")
+    items = data.get("hank")
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(item, dict):
+            continue
+        codons = item.get("codons") if item.get("type") == "loop" else [item]
+        for position, raw in enumerate(codons if isinstance(codons, list) else []):
+            if not isinstance(raw, dict):
+                continue
+            at: tuple[PathSegment, ...] = (
+                ("hank", index, "codons", position) if item.get("type") == "loop" else
+                ("hank", index))
+            yield from _raw_ref_values((*at, "promptFile"), raw.get("promptFile"), "prompt")
+            yield from _raw_ref_values((*at, "appendSystemPromptFile"),
+                                       raw.get("appendSystemPromptFile"), "system-prompt")
+            rig = raw.get("rigSetup")
+            for op_index, op in enumerate(rig if isinstance(rig, list) else []):
+                source = op.get("copy", {}).get("from") if isinstance(op, dict) and isinstance(
+                    op.get("copy"), dict) else None
+                if isinstance(source, str):
+                    yield RefSite((*at, "rigSetup", op_index, "copy", "from"), source,
+                                  "copy.from", "copy-source")
+
+
+def _raw_ref_values(at: tuple[PathSegment, ...], value: object,
+                    kind: RefKind) -> Iterator[RefSite]:
+    label = str(at[-1])
+    if isinstance(value, str):
+        yield RefSite(at, value, label, kind)
+    elif isinstance(value, list):
+        for position, entry in enumerate(value):
+            if isinstance(entry, str):
+                yield RefSite((*at, position), entry, label, kind)
+
+
 # The policy pass (R1, R2, R3, copy trees)
 # --------------------------------------------------------------------------------------------
 

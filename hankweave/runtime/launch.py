@@ -86,7 +86,8 @@ def prepare(request: LaunchRequest) -> Prepared:
         resolve_data_and_hank_paths,
         setup_execution,
     )
-    from hankweave.registry import get_registry
+    from hankweave.plugins import make_plugin_manager
+    from hankweave.registry import Registry, get_registry
 
     paths = resolve_data_and_hank_paths(
         cwd=request.cwd, hank_arg=request.hank, data_arg=request.data,
@@ -95,7 +96,8 @@ def prepare(request: LaunchRequest) -> Prepared:
     if not paths.hank_path.is_file():
         raise LaunchError(f"{paths.hank_path}: no hank file here (give HANK as a hank.json or"
                           " a directory holding one)")
-    registry = get_registry()
+    registry = get_registry() if dict(request.env) == dict(os.environ) else Registry(
+        make_plugin_manager(env=request.env))
     from hankweave.config.hank import load_hank
 
     try:
