@@ -18,10 +18,11 @@ import pluggy
 from hankweave.checkpoints import BackendNotInstalledError, CheckpointStore
 from hankweave.events.sink import EventSink, SentinelTrigger
 from hankweave.harness import Harness, HarnessNotInstalledError, HarnessSelectionError
-from hankweave.models import ANY_PROVIDER, ModelEntry, ProviderEntry, UnknownModelError
 
 if TYPE_CHECKING:
     import click
+
+    from hankweave.models import ModelEntry, ProviderEntry
 
 T = TypeVar("T")
 
@@ -153,6 +154,8 @@ class Registry:
         bare model id that only one provider has.  Raises
         :class:`hankweave.models.UnknownModelError` otherwise.
         """
+        from hankweave.models import UnknownModelError
+
         models, aliases = self._catalogue.models.items, self._catalogue.aliases.items
         key = spec.strip().lower()
         if key in models:
@@ -173,6 +176,8 @@ class Registry:
 
     def provider_for(self, model: ModelEntry) -> ProviderEntry | None:
         """The routing entry for ``model``: its provider's own if it applies, else ``"*"``."""
+        from hankweave.models import ANY_PROVIDER
+
         providers = self._catalogue.providers.items
         own = providers.get(model.provider_id.lower())
         if own is not None and own.applies_to(model):
@@ -250,6 +255,8 @@ class Registry:
 
     @functools.cached_property
     def _catalogue(self) -> _Catalogue:
+        from hankweave.models import ModelEntry, ProviderEntry
+
         catalogue = _Catalogue(
             _Collection("model"), _Collection("provider"), _Collection("model alias")
         )

@@ -279,7 +279,7 @@ def test_hook_register_sentinel_triggers(pm: HankweavePluginManager, registry: R
 
 
 def test_hook_register_models(pm: HankweavePluginManager, registry: Registry) -> None:
-    gemini = model("google", "gemini-2.5-pro", aliases=("gemini",), cost=ModelCost(input=1.25))
+    gemini = model("google", "gemini-exp-1", aliases=("gemini",), cost=ModelCost(input=1.25))
 
     class CataloguePlugin:
         @hookimpl
@@ -290,7 +290,7 @@ def test_hook_register_models(pm: HankweavePluginManager, registry: Registry) ->
     pm.register(CataloguePlugin(), name="catalogue-plugin")
 
     assert registry.resolve_model("gemini") == gemini
-    assert registry.models()["google/gemini-2.5-pro"] == gemini
+    assert registry.models()["google/gemini-exp-1"] == gemini
     assert registry.provider_for(gemini) == registry.providers()["google"]
     assert registry.registered_by("model alias", "gemini") == "catalogue-plugin"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -23,6 +22,8 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
     the codon left it, and records a continuation run, so `hankweave run -e DIR` carries on
     with the codon after CODON_ID.
     """
+    import asyncio
+
     from hankweave.checkpoints import CheckpointError
     from hankweave.config.errors import ConfigError
     from hankweave.config.settings import resolve_settings

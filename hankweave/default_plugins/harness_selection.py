@@ -9,10 +9,13 @@ distribution to install.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from hankweave.harness import Harness, HarnessNotInstalledError
 from hankweave.hookspecs import hookimpl
-from hankweave.models import ModelEntry, ProviderEntry
+
+if TYPE_CHECKING:
+    from hankweave.models import ModelEntry, ProviderEntry
 
 
 @hookimpl(trylast=True)

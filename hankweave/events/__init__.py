@@ -7,38 +7,56 @@
 * :mod:`hankweave.events.sink`: the base classes plugins implement (sinks, sentinel triggers).
 """
 
-from hankweave.events.bus import EventBus, EventBusClosedError, Subscriber
-from hankweave.events.catalogue import (
-    AGENTIC_BACKBONE_EVENTS,
-    ALL_EVENT_TYPES,
-    CONNECTION_EVENTS,
-    EVENT_DATA_MODELS,
-    EVENT_SCHEMA_VERSION,
-    SENTINEL_EVENTS,
-    SERVER_STATE_EVENTS,
-    EventCategory,
-    EventData,
-    EventDataError,
-    EventError,
-    ServerEvent,
-    UnknownEventTypeError,
-    category_of,
-    is_journaled,
-    make_event,
-    routes_to_sentinels,
-    validate_event_data,
-)
-from hankweave.events.journal import (
-    CorruptLine,
-    EventJournal,
-    JournalBusyError,
-    JournalError,
-    JournalReadReport,
-    follow_journal,
-    journal_path,
-    read_journal,
-)
-from hankweave.events.sink import EventSink, SentinelTrigger
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+# Re-exports resolve lazily: the CLI imports this package on every start (plugin base classes
+# live here), and the catalogue's models are not needed for --help.
+_EXPORTS: dict[str, str] = {
+    "AGENTIC_BACKBONE_EVENTS": "catalogue",
+    "ALL_EVENT_TYPES": "catalogue",
+    "CONNECTION_EVENTS": "catalogue",
+    "CorruptLine": "journal",
+    "EVENT_DATA_MODELS": "catalogue",
+    "EVENT_SCHEMA_VERSION": "catalogue",
+    "EventBus": "bus",
+    "EventBusClosedError": "bus",
+    "EventCategory": "catalogue",
+    "EventData": "catalogue",
+    "EventDataError": "catalogue",
+    "EventError": "catalogue",
+    "EventJournal": "journal",
+    "EventSink": "sink",
+    "JournalBusyError": "journal",
+    "JournalError": "journal",
+    "JournalReadReport": "journal",
+    "SENTINEL_EVENTS": "catalogue",
+    "SERVER_STATE_EVENTS": "catalogue",
+    "SentinelTrigger": "sink",
+    "ServerEvent": "catalogue",
+    "Subscriber": "bus",
+    "UnknownEventTypeError": "catalogue",
+    "category_of": "catalogue",
+    "follow_journal": "journal",
+    "is_journaled": "catalogue",
+    "journal_path": "journal",
+    "make_event": "catalogue",
+    "read_journal": "journal",
+    "routes_to_sentinels": "catalogue",
+    "validate_event_data": "catalogue",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"hankweave.events.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AGENTIC_BACKBONE_EVENTS",

@@ -149,6 +149,7 @@ class Runtime:
         self._retries: dict[str, int] = {}
         self._retry_cost: dict[str, float] = {}
         self._codon_config = _index_codons(hank)
+        self._known_checkpoints: dict[str, Mapping[str, str]] | None = None
         self.store.add_listener(self._publish_transition)
 
     # ----- state helpers -----
@@ -158,13 +159,21 @@ class Runtime:
         return self.store.state
 
     def thread(self) -> ExecutionThread:
-        data: Mapping[str, Mapping[str, str]] | None
-        try:
-            data = self.checkpoints.checkpoint_data()
-        except CheckpointError as exc:
-            log.warning("checkpoint data unavailable: %s", exc)
-            data = None
-        return analyze_execution_thread(self.state, data)
+        return analyze_execution_thread(self.state, self._checkpoint_data())
+
+    def _checkpoint_data(self) -> Mapping[str, Mapping[str, str]] | None:
+        """The checkpoint store's ids, read once and then kept current by this runtime.
+
+        Listing a store can mean a subprocess per call (git); the thread is analysed several
+        times per codon, and only this runtime adds or prunes checkpoints while it runs.
+        """
+        if self._known_checkpoints is None:
+            try:
+                self._known_checkpoints = dict(self.checkpoints.checkpoint_data())
+            except CheckpointError as exc:
+                log.warning("checkpoint data unavailable: %s", exc)
+                return None
+        return self._known_checkpoints
 
     def _current(self, codon_id: str) -> CodonExecution:
         run = self.state.run_by_id(self.run_id or "")
@@ -481,6 +490,10 @@ class Runtime:
             self.emit("error", {"message": f"Checkpoint ({kind}) failed: {exc}",
                                 "codon": codon_id, "fatal": False, "severity": "codon"})
             return None
+        if self._known_checkpoints is not None:
+            self._known_checkpoints[made.id] = {"message": made.message,
+                                                "timestamp": made.timestamp,
+                                                "branch": made.branch}
         return made.id
 
     async def _fail_early(self, codon_id: str, during: str, reason: FailureReason, *,
@@ -729,11 +742,14 @@ class Runtime:
         if self.state.initial_checkpoint:
             keep.add(self.state.initial_checkpoint)
         try:
-            await asyncio.to_thread(self.checkpoints.prune, RetentionPolicy(
+            removed = await asyncio.to_thread(self.checkpoints.prune, RetentionPolicy(
                 keep_last_per_run=self.config.keep_checkpoints_per_run,
                 keep_ids=frozenset(keep)))
         except CheckpointError as exc:
             log.warning("checkpoint pruning failed: %s", exc)
+            return
+        for ident in removed:
+            (self._known_checkpoints or {}).pop(ident, None)
 
     # ----- rollback -----
 
