@@ -284,10 +284,36 @@ def test_fresh_run_carries_its_plan_and_a_plan_update_replaces_it():
     started.data.execution_plan = plan
     state = play(started)
     assert [e.codon_id for e in state.execution_plan] == ["a"]
-    longer = [*plan, ExecutionCodonEntry(codon=PlanCodon(id="b"), codon_id="b")]
+    added = [ExecutionCodonEntry(codon=PlanCodon(id="b"), codon_id="b")]
     state = apply_transition(state, ExecutionPlanUpdated(data=ExecutionPlanData(
-        execution_plan=longer)))
+        position=1, entries=added)))
     assert [e.codon_id for e in state.execution_plan] == ["a", "b"]
+
+
+def test_a_plan_splice_inserts_and_removes_entries():
+    plan = [ExecutionCodonEntry(codon=PlanCodon(id=c), codon_id=c) for c in "abcd"]
+    started = run_started()
+    started.data.execution_plan = plan
+    state = play(started)
+    new = [ExecutionCodonEntry(codon=PlanCodon(id="x"), codon_id="x")]
+    state = apply_transition(state, ExecutionPlanUpdated(data=ExecutionPlanData(
+        position=1, remove=2, entries=new)))
+    assert [e.codon_id for e in state.execution_plan] == ["a", "x", "d"]
+    with pytest.raises(InvalidTransitionError, match="outside"):
+        apply_transition(state, ExecutionPlanUpdated(data=ExecutionPlanData(position=2,
+                                                                            remove=5)))
+
+
+def test_plan_splice_finds_the_smallest_change():
+    from hankweave.state.reducer import plan_splice
+
+    def entries(ids: str) -> list[ExecutionCodonEntry]:
+        return [ExecutionCodonEntry(codon=PlanCodon(id=c), codon_id=c) for c in ids]
+
+    position, remove, added = plan_splice(entries("abcd"), entries("abXYcd"))
+    assert (position, remove, [e.codon_id for e in added]) == (2, 0, ["X", "Y"])
+    position, remove, added = plan_splice(entries("abcd"), entries("ad"))
+    assert (position, remove, added) == (1, 2, [])
 
 
 # ----- retried codons: the last record counts -----

@@ -86,6 +86,8 @@ class RunBudget:
     clock: Callable[[], float] = time.monotonic
     started: float = field(default=0.0)
     spent: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, CodonLimits] = field(default_factory=dict)
+    """The limits each codon of this run was given (its newest attempt's), for the summary."""
 
     def __post_init__(self) -> None:
         if not self.started:
@@ -93,7 +95,11 @@ class RunBudget:
 
     @property
     def has_limits(self) -> bool:
-        return self.max_dollars is not None or self.max_seconds is not None
+        """A ceiling, or a limit on some codon of this run: worth a ``budget.summary``."""
+        return self.max_dollars is not None or self.max_seconds is not None or any(
+            limit is not None for limits in self.limits.values()
+            for limit in (limits.dollars, limits.seconds, limits.output_tokens,
+                          limits.context_tokens))
 
     def total_spent(self) -> float:
         return self.spent_before + sum(self.spent.values())
@@ -127,6 +133,7 @@ class RunBudget:
         limits = CodonLimits(dollars=dollars, seconds=seconds, output_tokens=max_output_tokens,
                              context_tokens=max_context_tokens,
                              on_exceeded=on_exceeded or self.on_exceeded)
+        self.limits[codon_id] = limits
         return CodonBudget(codon_id=codon_id, limits=limits, started=self.clock(),
                            clock=self.clock)
 

@@ -111,6 +111,7 @@ class CodonRunner:
         self._task: asyncio.Task[None] | None = None
         self._pending_tools: dict[str, tuple[str, float]] = {}
         self._crash: BaseException | None = None
+        self._awaiting_agent = False
 
     # -- control --
 
@@ -118,9 +119,12 @@ class CodonRunner:
         """Stop the agent: the attempt ends as soon as the harness is cancelled."""
         if self._interrupt is None:
             self._interrupt = kind
-        # From inside the attempt's own task the flag is enough: the record loop checks it.
+        # Cancel only while the attempt waits for the agent's next record.  Elsewhere the task
+        # may be inside a state write, and a cancellation there would leave the state log ahead
+        # of the in-memory state; the record loop sees the flag once the record in hand is done.
         task = self._task
-        if task is not None and not task.done() and task is not asyncio.current_task():
+        if (task is not None and self._awaiting_agent and not task.done()
+                and task is not asyncio.current_task()):
             task.cancel()
 
     @property
@@ -151,14 +155,28 @@ class CodonRunner:
 
     async def _one_pass(self, writer: CodonLogWriter, prompt: str, session: str | None) -> bool:
         spec = self.spec
+        if self._interrupt is not None:
+            return False  # interrupted between passes
         request = CodonRequest(prompt=prompt, system_prompt=spec.system_prompt, model=spec.model,
                                work_dir=spec.work_dir, session_id_to_resume=session,
                                env=dict(spec.env), codon_id=spec.codon_id, run_id=spec.run_id)
-        harness = spec.harness()
-        records = harness.run_codon(request)
+        try:
+            records = spec.harness().run_codon(request)
+        except Exception as exc:  # the harness could not start its agent (no SDK, no CLI, ...)
+            log.exception("harness %s could not start", spec.harness.name)
+            self._crash = exc
+            return False
+        stream = _with_idle_timeout(records, spec.idle_timeout_s)
         self._task = asyncio.current_task()
         try:
-            async for record in _with_idle_timeout(records, spec.idle_timeout_s):
+            while True:
+                self._awaiting_agent = True
+                try:
+                    record = await anext(stream)
+                except StopAsyncIteration:
+                    break
+                finally:
+                    self._awaiting_agent = False
                 if record is _IDLE:
                     self._idle_timeout(writer)
                     return False
@@ -178,6 +196,8 @@ class CodonRunner:
             return False
         finally:
             self._task = None
+            with contextlib.suppress(Exception):
+                await stream.aclose()  # type: ignore[attr-defined]
             with contextlib.suppress(Exception):
                 await records.aclose()  # type: ignore[attr-defined]
         return True
@@ -199,11 +219,13 @@ class CodonRunner:
         await self.store.transition(ExtensionCountUpdated(data=ExtensionCountData(
             run_id=spec.run_id, codon_id=spec.codon_id, extension_count=count)))
         codon = self._record()
+        tokens = getattr(codon, "current_tokens", None) or TokenUsage()
         self.emit("codon.extended", {
             "codonId": spec.codon_id, "codonName": spec.codon_name, "extensionNumber": count,
             "exhaustWithPrompt": spec.extension_prompt or "",
-            "cumulativeTokens": _token_dict(getattr(codon, "current_tokens", None)),
-            "cumulativeCost": getattr(codon, "current_cost", 0.0),
+            # A number, as in the catalogue: the session's input + output tokens so far.
+            "cumulativeTokens": tokens.input_tokens + tokens.output_tokens,
+            "cumulativeCost": getattr(codon, "current_cost", None) or 0.0,
         })
 
     def _idle_timeout(self, writer: CodonLogWriter) -> None:

@@ -11,6 +11,7 @@ WebSocket server later, through the same methods.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -33,6 +34,7 @@ from hankweave.runtime.failures import (
 )
 from hankweave.state.boot import OwnedExecution
 from hankweave.state.costs import codon_cost, current_run_cost, resulting_state_summary, total_cost
+from hankweave.state.reducer import plan_splice
 from hankweave.state.thread import (
     ExecutionThread,
     analyze_execution_thread,
@@ -73,6 +75,8 @@ log = logging.getLogger(__name__)
 
 ALL_DONE = "all codons completed"
 CODON_FAILURE = "codon failure"
+SIGNAL_EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
+"""A run stopped by a signal exits 128 + the signal number, as shells expect (docs/cli.md)."""
 
 
 class RuntimeError_(Exception):
@@ -145,6 +149,7 @@ class Runtime:
         self._commands: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._shutdown_reason: str | None = None
         self._force = False
+        self._stopping = asyncio.Event()
         self._skip_rig_for: str | None = None
         self._retries: dict[str, int] = {}
         self._retry_cost: dict[str, float] = {}
@@ -315,7 +320,10 @@ class Runtime:
                 self.emit("info", {"message": f"Retrying codon {codon_id} (attempt"
                                               f" {attempts + 2}/"
                                               f"{(retry.max_attempts if retry and retry.max_attempts else 3) + 1})"})
-                await asyncio.sleep(delay / 1000)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay / 1000)
+                if self._shutdown_reason is not None:
+                    return  # stopped during the wait: the failed attempt stands
                 skip_rig = False
                 continue
             if action == "continue":
@@ -383,6 +391,9 @@ class Runtime:
             return await self._fail_early(codon_id, "starting", FailureReason(
                 type="unknown", retriable=False, message=str(exc)), exit_code=1)
 
+        if self._shutdown_reason is not None:  # stopped while preparing: no agent starts
+            return await self._fail_early(codon_id, "starting", self._interrupted_reason(),
+                                          exit_code=1)
         await self._move(codon_id, "initializing", claude_pid=900000 + random.randrange(99999),
                          claude_log_path=str(spec.log_path.relative_to(self.execution_dir)),
                          previous_session_id=session)
@@ -396,6 +407,8 @@ class Runtime:
             on_exceeded=limits.on_exceeded if limits else None)
         runner = CodonRunner(spec, store=self.store, emit=self.emit, budget=codon_budget)
         self._runner = runner
+        if self._shutdown_reason is not None:  # a stop that came during the last state write
+            runner.interrupt("stop")
         watchdog = asyncio.create_task(self._watch_time(runner, codon_budget))
         try:
             outcome = await runner.run()
@@ -501,11 +514,11 @@ class Runtime:
         await self._move(codon_id, "failed", exit_code=exit_code, failure_reason=reason,
                          failed_during=during)
         codon = self._config_for(codon_id)
-        self.emit("codon.completed", {
+        self.emit("codon.completed", _present({
             "codonId": codon_id, "success": False, "cost": 0.0, "duration": 0,
             "exitStatus": {"type": "error", "code": exit_code},
             "failureReason": reason.model_dump(by_alias=True, exclude_none=True),
-            "failureIgnored": codon.on_failure == "ignore" or None})
+            "failureIgnored": codon.on_failure == "ignore" or None}))
         return CodonResult(codon_id, "failed", reason)
 
     # ----- completion -----
@@ -546,7 +559,7 @@ class Runtime:
         reported = 0.0 if status == "skipped" else cost + self._retry_cost.pop(codon_id, 0.0)
         if status == "failed":
             self._retry_cost[codon_id] = self._retry_cost.get(codon_id, 0.0) + cost
-        self.emit("codon.completed", {
+        self.emit("codon.completed", _present({
             "codonId": codon_id, "success": status == "completed", "cost": reported,
             "duration": int((time.monotonic() - started) * 1000),
             "exitStatus": ({"type": "success"} if status == "completed"
@@ -556,10 +569,10 @@ class Runtime:
             "failureIgnored": (status == "failed" and codon.on_failure == "ignore") or None,
             "budgetExceeded": (outcome.budget_exceeded.model_dump(by_alias=True)
                                if outcome.budget_exceeded else None),
-        })
+        }))
         self._snapshot()
-        if status == "completed":
-            await self._after_success(codon_id, codon, entry, sha)
+        if status == "completed" and not await self._after_success(codon_id, codon, entry, sha):
+            return CodonResult(codon_id, status, reason, sha)  # the output copy ended the run
         if status in ("completed", "skipped"):
             await self._expand_plan(codon_id, status, outcome.context_exceeded,
                                     outcome.budget_exceeded is not None)
@@ -570,8 +583,7 @@ class Runtime:
         from hankweave.runtime.planner import is_context_exceeded_acceptable
 
         if outcome.interrupted == "stop":
-            return "failed", FailureReason(type="unknown", retriable=True,
-                                           message=f"Interrupted: {self._shutdown_reason}"), None
+            return "failed", self._interrupted_reason(), None
         if outcome.interrupted == "skip":
             return "skipped", None, None
         if outcome.budget_exceeded is not None:
@@ -593,16 +605,28 @@ class Runtime:
             outcome.exit_code, outcome.session_established)
         return "failed", reason, None
 
+    def _interrupted_reason(self) -> FailureReason:
+        return FailureReason(type="unknown", retriable=True,
+                             message=f"Interrupted: {self._shutdown_reason}")
+
     async def _after_success(self, codon_id: str, codon: Codon, entry: ExecutionCodonEntry,
-                             sha: str | None) -> None:
+                             sha: str | None) -> bool:
+        """Copy the outputs and archive; False when a failed copy ended the run (spec §3.6)."""
         if codon.output_files and self.config.output_dir is not None:
-            from hankweave.runtime.outputs import copy_outputs
+            from hankweave.runtime.outputs import OutputCopyError, copy_outputs
             from hankweave.runtime.rig import run_command
 
-            result = await copy_outputs(
-                codon.output_files, agent_root=self.agent_root,
-                output_dir=self.config.output_dir, env=self.prompts.env(codon),
-                overwrite=self.config.overwrite_output, run_command=run_command)
+            try:
+                result = await copy_outputs(
+                    codon.output_files, agent_root=self.agent_root,
+                    output_dir=self.config.output_dir, env=self.prompts.env(codon),
+                    overwrite=self.config.overwrite_output, run_command=run_command)
+            except OutputCopyError as exc:
+                self.emit("error", {"message": str(exc), "codon": codon_id, "fatal": True,
+                                    "severity": "operation"})
+                await self._end_run(failed=True)
+                await self.shutdown(CODON_FAILURE)
+                return False
             for original, resolved in result.renamed:
                 self.emit("info", {"message": f"Output {original.name} exists; copied as"
                                               f" {resolved.name}"})
@@ -623,6 +647,7 @@ class Runtime:
             elif result.archived:
                 self.emit("archive.completed", {"codonId": codon_id,
                                                 "archivedPaths": result.archived})
+        return True
 
     async def _expand_plan(self, codon_id: str, outcome: str, context_exceeded: bool,
                            budget_exceeded: bool) -> None:
@@ -631,18 +656,40 @@ class Runtime:
         expansion = expand_after(self.state.execution_plan, self.hank, codon_id,
                                  outcome=outcome, context_exceeded=context_exceeded,
                                  budget_exceeded=budget_exceeded)
-        if [e.codon_id for e in expansion.plan] != [e.codon_id for e in
-                                                    self.state.execution_plan]:
+        position, remove, entries = plan_splice(self.state.execution_plan, expansion.plan)
+        if remove or entries:
             await self._transition(ExecutionPlanUpdated(data=ExecutionPlanData(
-                execution_plan=expansion.plan)))
+                position=position, remove=remove, entries=entries)))
         entry = next((e for e in self.state.execution_plan if e.codon_id == codon_id), None)
         if expansion.iteration_completed and entry is not None and entry.loop_context:
-            self.emit("loop.iteration.completed", {
-                "loopId": entry.loop_context.loop_id,
-                "iteration": entry.loop_context.iteration,
-                "durationMs": 0, "costUsd": 0.0, "tokensUsed": 0,
+            loop_id, iteration = entry.loop_context.loop_id, entry.loop_context.iteration
+            duration_ms, cost, tokens = self._iteration_totals(loop_id, iteration)
+            self.emit("loop.iteration.completed", _present({
+                "loopId": loop_id, "iteration": iteration,
+                "durationMs": duration_ms, "costUsd": cost, "tokensUsed": tokens,
                 "isFinal": expansion.is_final,
-                "terminationReason": expansion.termination_reason})
+                "terminationReason": expansion.termination_reason}))
+
+    def _iteration_totals(self, loop_id: str, iteration: int) -> tuple[int, float, int]:
+        """Duration (ms), cost and input+output tokens of one loop iteration's finished records
+        in the thread (failed retry attempts included: their time and money were spent)."""
+        from hankweave.fsutil import parse_iso
+        from hankweave.state.costs import codon_tokens
+
+        duration_ms, cost, tokens = 0, 0.0, 0
+        for item in self.thread().codons:
+            record, context = item.codon, item.codon.loop_context
+            if (context is None or context.loop_id != loop_id or context.iteration != iteration
+                    or not is_terminal_status(record.status)):
+                continue
+            end = getattr(record, "end_time", None)
+            if end:
+                elapsed = parse_iso(end) - parse_iso(record.start_time)
+                duration_ms += int(elapsed.total_seconds() * 1000)
+            cost += codon_cost(record)
+            used = codon_tokens(record)
+            tokens += used.input_tokens + used.output_tokens
+        return duration_ms, cost, tokens
 
     def _snapshot(self) -> None:
         thread = self.thread()
@@ -674,6 +721,7 @@ class Runtime:
                 self._force = True
             return
         self._shutdown_reason = reason
+        self._stopping.set()
         if self._runner is not None:
             self._runner.interrupt("stop")
             return  # the codon's completion path ends the run
@@ -683,6 +731,7 @@ class Runtime:
         """Ask for a graceful shutdown from a signal handler: the running codon is stopped."""
         if self._shutdown_reason is None:
             self._shutdown_reason = reason
+            self._stopping.set()
             if self._runner is not None:
                 self._runner.interrupt("stop")
             self._commands.put_nowait(("shutdown", reason))
@@ -705,10 +754,42 @@ class Runtime:
         self.emit("budget.summary", {
             "ceiling": {"maxDollars": self.budget.max_dollars,
                         "maxTimeSeconds": self.budget.max_seconds},
-            "allocation": self.budget.allocation, "rows": [],
+            "allocation": self.budget.allocation, "rows": self._budget_rows(),
             "totals": {"budgetDollars": self.budget.max_dollars,
                        "actualDollars": current_run_cost(self.state),
                        "actualTimeSeconds": time.monotonic() - self.started_at}})
+
+    def _budget_rows(self) -> list[dict[str, Any]]:
+        """One row per plan entry this run worked on: its limits and what it used."""
+        from hankweave.fsutil import parse_iso, utc_now_iso
+        from hankweave.state.costs import codon_tokens
+
+        run = self.state.run_by_id(self.run_id or "")
+        newest = {codon.codon_id: codon for codon in run.codons} if run else {}
+        rows = []
+        for entry in self.state.execution_plan:
+            record = newest.get(entry.codon_id)
+            if record is None:
+                continue
+            status: str = record.status if is_terminal_status(record.status) else "running"
+            if status == "completed" and getattr(record, "budget_exceeded", None):
+                status = "exceeded"
+            limits = self.budget.limits.get(entry.codon_id)
+            end = getattr(record, "end_time", None) or utc_now_iso()
+            rows.append(_present({
+                "codonId": entry.codon_id,
+                "loopContext": (entry.loop_context.model_dump(
+                    by_alias=True, include={"loop_id", "iteration", "codon_index_in_loop"})
+                    if entry.loop_context else None),
+                "status": status,
+                "budget": _present({"maxDollars": limits.dollars if limits else None,
+                                    "maxTimeSeconds": limits.seconds if limits else None,
+                                    "maxOutputTokens": limits.output_tokens if limits else None}),
+                "actual": {"dollars": codon_cost(record),
+                           "timeSeconds": max(0.0, (parse_iso(end) - parse_iso(
+                               record.start_time)).total_seconds()),
+                           "outputTokens": codon_tokens(record).output_tokens}}))
+        return rows
 
     def _exit_code(self) -> int:
         if self._force:
@@ -717,8 +798,8 @@ class Runtime:
         run = self.state.run_by_id(self.run_id or "")
         if reason == ALL_DONE:
             return 1 if run is not None and run.status in ("failed", "crashed") else 0
-        if reason in ("SIGINT", "SIGTERM"):
-            return 130
+        if reason in SIGNAL_EXIT_CODES:
+            return SIGNAL_EXIT_CODES[reason]
         return 1
 
     async def finish(self) -> None:
@@ -868,6 +949,11 @@ class PromptBuilder:
         from hankweave.config.settings import agent_env
 
         return agent_env(self.base_env, codon.env or {})
+
+
+def _present(payload: dict[str, Any]) -> dict[str, Any]:
+    """An event payload without its absent optional fields (absent on the wire, not null)."""
+    return {key: value for key, value in payload.items() if value is not None}
 
 
 def _index_codons(hank: HankFile) -> dict[str, Codon]:

@@ -424,7 +424,27 @@ def _initial_checkpoint(state: HankweaveState, t: InitialCheckpointSet) -> Hankw
 
 
 def _plan_updated(state: HankweaveState, t: ExecutionPlanUpdated) -> HankweaveState:
-    return state.model_copy(update={"execution_plan": t.data.execution_plan})
+    splice = t.data
+    plan = state.execution_plan
+    if splice.position + splice.remove > len(plan):
+        raise InvalidTransitionError(
+            f"plan splice at {splice.position} removing {splice.remove} entries is outside a"
+            f" plan of {len(plan)} entries")
+    new_plan = [*plan[:splice.position], *splice.entries, *plan[splice.position + splice.remove:]]
+    return state.model_copy(update={"execution_plan": new_plan})
+
+
+def plan_splice(old: list[Any], new: list[Any]) -> tuple[int, int, list[Any]]:
+    """The smallest ``(position, remove, entries)`` that turns plan ``old`` into ``new``."""
+    start = 0
+    while start < min(len(old), len(new)) and old[start].codon_id == new[start].codon_id:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and \
+            old[end_old - 1].codon_id == new[end_new - 1].codon_id:
+        end_old -= 1
+        end_new -= 1
+    return start, end_old - start, new[start:end_new]
 
 
 _HANDLERS: dict[str, Callable[[HankweaveState, Any], HankweaveState]] = {

@@ -299,7 +299,15 @@ class SentinelStatesUpdated(_TransitionBase):
 
 
 class ExecutionPlanData(StateModel):
-    execution_plan: list[ExecutionCodonEntry]
+    """A splice of the plan: ``plan[position:position + remove] = entries``.
+
+    A splice rather than the whole plan, so that a loop's thousandth iteration writes a few
+    entries to the log, not a thousand.
+    """
+
+    position: int = Field(ge=0)
+    remove: int = Field(default=0, ge=0)
+    entries: list[ExecutionCodonEntry] = Field(default_factory=list)
 
 
 class ExecutionPlanUpdated(_TransitionBase):

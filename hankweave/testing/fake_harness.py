@@ -5,7 +5,10 @@ the model ``fake/scripted`` (alias ``fake``), so a hank whose codons use ``"mode
 through the whole runtime: real codon logs, state, checkpoints and events.
 
 The script is JSON (or a :class:`FakeScript`), keyed by codon id (runtime id first, then the
-base id of a loop codon); each value is one attempt or a list of attempts, used in order::
+base id of a loop codon); each value is one attempt or a list of attempts, used in order (the
+last one repeats).  Each harness call (a retry, an extension pass) takes the next attempt.
+Attempts are counted per runtime id, so every iteration of a loop codon keyed by its base id
+starts again at the first attempt; key ``work#1`` to script one iteration::
 
     {"codons": {
         "write": {"messages": 3, "writeFiles": {"out.md": "hello"}, "cost": 0.02},
