@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,7 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from hankweave.codonlog import CodonLogParser, CodonLogWriter, final_cost_of
+from hankweave.codonlog import (
+    CodonLogParser,
+    CodonLogWriter,
+    ToolResultBlock,
+    catalogue_price,
+    final_cost_of,
+)
 from hankweave.harness import CodonRequest, Harness
 from hankweave.models import ModelEntry
 from hankweave.runtime.budget import CodonBudget
@@ -48,16 +53,6 @@ log = logging.getLogger(__name__)
 Interrupt = Literal["skip", "stop", "budget", "timeout", "idle"]
 Emit = Callable[[str, dict[str, Any]], Any]
 TOOL_RESULT_LIMIT = 2500
-
-
-def message_cost(usage: TokenUsage | None, model: ModelEntry) -> float:
-    """The price of one message's usage (0 when the model has no price, as in the original)."""
-    if usage is None or model.cost is None:
-        return 0.0
-    cost = model.cost
-    return (usage.input_tokens * cost.input + usage.output_tokens * cost.output
-            + usage.cache_read_tokens * cost.cache_read
-            + usage.cache_creation_tokens * cost.cache_write) / 1_000_000
 
 
 @dataclass
@@ -105,7 +100,8 @@ class CodonRunner:
         self.store = store
         self.emit = emit
         self.budget = budget
-        self.parser = CodonLogParser()
+        self._price = catalogue_price(spec.model)
+        self.parser = CodonLogParser(price=self._price)
         self.outcome = AttemptOutcome()
         self._interrupt: Interrupt | None = None
         self._task: asyncio.Task[None] | None = None
@@ -146,7 +142,7 @@ class CodonRunner:
                 await self._extended()
                 # The next pass resumes this session with the extension prompt; its evidence
                 # starts afresh, the session stays established.
-                self.parser.result = None
+                self.parser.begin_extension()
                 prompt = spec.extension_prompt or ""
                 session = self.parser.session_id
         finally:
@@ -301,7 +297,9 @@ class CodonRunner:
             new_count=(codon.assistant_message_count or 0) + 1)))
         if usage is None:
             return
-        cost = message_cost(usage, spec.model)
+        # State records 0 for a model without a price (as the original); the parser keeps
+        # the cost unknown for whoever reads the log.
+        cost = self._price(usage) or 0.0
         await self.store.transition(CostsIncremented(data=CostsIncrementedData(
             run_id=spec.run_id, codon_id=spec.codon_id, cost_delta=cost, tokens_delta=usage)))
         self.emit("token.usage", {"codonId": spec.codon_id, **_token_dict(usage),
@@ -319,7 +317,8 @@ class CodonRunner:
                 log.debug("tool result %s has no matching tool use", tool_id)
                 continue
             name, seen = pending
-            text, is_error = _tool_result_text(block)
+            result = ToolResultBlock.model_validate(block)
+            text, is_error = result.text, result.failed
             self.emit("tool.result", {
                 "codonId": self.spec.codon_id, "toolUseId": tool_id, "toolName": name,
                 "result": text if len(text) <= TOOL_RESULT_LIMIT else text[:TOOL_RESULT_LIMIT]
@@ -338,7 +337,7 @@ class CodonRunner:
         spec = self.spec
         final = final_cost_of(record)
         if final is None:
-            final = message_cost(usage, spec.model) or codon.current_cost
+            final = self._price(usage) or codon.current_cost
         await self.store.transition(CodonFinalCostSet(data=CodonFinalCostData(
             run_id=spec.run_id, codon_id=spec.codon_id, final_cost=final, final_tokens=usage)))
         event: dict[str, Any] = {"codonId": spec.codon_id, **_token_dict(usage),
@@ -403,17 +402,3 @@ def _token_dict(usage: TokenUsage | None) -> dict[str, int]:
     return {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
             "cacheCreationTokens": usage.cache_creation_tokens,
             "cacheReadTokens": usage.cache_read_tokens}
-
-
-def _tool_result_text(block: dict[str, Any]) -> tuple[str, bool]:
-    content = block.get("content")
-    is_error = bool(block.get("is_error"))
-    if isinstance(content, str):
-        return content, is_error
-    if isinstance(content, list):
-        texts = [str(item.get("text", "")) for item in content
-                 if isinstance(item, dict) and item.get("type") == "text"]
-        return "\n".join(texts), is_error
-    if isinstance(content, dict):
-        return json.dumps(content, indent=2), is_error or bool(content.get("is_error"))
-    return "", is_error

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from hankweave.checkpoints import Checkpoint, CheckpointError, CheckpointStore, RetentionPolicy
 from hankweave.config.hank import Codon, HankFile, Loop
+from hankweave.execution.layout import codon_log_name
 from hankweave.registry import Registry
 from hankweave.runtime.budget import RunBudget
 from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRunner
@@ -430,7 +431,7 @@ class Runtime:
         model = self.registry.resolve_model(codon.model)
         harness = self.registry.select_harness(model)
         user_prompt = self.prompts.user(codon)
-        log_name = f"{codon_id.replace('#', '-')}-claude.log"
+        log_name = codon_log_name(codon_id)
         return AttemptSpec(
             run_id=self.run_id or "", codon_id=codon_id, codon_name=codon.name, harness=harness,
             model=model, prompt=user_prompt, system_prompt=self.prompts.system(codon),
