@@ -18,13 +18,22 @@ What a restore does
     back with its content and executable bit, and every other file under ``agentRoot/`` that the
     target's patterns match, or that any checkpoint of this store holds, is removed.  Files no
     checkpoint ever covered (the agent's scratch, the data link) are left alone.
+
+What a materialize does
+    A checkpoint's files are written into a fresh directory elsewhere (to export the recording
+    of a finished execution), and nothing of the execution changes: not ``agentRoot/``, not the
+    checkpoint a restore made current, not any other state of the store.
 """
 
 from __future__ import annotations
 
 import abc
 import builtins
-from collections.abc import Iterable, Sequence
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -173,6 +182,87 @@ class CheckpointStore(abc.ABC):
     def prune(self, policy: RetentionPolicy) -> builtins.list[str]:
         """Delete what the policy does not keep; return the ids removed."""
 
+    def materialize(self, checkpoint_id: str, target: Path) -> builtins.list[str]:
+        """Write exactly the checkpoint's files into the directory ``target``; return their paths.
+
+        ``checkpoint_id`` is an id or a unique id prefix, as for :meth:`resolve`.  ``target`` is
+        created when missing and must otherwise be an empty directory outside ``agentRoot/``
+        and the checkpoint store; anything else raises :class:`CheckpointError`.  Each file is
+        written with its content and executable bit, and a symlink as a symlink with its stored
+        target (never followed).  The work tree, the current checkpoint and everything else of
+        the store are left exactly as they were, so exporting is safe at any time nothing runs.
+
+        Returns the sorted relative ("/"-separated) paths written, which are
+        :meth:`files` of the checkpoint.  On failure, what was written is removed again.
+
+        Backends override this.  The default exists so a third-party backend written before
+        this operation still loads and runs; exporting from it reports that it cannot.
+        """
+        raise CheckpointError(
+            f"the {self.name!r} checkpoint backend cannot write a checkpoint's files elsewhere "
+            "(it does not implement materialize); export with a backend that does, such as "
+            "git or snapshot")
+
+    def files(self, checkpoint_id: str) -> builtins.list[str]:
+        """The sorted relative ("/"-separated) paths of the files the checkpoint holds.
+
+        Backends override this with a direct read of their file list; the default
+        materializes the checkpoint into a scratch directory and reports what it wrote.
+        """
+        with tempfile.TemporaryDirectory(prefix="hankweave-checkpoint-files-") as scratch:
+            return self.materialize(checkpoint_id, Path(scratch) / "files")
+
+    @contextlib.contextmanager
+    def _export_target(self, target: Path) -> Iterator[Path]:
+        """Check and create ``target`` for :meth:`materialize`; undo it if writing fails.
+
+        Yields the absolute directory to write into.  A backend resolves the checkpoint id
+        first, so an unknown id never creates a directory.  On an exception the directories
+        created here are removed, or, when ``target`` already existed, what was written into it,
+        which leaves it empty as it was found.
+        """
+        root = Path(os.path.abspath(target))
+        guarded = {"the work tree (agentRoot)": self.work_tree,
+                   "the checkpoint store": self.execution_dir / ".hankweave" / "checkpoints"}
+        real_root = root.resolve()
+        for what, place in guarded.items():
+            real_place = Path(os.path.abspath(place)).resolve()
+            if real_root == real_place or real_place in real_root.parents:
+                raise CheckpointError(
+                    f"cannot materialize a checkpoint into {root}: it lies inside {what} "
+                    f"({place}), which materialize must leave untouched; choose a directory "
+                    "outside it")
+        # The highest missing ancestor: on failure everything from there down is ours to remove.
+        created: Path | None = None
+        probe = root
+        while not os.path.lexists(probe):
+            created, probe = probe, probe.parent
+        try:
+            if created is None:
+                if not root.is_dir():
+                    raise CheckpointError(
+                        f"cannot materialize a checkpoint into {root}: it exists and is not a "
+                        "directory; give a new or empty directory")
+                with os.scandir(root) as entries:
+                    if any(True for _ in entries):
+                        raise CheckpointError(
+                            f"cannot materialize a checkpoint into {root}: the directory is not "
+                            "empty, and its files would mix with the checkpoint's; give a new "
+                            "or empty directory")
+            else:
+                root.mkdir(parents=True)
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"cannot prepare {root} to materialize a checkpoint into: {exc}") from exc
+        try:
+            yield root
+        except BaseException:
+            if created is not None:
+                shutil.rmtree(created, ignore_errors=True)
+            else:
+                _empty_directory(root)
+            raise
+
     def checkpoint_data(self) -> dict[str, dict[str, str]]:
         """``{id: {message, timestamp, branch}}`` for execution-thread validation."""
         return {
@@ -182,6 +272,17 @@ class CheckpointStore(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (open repositories, file handles)."""
+
+
+def _empty_directory(root: Path) -> None:
+    """Remove everything inside ``root`` (best effort), never following a symlink."""
+    with contextlib.suppress(OSError), os.scandir(root) as entries:
+        for entry in list(entries):
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
 
 
 def referenced_checkpoint_ids(records: Iterable[object]) -> frozenset[str]:

@@ -10,7 +10,7 @@ hook and then calls it directly.  The kernel ships none: ``claude`` comes from
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -79,3 +79,50 @@ class Harness(abc.ABC):
         # implementations, so overriding it type-checks.
         return
         yield
+
+
+REPLAY_HARNESS = "replay"
+"""The registered name of the harness that plays recordings (``hankweave-replay``)."""
+
+
+@dataclass
+class Recording:
+    """A recorded execution opened for replay: what a run needs to play it back.
+
+    Produced by :meth:`RecordingHarness.open_recording`; the kernel runs the recording's hank
+    in a new execution directory with :attr:`harness` playing every codon.
+    """
+
+    hank_path: Path
+    """The recorded hank file (inside the recording, or as discovered from its metadata)."""
+    data_path: Path | None
+    """The data source to link into the new execution (None: an empty one is used)."""
+    harness: type[Harness]
+    """The harness class that plays this recording's codons."""
+    logs: Mapping[str, Path] = field(default_factory=dict)
+    """Recorded codon logs by runtime codon id."""
+    warnings: list[str] = field(default_factory=list)
+    """Things the user should know (torn lines, unknown records, a missing data snapshot)."""
+
+    def missing_logs(self, codon_ids: Sequence[str]) -> list[str]:
+        """The planned codons without a recorded log (a loop id falls back to its base id)."""
+        return [cid for cid in codon_ids
+                if cid not in self.logs and cid.split("#", 1)[0] not in self.logs]
+
+    def close(self) -> None:
+        """Remove whatever opening the recording unpacked."""
+
+
+class RecordingHarness(Harness):
+    """A harness that plays recordings; the one registered as ``replay`` subclasses this."""
+
+    @classmethod
+    @abc.abstractmethod
+    def open_recording(cls, source: Path, *, speed: str = "instant",
+                       max_delay_ms: int | None = None) -> Recording:
+        """Open a recorded execution directory or an exported recording file.
+
+        ``speed`` is ``instant`` or ``recorded`` (the recorded gaps between records, each
+        capped at ``max_delay_ms``).  Raises ``ValueError`` with a clear message when
+        ``source`` is not a recording.
+        """

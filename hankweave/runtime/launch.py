@@ -57,6 +57,9 @@ class LaunchRequest:
     ignore_rig_failures: bool = False
     overwrite_output: bool = False
     yes: bool = False
+    replay: str | None = None
+    """A recorded execution directory or exported recording to play back (no provider)."""
+    replay_speed: str = "instant"
     cwd: Path = field(default_factory=Path.cwd)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     stdin_text: bytes | None = None
@@ -74,10 +77,51 @@ class Prepared:
     settings: Any
     setup: Any
     registry: Any
+    recording: Any = None
 
 
 def prepare(request: LaunchRequest) -> Prepared:
     """Everything up to (not including) taking ownership of the execution directory."""
+    from hankweave.plugins import make_plugin_manager
+    from hankweave.registry import Registry, get_registry
+
+    registry = get_registry() if dict(request.env) == dict(os.environ) else Registry(
+        make_plugin_manager(env=request.env))
+    recording = _open_recording(request, registry) if request.replay else None
+    try:
+        return _prepare(request, registry, recording)
+    except BaseException:
+        if recording is not None:
+            recording.close()
+        raise
+
+
+def _open_recording(request: LaunchRequest, registry: Any) -> Any:
+    """Open the replay source; replay always starts a new execution directory."""
+    from hankweave.harness import REPLAY_HARNESS, RecordingHarness
+
+    harness = registry.harnesses().get(REPLAY_HARNESS)
+    if harness is None or not issubclass(harness, RecordingHarness):
+        raise LaunchError("Replay needs the replay plugin: pip install hankweave-replay")
+    if request.execution:
+        state = Path(request.cwd, request.execution) / ".hankweave" / "state.json"
+        if state.exists():
+            raise LaunchError(f"{request.execution} already holds an execution; a replay always"
+                              " starts a fresh one (omit -e, or give a new directory)")
+    limit = request.env.get("HANKWEAVE_REPLAY_MAX_DELAY_MS")
+    try:
+        recording = harness.open_recording(
+            Path(request.cwd, request.replay), speed=request.replay_speed,
+            max_delay_ms=int(limit) if limit else None)
+    except (ValueError, OSError) as exc:
+        raise LaunchError(f"Cannot replay {request.replay}: {exc}") from None
+    for warning in recording.warnings:
+        request.notify(f"warning: {warning}")
+    request.notify(f"[REPLAY] Starting a fresh run from the recording {request.replay}")
+    return recording
+
+
+def _prepare(request: LaunchRequest, registry: Any, recording: Any) -> Prepared:
     from hankweave.config.preflight import run_preflight
     from hankweave.config.settings import resolve_settings
     from hankweave.execution.setup import (
@@ -86,18 +130,19 @@ def prepare(request: LaunchRequest) -> Prepared:
         resolve_data_and_hank_paths,
         setup_execution,
     )
-    from hankweave.plugins import make_plugin_manager
-    from hankweave.registry import Registry, get_registry
 
+    hank_arg, data_arg = request.hank, request.data
+    if recording is not None:
+        hank_arg = hank_arg or str(recording.hank_path)
+        data_arg = data_arg or (str(recording.data_path) if recording.data_path else
+                                str(_empty_data_dir(request)))
     paths = resolve_data_and_hank_paths(
-        cwd=request.cwd, hank_arg=request.hank, data_arg=request.data,
+        cwd=request.cwd, hank_arg=hank_arg, data_arg=data_arg,
         execution_arg=request.execution, inline_text=request.input_text,
         stdin_text=request.stdin_text, env=request.env)
     if not paths.hank_path.is_file():
         raise LaunchError(f"{paths.hank_path}: no hank file here (give HANK as a hank.json or"
                           " a directory holding one)")
-    registry = get_registry() if dict(request.env) == dict(os.environ) else Registry(
-        make_plugin_manager(env=request.env))
     from hankweave.config.hank import load_hank
 
     try:
@@ -110,21 +155,40 @@ def prepare(request: LaunchRequest) -> Prepared:
         request.notify(f"warning: {warning}")
     settings = resolved.settings
     report = run_preflight(paths.hank_path, env=request.env, registry=registry,
-                           model_override=settings.model_override)
+                           model_override=settings.model_override,
+                           check_harnesses=recording is None)
     for warning in report.warnings:
         request.notify(f"warning: {warning}")
     report.raise_for_errors()
+    if recording is not None:
+        from hankweave.runtime.planner import expected_codon_ids
+
+        missing = recording.missing_logs(expected_codon_ids(report.hank))
+        if missing:
+            raise LaunchError(f"Cannot replay: {len(missing)} codon log(s) not found in the"
+                              f" recording: {', '.join(missing)} (was it recorded from another"
+                              " version of this hank?)")
     setup = setup_execution(SetupRequest(
         data_path=paths.data_path, hank_path=paths.hank_path,
         execution_path=(Path(os.path.abspath(request.cwd / request.execution))
                         if request.execution else None),
-        start_new=request.start_new, force=request.force, yes=request.yes,
+        start_new=request.start_new or recording is not None, force=request.force,
+        yes=request.yes,
         no_wipe=request.no_wipe, copy_data=request.copy or paths.inline_data,
         data_hash_time_limit_ms=settings.data_hash_time_limit,
         confirm=request.confirm or decline, env=request.env))
     for notice in setup.notices:
         request.notify(notice)
-    return Prepared(report.hank, paths.hank_path, settings, setup, registry)
+    return Prepared(report.hank, paths.hank_path, settings, setup, registry, recording)
+
+
+def _empty_data_dir(request: LaunchRequest) -> Path:
+    """A stable, empty data source for replays whose recording carries no data."""
+    from hankweave.execution.setup import default_input_cache_dir
+
+    path = default_input_cache_dir(request.env).parent / "empty-data"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _cli_layer(request: LaunchRequest) -> dict[str, Any]:
@@ -195,7 +259,8 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
         ignore_rig_failures=settings.ignore_rig_failures,
         output_dir=settings.output_directory, overwrite_output=settings.overwrite_output,
         shim_idle_timeout=settings.shim_idle_timeout,
-        keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run, env=request.env)
+        keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run, env=request.env,
+        harness_override=prepared.recording.harness if prepared.recording else None)
     runtime = Runtime(
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
         owned=owned, checkpoints=checkpoints, registry=registry, emit=bus.emit, config=config,
@@ -215,6 +280,8 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
             loop.remove_signal_handler(signum)
         bus.close()
         checkpoints.close()
+        if prepared.recording is not None:
+            prepared.recording.close()
         logging.getLogger("hankweave").removeHandler(handler)
         handler.close()
 

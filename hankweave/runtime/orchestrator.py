@@ -25,6 +25,7 @@ from typing import Any, Literal
 from hankweave.checkpoints import Checkpoint, CheckpointError, CheckpointStore, RetentionPolicy
 from hankweave.config.hank import Codon, HankFile, Loop
 from hankweave.execution.layout import codon_log_name
+from hankweave.harness import Harness
 from hankweave.registry import Registry
 from hankweave.runtime.budget import RunBudget
 from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRunner
@@ -96,6 +97,8 @@ class RuntimeConfig:
     shim_idle_timeout: float | None = None
     rig_timeout_s: float | None = None
     keep_checkpoints_per_run: int = 50
+    harness_override: type[Harness] | None = None
+    """Plays every codon whatever its model (replay); None lets the plugins choose."""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -429,7 +432,7 @@ class Runtime:
 
     def _attempt_spec(self, codon_id: str, codon: Codon, session: str | None) -> AttemptSpec:
         model = self.registry.resolve_model(codon.model)
-        harness = self.registry.select_harness(model)
+        harness = self.config.harness_override or self.registry.select_harness(model)
         user_prompt = self.prompts.user(codon)
         log_name = codon_log_name(codon_id)
         return AttemptSpec(

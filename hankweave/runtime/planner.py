@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hankweave.config.hank import Codon, HankFile, Loop
+from hankweave.config.hank import Codon, HankFile, IterationLimit, Loop
 from hankweave.state.types import ExecutionCodonEntry, LoopBudget, PlanCodon, PlanLoopContext
 
 __all__ = [
@@ -399,3 +399,20 @@ def is_context_exceeded_acceptable(hank: HankFile, entry: ExecutionCodonEntry) -
             return True
     config = codon_config_for(hank, entry)
     return config is not None and config.exhaust_with_prompt is not None
+
+
+def expected_codon_ids(hank: HankFile) -> list[str]:
+    """Every runtime codon id a complete run of ``hank`` can have, as far as it is knowable.
+
+    Loops ending at an iteration limit contribute every iteration; loops ending on context
+    exhaustion only their first (how many follow depends on the agent).
+    """
+    ids: list[str] = []
+    for item in hank.hank:
+        if isinstance(item, Loop):
+            limit = item.terminate_on.limit if isinstance(item.terminate_on, IterationLimit) \
+                else 1
+            ids += [runtime_codon_id(c.id, i) for i in range(limit) for c in item.codons]
+        else:
+            ids.append(item.id)
+    return ids

@@ -24,6 +24,8 @@ import pytest
 from hankweave.checkpoints import (
     AmbiguousCheckpointError,
     Checkpoint,
+    CheckpointError,
+    CheckpointKind,
     CheckpointNotFoundError,
     CheckpointStore,
     FileChange,
@@ -70,9 +72,12 @@ def write_tree(root: Path, files: Tree) -> None:
             path.chmod(0o644)
 
 
-def read_tree(root: Path) -> dict[str, tuple[str, Any]]:
-    """Every file and symlink under root (the data link excluded), with kind and content."""
-    out: dict[str, tuple[str, Any]] = {}
+def read_tree(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Every file and symlink under root (the data link excluded), with kind and content.
+
+    A file is ``("file", bytes, executable)``, a symlink ``("link", target)``.
+    """
+    out: dict[str, tuple[Any, ...]] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
@@ -140,8 +145,8 @@ class CheckpointStoreContract:
         store.close()
 
     @staticmethod
-    def snap(store: CheckpointStore, codon: str = "c", *, run: str = "r1", kind: str = "completed",
-             patterns: tuple[str, ...] = ALL) -> Checkpoint:
+    def snap(store: CheckpointStore, codon: str = "c", *, run: str = "r1",
+             kind: CheckpointKind = "completed", patterns: tuple[str, ...] = ALL) -> Checkpoint:
         return store.create(kind=kind, run_id=run, codon_id=codon, codon_name=f"Codon {codon}",
                             patterns=patterns)
 
@@ -291,6 +296,106 @@ class CheckpointStoreContract:
         store.restore(made.id)
         assert (work / DATA_LINK).is_symlink() and (data / "input.csv").read_text() == "a,b\n"
         assert read_tree(work) == {"out.txt": ("file", b"o", False)}
+
+    # ----- materializing (exporting a checkpoint's files elsewhere) -----
+
+    @staticmethod
+    def two_checkpoints(store: CheckpointStore, work: Path, outside: Path) -> tuple[
+            Checkpoint, dict[str, Any], Checkpoint, dict[str, Any]]:
+        """Two checkpoints whose trees differ in every way a file can: each with its tree."""
+        outside.write_text("outside the workspace")
+        write_tree(work, {"keep.txt": "v1", "change.txt": "old", "gone.txt": "bye",
+                          "blob.bin": bytes(range(256)) * 64, "empty.txt": b"",
+                          "résumé ✓/naïve file.txt": "unicode", "crlf.txt": b"a\r\nb\r\n",
+                          "run.sh": Executable(b"#!/bin/sh\necho hi\n"),
+                          "was-exec.sh": Executable(b"x"),
+                          "link.txt": Symlink("keep.txt"), "escape.txt": Symlink(str(outside)),
+                          "dirlink": Symlink("dir"), "dir/nested.md": "# nested",
+                          "dangling": Symlink("no/such/file")})
+        first = CheckpointStoreContract.snap(store, "first")
+        first_tree = read_tree(work)
+        write_tree(work, {"change.txt": "new", "gone.txt": None, "added.txt": "hello",
+                          "dir/more/deep.txt": "deep", "was-exec.sh": b"x",
+                          "link.txt": Symlink("change.txt"), "dangling": None})
+        second = CheckpointStoreContract.snap(store, "second")
+        second_tree = read_tree(work)
+        return first, first_tree, second, second_tree
+
+    def test_materialize_writes_exactly_the_files_of_the_chosen_checkpoint(
+            self, store, work, tmp_path):
+        outside = tmp_path / "outside.txt"
+        first, first_tree, second, second_tree = self.two_checkpoints(store, work, outside)
+
+        written = store.materialize(first.id, tmp_path / "export" / "first")
+        assert read_tree(tmp_path / "export" / "first") == first_tree
+        assert written == sorted(first_tree) == store.files(first.id)
+
+        (tmp_path / "second").mkdir()  # an existing empty directory is as good as a new one
+        written = store.materialize(second.id, tmp_path / "second")
+        assert read_tree(tmp_path / "second") == second_tree
+        assert written == sorted(second_tree) == store.files(second.id)
+        # Links were written as links, not followed.
+        assert outside.read_text() == "outside the workspace"
+
+    def test_materialize_leaves_the_work_tree_and_the_store_as_they_were(
+            self, store, work, tmp_path):
+        first, first_tree, second, second_tree = self.two_checkpoints(
+            store, work, tmp_path / "outside.txt")
+        store.restore(first.id)
+        write_tree(work, {"scratch.txt": "the agent's own"})
+        work_before = read_tree(work)
+        listed_before = store.list()
+
+        store.materialize(second.id, tmp_path / "second")
+        store.materialize(first.id[:12], tmp_path / "first")
+        assert read_tree(tmp_path / "first") == first_tree
+        assert read_tree(work) == work_before
+        assert store.list() == listed_before
+        # The store still knows the work tree as the restore left it: a checkpoint made now
+        # differs from the restored one by the scratch file only.
+        third = self.snap(store, "third")
+        assert store.changed_files(first.id, third.id) == [FileChange("scratch.txt", "added")]
+        store.restore(second.id)
+        assert read_tree(work) == second_tree
+
+    def test_materialize_of_an_empty_checkpoint_makes_an_empty_directory(
+            self, store, tmp_path):
+        initial = store.initialize()
+        assert store.materialize(initial, tmp_path / "out") == []
+        assert list((tmp_path / "out").iterdir()) == [] and store.files(initial) == []
+
+    def test_materialize_refuses_a_target_that_is_not_an_empty_directory(
+            self, store, work, tmp_path):
+        write_tree(work, {"a.txt": "a"})
+        made = self.snap(store, "one")
+        occupied = tmp_path / "occupied"
+        write_tree(occupied, {"theirs.txt": "keep me"})
+        with pytest.raises(CheckpointError, match="not empty"):
+            store.materialize(made.id, occupied)
+        assert read_tree(occupied) == {"theirs.txt": ("file", b"keep me", False)}
+        a_file = tmp_path / "a-file"
+        a_file.write_text("not a directory")
+        with pytest.raises(CheckpointError):
+            store.materialize(made.id, a_file)
+        assert a_file.read_text() == "not a directory"
+
+    def test_materialize_refuses_a_target_inside_the_work_tree(self, store, work):
+        write_tree(work, {"a.txt": "a"})
+        made = self.snap(store, "one")
+        with pytest.raises(CheckpointError, match="work tree"):
+            store.materialize(made.id, work / "export")
+        assert read_tree(work) == {"a.txt": ("file", b"a", False)}
+        assert not (work / "export").exists()
+
+    def test_materialize_of_an_unknown_checkpoint_raises_and_creates_nothing(
+            self, store, work, tmp_path):
+        made = self.snap(store, "one")
+        unknown = "f" * 40 if not made.id.startswith("f") else "0" * 40
+        with pytest.raises(CheckpointNotFoundError):
+            store.materialize(unknown, tmp_path / "out")
+        with pytest.raises(CheckpointNotFoundError):
+            store.files(unknown)
+        assert not (tmp_path / "out").exists()
 
     # ----- patterns -----
 

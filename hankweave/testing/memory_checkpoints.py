@@ -7,6 +7,7 @@ backends (within one process: nothing survives it).
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import itertools
 import os
@@ -107,14 +108,28 @@ class MemoryCheckpointStore(CheckpointStore):
         for rel, entry in target.files.items():
             _write(self.work_tree / rel, entry)
 
-    def changed_files(self, from_id: str, to_id: str) -> list[FileChange]:
+    # builtins.list: in this class body, after `def list`, plain `list` names the method.
+    def materialize(self, checkpoint_id: str, target: Path) -> builtins.list[str]:
+        """Write the snapshot's files into ``target``; the work tree and snapshots stay as is."""
+        snapshot = self._find(checkpoint_id)
+        paths = sorted(snapshot.files)
+        with self._export_target(target) as root:
+            for rel in paths:
+                _write(root / rel, snapshot.files[rel])
+        return paths
+
+    def files(self, checkpoint_id: str) -> builtins.list[str]:
+        """The snapshot's paths, sorted."""
+        return sorted(self._find(checkpoint_id).files)
+
+    def changed_files(self, from_id: str, to_id: str) -> builtins.list[FileChange]:
         a, b = self._find(from_id).files, self._find(to_id).files
         changes = [FileChange(p, "deleted") for p in a if p not in b]
         changes += [FileChange(p, "added") for p in b if p not in a]
         changes += [FileChange(p, "modified") for p in a if p in b and a[p] != b[p]]
         return sorted(changes, key=lambda c: c.path)
 
-    def prune(self, policy: RetentionPolicy) -> list[str]:
+    def prune(self, policy: RetentionPolicy) -> builtins.list[str]:
         keep: set[str] = set(policy.keep_ids)
         per_run: dict[str | None, int] = {}
         for snap in reversed(self._snapshots):

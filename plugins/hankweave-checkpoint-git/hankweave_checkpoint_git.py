@@ -33,7 +33,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -404,8 +404,7 @@ class GitCheckpointStore(CheckpointStore):
         record = self._resolve_record(checkpoint_id)
         sha = record.checkpoint.id
         self.work_tree.mkdir(parents=True, exist_ok=True)
-        listed = git.run("ls-tree", "-r", "-z", "--name-only", sha)
-        target = {os.fsdecode(p) for p in listed.split(b"\0") if p}
+        target = set(self._tree_paths(git, sha))
         covered = self._covered_paths(git) | self._index_paths(git)
         covered.update(_storable(self.work_tree,
                                  resolve_patterns(self.work_tree, record.patterns or ())))
@@ -420,6 +419,40 @@ class GitCheckpointStore(CheckpointStore):
         self._remember_index(target)
         self._remove_empty_dirs(emptied)
         git.run("update-ref", "--no-deref", "HEAD", sha)
+
+    # ----- exporting -----
+
+    def materialize(self, checkpoint_id: str, target: Path) -> builtins.list[str]:
+        """Check the checkpoint's tree out into the new or empty directory ``target``.
+
+        A private index in a scratch directory is loaded with the checkpoint's tree
+        (``read-tree``) and checked out with ``target`` as the work tree (``checkout-index``),
+        so the repository's own index, HEAD and refs are never written and ``agentRoot/`` is not
+        touched.  ``core.symlinks`` and the repository's attributes make links come out as
+        links and bytes as stored.
+        """
+        git, _ = self._ready()
+        sha = self._resolve_record(checkpoint_id).checkpoint.id
+        paths = self._tree_paths(git, sha)
+        with self._export_target(target) as root, tempfile.TemporaryDirectory(
+                prefix="hankweave-materialize-") as scratch:
+            private = {"GIT_INDEX_FILE": os.path.join(scratch, "index"),
+                       "GIT_WORK_TREE": str(root)}
+            git.run("read-tree", sha, env=private)
+            git.run("checkout-index", "--all", env=private)
+            written = sorted(_exported(root))
+            if written != paths:
+                # git skips an entry it cannot check out with only a warning: say which.
+                missing = sorted(set(paths) - set(written))
+                raise CheckpointStorageError(
+                    f"checkpoint {sha} could not be materialized into {root}: git did not write "
+                    f"{', '.join(missing[:5]) or 'the expected files'}")
+        return paths
+
+    def files(self, checkpoint_id: str) -> builtins.list[str]:
+        """The checkpoint's paths, sorted, from ``git ls-tree``."""
+        git, _ = self._ready()
+        return self._tree_paths(git, self._resolve_record(checkpoint_id).checkpoint.id)
 
     # ----- retention -----
 
@@ -648,6 +681,12 @@ class GitCheckpointStore(CheckpointStore):
                 "give more characters")
         return matches[0]
 
+    @staticmethod
+    def _tree_paths(git: _Git, sha: str) -> builtins.list[str]:
+        """Every file path of a commit's tree, sorted."""
+        listed = git.run("ls-tree", "-r", "-z", "--name-only", sha)
+        return sorted(os.fsdecode(p) for p in listed.split(b"\0") if p)
+
     # ----- internals: the index (a stat cache of the last tree written or checked out) -----
 
     def _index_key(self) -> tuple[int, int, int] | None:
@@ -850,6 +889,17 @@ def _storable(root: Path, paths: list[str]) -> list[str]:
         if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
             kept.append(rel)
     return kept
+
+
+def _exported(root: Path) -> Iterator[str]:
+    """The relative paths of the files and symlinks under ``root`` (links are not followed)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+        # os.walk lists a symlink to a directory among dirnames, and never descends into it.
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in [*filenames, *links]:
+            yield prefix + name
 
 
 def _nul_join(paths: Iterable[str]) -> bytes:

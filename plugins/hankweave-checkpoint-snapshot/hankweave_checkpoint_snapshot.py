@@ -361,7 +361,9 @@ class SnapshotCheckpointStore(CheckpointStore):
                         chmods.append((path, entry.executable))
                 else:
                     writes.append((path, entry))
-            contents = self._verified_contents(manifest, writes)
+            contents = self._verified_contents(writes, (
+                f"checkpoint {manifest.id} cannot be restored (the work tree was left as it "
+                "was)"))
 
             removed = [path for path in removals if work.remove(path)]
             work.remove_emptied_dirs(removed)
@@ -379,6 +381,42 @@ class SnapshotCheckpointStore(CheckpointStore):
             self._set_head(manifest)
 
     # builtins.list: in this class body, after `def list`, plain `list` names the method.
+    def materialize(self, checkpoint_id: str, target: Path) -> builtins.list[str]:
+        """Write the checkpoint's files into the new or empty directory ``target``.
+
+        Reads manifests and objects only: the work tree, ``refs.json`` (the current
+        checkpoint) and the stat cache stay as they are.  Every object is verified against its
+        hash before ``target`` is created, so a damaged store fails without leaving a partial
+        export behind.
+        """
+        manifest = self._manifest(checkpoint_id)
+        with _storage_errors(f"materializing checkpoint {manifest.id}"):
+            tree = self._tree(manifest.tree, manifest.id)
+            entries = sorted(tree.items())
+            contents = self._verified_contents(entries, (
+                f"checkpoint {manifest.id} cannot be materialized (nothing was written)"))
+            with self._export_target(target) as root:
+                # _WorkTree writes with O_EXCL/O_NOFOLLOW and never through a symlink, so a
+                # link this export wrote earlier can never redirect a later file.
+                out = _WorkTree(root)
+                for path, entry in entries:
+                    if isinstance(entry, SymlinkEntry):
+                        out.write_symlink(path, entry.target)
+                        continue
+                    data = contents.get(entry.hash)
+                    out.write_file(path, entry.executable, data if data is not None else
+                                   self._object_chunks(entry.hash, (
+                                       f"checkpoint {manifest.id} could not be materialized "
+                                       f"(what was written is removed again): the stored "
+                                       f"content of {path}")))
+        return [path for path, _ in entries]
+
+    def files(self, checkpoint_id: str) -> builtins.list[str]:
+        """The checkpoint's paths, sorted, read from its (verified) file list."""
+        manifest = self._manifest(checkpoint_id)
+        with _storage_errors(f"listing the files of checkpoint {manifest.id}"):
+            return sorted(self._tree(manifest.tree, manifest.id))
+
     def changed_files(self, from_id: str, to_id: str) -> builtins.list[FileChange]:
         """Files that differ between two checkpoints (content, kind or executable bit)."""
         old_manifest, new_manifest = self._manifest(from_id), self._manifest(to_id)
@@ -780,19 +818,19 @@ class SnapshotCheckpointStore(CheckpointStore):
             raise _object_error(what, digest, "is corrupt (its SHA-256 differs)")
 
     def _verified_contents(
-        self, manifest: Manifest, writes: Sequence[tuple[str, FileEntry | SymlinkEntry]],
+        self, writes: Sequence[tuple[str, FileEntry | SymlinkEntry]], failure: str,
     ) -> dict[str, bytes | None]:
-        """Check every object a restore will write; keep small ones in memory for the write.
+        """Check every object a restore or materialize will write; keep small ones in memory.
 
         Objects beyond the memory budget map to None and are streamed (and checked again).
+        ``failure`` says what a missing or corrupt object means for the caller.
         """
         contents: dict[str, bytes | None] = {}
         budget = VERIFIED_BYTES_BUDGET
         for path, entry in writes:
             if not isinstance(entry, FileEntry) or entry.hash in contents:
                 continue
-            what = (f"checkpoint {manifest.id} cannot be restored (the work tree was left as it "
-                    f"was): the stored content of {path}")
+            what = f"{failure}: the stored content of {path}"
             if entry.size <= min(budget, SMALL_FILE_BYTES):
                 contents[entry.hash] = self._read_object(entry.hash, what)
                 budget -= entry.size

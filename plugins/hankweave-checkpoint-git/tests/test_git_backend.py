@@ -546,6 +546,71 @@ def test_restore_never_removes_through_a_symlinked_directory(tmp_path):
     assert read_tree(work) == {"d/x.txt": ("file", b"ours", False)}
 
 
+# ----- materialize -----
+
+
+def repository_contents(git_dir: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the shadow repository with its bytes and modification time."""
+    return {str(p.relative_to(git_dir)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in git_dir.rglob("*") if p.is_file()}
+
+
+def test_materialize_never_touches_the_repository_or_a_repository_named_by_the_environment(
+        tmp_path, monkeypatch):
+    outer = tmp_path / "outer"
+    make_repo(outer, {"README.md": "theirs", ".gitignore": "exec/\n"})
+    store = GitCheckpointStore(outer / "exec")
+    store.initialize()
+    write_tree(store.work_tree, {"a.txt": "a1", "run.sh": Executable(b"#!/bin/sh\n"),
+                                 "link": Symlink("a.txt")})
+    first = snap(store, "first")
+    write_tree(store.work_tree, {"a.txt": "a2", "b.txt": "b"})
+    second = snap(store, "second")
+    store.restore(first.id)  # HEAD detached at first, the index holds first's tree
+    git_dir = shadow_dir(store.execution_dir)
+    before = repository_contents(git_dir)
+    work_before = read_tree(store.work_tree)
+    outer_before = snapshot_repository(outer)
+    # What a git hook exports: must not redirect the private index or the work tree.
+    monkeypatch.setenv("GIT_DIR", str(outer / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(outer))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(outer / ".git" / "index"))
+
+    store.materialize(second.id, tmp_path / "second")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(name)
+    assert read_tree(tmp_path / "second") == {
+        "a.txt": ("file", b"a2", False), "b.txt": ("file", b"b", False),
+        "run.sh": ("file", b"#!/bin/sh\n", True), "link": ("link", "a.txt")}
+    assert repository_contents(git_dir) == before
+    assert read_tree(store.work_tree) == work_before
+    assert snapshot_repository(outer) == outer_before
+    assert shadow(store.execution_dir, "rev-parse", "HEAD").strip() == first.id
+
+
+def test_materialize_writes_the_stored_bytes_whatever_the_agent_gitattributes_say(tmp_path):
+    store = GitCheckpointStore(tmp_path / "exec")
+    store.initialize()
+    files = {".gitattributes": "* text eol=crlf ident export-subst\n*.bin filter=nonexistent\n"
+                               "hidden.txt export-ignore\n",
+             "unix.txt": b"one\ntwo\n$Id$\n$Format:%H$\n", "data.bin": b"\n\r\n",
+             "hidden.txt": b"still exported\n"}
+    write_tree(store.work_tree, files)
+    made = snap(store, "attrs")
+    store.materialize(made.id, tmp_path / "out")
+    assert read_tree(tmp_path / "out") == read_tree(store.work_tree)
+
+
+def test_materialize_writes_file_names_that_are_not_utf8(tmp_path):
+    store = GitCheckpointStore(tmp_path / "exec")
+    store.initialize()
+    name = os.fsdecode(b"caf\xe9.txt")
+    (store.work_tree / name).write_bytes(b"latin-1 name")
+    made = snap(store, "bytes")
+    assert store.materialize(made.id, tmp_path / "out") == [name] == store.files(made.id)
+    assert (tmp_path / "out" / name).read_bytes() == b"latin-1 name"
+
+
 # ----- missing git -----
 
 

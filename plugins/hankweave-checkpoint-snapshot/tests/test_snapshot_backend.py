@@ -413,6 +413,84 @@ def test_a_large_file_is_streamed_and_round_trips(store, work, monkeypatch):
     assert (work / "big.bin").read_bytes() == big
 
 
+# ----- materialize -----
+
+
+def store_contents(execution_dir: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file of the store with its bytes and modification time."""
+    root = store_dir(execution_dir)
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in root.rglob("*") if p.is_file()}
+
+
+def test_materialize_reads_the_store_and_changes_nothing_in_it(
+        store, work, execution_dir, tmp_path):
+    write_tree(work, {"a.txt": "a1", "run.sh": Executable(b"#!/bin/sh\n")})
+    first = snap(store, "first")
+    write_tree(work, {"a.txt": "a2", "b.txt": "b"})
+    snap(store, "second")
+    store.restore(first.id)  # writes refs.json: materialize must not move it
+    before = store_contents(execution_dir)
+    work_before = read_tree(work)
+
+    store.materialize(first.id, tmp_path / "out")
+    assert store_contents(execution_dir) == before
+    assert read_tree(work) == work_before
+    assert read_tree(tmp_path / "out") == work_before
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_a_damaged_object_fails_materialize_before_anything_is_written(
+        store, work, execution_dir, tmp_path, damage):
+    write_tree(work, {"a.txt": "a", "b.txt": "b"})
+    made = snap(store, "first")
+    damaged = object_path(execution_dir, tree_of(store, made.id)["b.txt"].hash)
+    if damage == "corrupt":
+        damaged.write_bytes(b"bit rot")
+    else:
+        damaged.unlink()
+    with pytest.raises(CheckpointStorageError, match=rf"b\.txt.*is {damage}"):
+        store.materialize(made.id, tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointStorageError):
+        store.materialize(made.id, tmp_path / "empty")
+    assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_a_failure_while_writing_removes_what_materialize_wrote(
+        store, work, tmp_path, monkeypatch):
+    write_tree(work, {"a.txt": "a", "b/c.txt": "c", "d.txt": "d"})
+    made = snap(store, "first")
+    real = snapshot._WorkTree.write_file
+
+    def fail_on_d(self, path, executable, content):
+        if path == "d.txt":
+            raise OSError(28, "No space left on device")
+        real(self, path, executable, content)
+
+    monkeypatch.setattr(snapshot._WorkTree, "write_file", fail_on_d)
+    (tmp_path / "existing").mkdir()
+    with pytest.raises(CheckpointStorageError, match="No space left"):
+        store.materialize(made.id, tmp_path / "existing")
+    assert list((tmp_path / "existing").iterdir()) == []
+    with pytest.raises(CheckpointStorageError, match="No space left"):
+        store.materialize(made.id, tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()
+
+
+def test_materialize_streams_large_files_and_odd_names(store, work, tmp_path, monkeypatch):
+    monkeypatch.setattr(snapshot, "SMALL_FILE_BYTES", 1000)
+    monkeypatch.setattr(snapshot, "CHUNK_BYTES", 300)
+    big = os.urandom(5000)
+    name = os.fsdecode(b"caf\xe9.txt")
+    write_tree(work, {"big.bin": big, name: "latin-1 name"})
+    made = snap(store, "big")
+    assert store.materialize(made.id, tmp_path / "out") == sorted(["big.bin", name])
+    assert (tmp_path / "out" / "big.bin").read_bytes() == big
+    assert (tmp_path / "out" / name).read_bytes() == b"latin-1 name"
+
+
 # ----- crashes -----
 
 
