@@ -225,9 +225,11 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
             return EXIT_OK
         heartbeat = asyncio.create_task(heartbeat_forever(owned.lock))
         try:
-            return await _drive(prepared, request, owned)
+            code = await _drive(prepared, request, owned)
         finally:
             heartbeat.cancel()
+        _where(layout, request.notify)
+        return code
     finally:
         await owned.release()
 
@@ -284,6 +286,21 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
             prepared.recording.close()
         logging.getLogger("hankweave").removeHandler(handler)
         handler.close()
+
+
+def _where(layout: Any, notify: Callable[[str], None]) -> None:
+    """Tell the user where everything this run recorded is, and how to look at it."""
+    hw = layout.hankweave_dir
+    notify(
+        f"\nExecution directory: {layout.path}\n"
+        f"  state        {hw / 'state.json'}\n"
+        f"  journal      {hw / 'events' / 'events.jsonl'}\n"
+        f"  codon logs   {hw / 'runs'}/<run>/<codon>-claude.log\n"
+        f"  checkpoints  {hw / 'checkpoints'}\n"
+        f"  workspace    {layout.agent_root}\n"
+        f"Inspect it:   hankweave inspect thread -e {layout.path}\n"
+        f"              hankweave inspect state -e {layout.path}\n"
+        f"              hankweave journal -e {layout.path}")
 
 
 def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Any) -> list[int]:
