@@ -19,6 +19,7 @@ __all__ = [
     "fsync_dir",
     "parse_iso",
     "pid_alive",
+    "remove_path",
     "utc_now_iso",
 ]
 
@@ -100,6 +101,16 @@ def atomic_write_bytes(
             fsync_dir(backup.parent)
     _write_and_replace(path, data, mode if mode is not None else previous_mode)
     fsync_dir(path.parent)
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, a symlink (never what it points at) or a whole directory tree."""
+    import shutil
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def pid_alive(pid: int) -> bool:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from hankweave.cli.errors import EXIT_FAILED, CLIError
+from hankweave.cli.options import execution_option
 
 if TYPE_CHECKING:
     from hankweave.execution.layout import ExecutionLayout
@@ -25,15 +26,7 @@ CANCELLED = "Cancelled; nothing removed."
 
 
 @click.command("cleanup")
-@click.option(
-    "-e",
-    "--execution",
-    "execution_dir",
-    required=True,
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    help="The execution directory to remove.",
-)
+@execution_option("The execution directory to remove.")
 @click.option("-y", "--yes", is_flag=True, help="Remove without asking for confirmation.")
 def cleanup_command(execution_dir: Path, yes: bool) -> None:
     """Remove an execution directory (its state, journal, logs, checkpoints and agentRoot/).

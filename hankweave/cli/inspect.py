@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hankweave.cli.errors import CLIError
+from hankweave.cli.options import execution_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,15 +33,7 @@ def inspect_group() -> None:
     """Show an execution's recorded state (read-only: no lock taken, nothing written)."""
 
 
-_execution_option = click.option(
-    "-e",
-    "--execution",
-    "execution_dir",
-    required=True,
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    help="The execution directory (the one holding .hankweave/).",
-)
+_execution_option = execution_option()
 _json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON on stdout instead of tables."
 )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hankweave.cli.errors import CLIError
+from hankweave.cli.options import execution_option
 
 if TYPE_CHECKING:
     from hankweave.events.catalogue import ServerEvent
@@ -32,15 +33,7 @@ _SUMMARY_WIDTH = 100
 
 
 @click.command("journal")
-@click.option(
-    "-e",
-    "--execution",
-    "execution_dir",
-    required=True,
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    help="The execution directory (the one holding .hankweave/).",
-)
+@execution_option()
 @click.option(
     "--type",
     "types",

@@ -8,11 +8,11 @@ from pathlib import Path
 import click
 
 from hankweave.cli.errors import EXIT_USAGE, CLIError
+from hankweave.cli.options import execution_option
 
 
 @click.command("rollback")
-@click.option("-e", "--execution", "execution_dir", required=True, metavar="DIR",
-              type=click.Path(path_type=Path), help="The execution directory.")
+@execution_option()
 @click.option("--to", "codon_id", required=True, metavar="CODON_ID",
               help="The codon whose completion checkpoint to restore.")
 def rollback_command(execution_dir: Path, codon_id: str) -> None:

@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from hankweave.fsutil import atomic_write_bytes, utc_now_iso
+from hankweave.fsutil import atomic_write_bytes, remove_path, utc_now_iso
 from hankweave.state.types import LoopContext
 from hankweave.workspace import resolve_patterns
 
@@ -218,13 +218,6 @@ def _contained(root: Path, relative: str) -> Path:
     return root / normalized
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
-
-
 def _place_copy(source: Path, destination: Path) -> None:
     """Copy ``source`` to ``destination``, replacing what is there; symlinks stay symlinks.
 
@@ -233,7 +226,7 @@ def _place_copy(source: Path, destination: Path) -> None:
     """
     destination.parent.mkdir(parents=True, exist_ok=True)
     if os.path.lexists(destination):
-        _remove(destination)
+        remove_path(destination)
     if source.is_dir() and not source.is_symlink():
         shutil.copytree(source, destination, symlinks=True)
     else:
@@ -460,7 +453,7 @@ def _discard_archive_copy(entry: ArchiveEntry, archive_root: Path) -> None:
     try:
         copy = _contained(archive_root, _under_archive(entry.archive_path))
         if os.path.lexists(copy):
-            _remove(copy)
+            remove_path(copy)
     except (OSError, ValueError) as exc:
         # The file is back in the workspace; a stale archive copy is only clutter.
         log.warning("Restored %s; removing its archive copy failed: %s", entry.source_path, exc)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from hankweave.config.hank import RigCommand, RigCopy, RigOperation
+from hankweave.fsutil import remove_path
 
 __all__ = [
     "OUTPUT_LINE_MAX_CHARS",
@@ -441,13 +442,6 @@ def _inside(root: Path, relative: str) -> Path | None:
     return root / normalized
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink()
-
-
 def _copy_path(source: Path, target: Path) -> None:
     if source.is_dir() and not source.is_symlink():
         shutil.copytree(source, target, symlinks=True)
@@ -467,7 +461,7 @@ async def _run_copy(op: RigCopy, *, agent_root: Path, hank_dir: Path) -> Path:
 
     def replace() -> None:
         if os.path.lexists(target):
-            _remove(target)
+            remove_path(target)
         _copy_path(source, target)
 
     try:
