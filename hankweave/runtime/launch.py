@@ -78,6 +78,7 @@ class Prepared:
     setup: Any
     registry: Any
     recording: Any = None
+    checkpoint_backend: Any = None
 
 
 def prepare(request: LaunchRequest) -> Prepared:
@@ -160,6 +161,12 @@ def _prepare(request: LaunchRequest, registry: Any, recording: Any) -> Prepared:
     for warning in report.warnings:
         request.notify(f"warning: {warning}")
     report.raise_for_errors()
+    from hankweave.checkpoints import CheckpointError
+
+    try:
+        backend = registry.checkpoint_backend(settings.checkpoints.backend)
+    except CheckpointError as exc:
+        raise LaunchError(str(exc)) from None
     if recording is not None:
         from hankweave.runtime.planner import expected_codon_ids
 
@@ -179,7 +186,7 @@ def _prepare(request: LaunchRequest, registry: Any, recording: Any) -> Prepared:
         confirm=request.confirm or decline, env=request.env))
     for notice in setup.notices:
         request.notify(notice)
-    return Prepared(report.hank, paths.hank_path, settings, setup, registry, recording)
+    return Prepared(report.hank, paths.hank_path, settings, setup, registry, recording, backend)
 
 
 def _empty_data_dir(request: LaunchRequest) -> Path:
@@ -244,8 +251,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
 
     settings, layout, registry = prepared.settings, prepared.setup.layout, prepared.registry
     handler = _server_log(layout.server_log)
-    backend = registry.checkpoint_backend(settings.checkpoints.backend)
-    checkpoints = backend(layout.path)
+    checkpoints = prepared.checkpoint_backend(layout.path)
     sinks = [sink_class() for sink_class in registry.event_sinks().values()]
     bus = EventBus(EventJournal(layout.events_file), sinks=sinks)
     if request.on_event is not None:

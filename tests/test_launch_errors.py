@@ -1,0 +1,34 @@
+"""A run that cannot start says why, with exit code 2, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import pytest
+
+from hankweave.runtime.launch import LaunchError
+from tests.runtime_harness import Project, codon
+
+
+@pytest.fixture
+def project(tmp_path) -> Project:
+    project = Project(tmp_path)
+    project.write_hank([codon("a")])
+    return project
+
+
+def test_an_uninstalled_checkpoint_backend_is_refused_before_setup(project):
+    project.env["HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND"] = "nope"
+    with pytest.raises(LaunchError, match='"nope" is not installed') as caught:
+        project.run()
+    assert caught.value.exit_code == 2
+    assert not project.exec_dir.exists()
+
+
+def test_a_missing_hank_file_is_refused(project):
+    (project.hank_dir / "hank.json").unlink()
+    with pytest.raises(LaunchError, match="no hank file"):
+        project.run()
+
+
+def test_replay_without_the_replay_plugin_names_the_package(project, tmp_path):
+    with pytest.raises(LaunchError, match="pip install hankweave-replay"):
+        project.run(replay=str(tmp_path / "recording"))
