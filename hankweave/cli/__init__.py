@@ -26,12 +26,13 @@ def _register_commands() -> None:
     from hankweave.cli.inspect import inspect_group
     from hankweave.cli.journal_cmd import journal_command
     from hankweave.cli.plugins_cmd import plugins_command
+    from hankweave.cli.replay_cmd import replay_command
     from hankweave.cli.rollback_cmd import rollback_command
     from hankweave.cli.run_cmd import run_command
     from hankweave.cli.schema_cmd import schema_command
     from hankweave.cli.validate_cmd import validate_command
 
-    for command in (run_command, validate_command, init_command, inspect_group,
+    for command in (run_command, replay_command, validate_command, init_command, inspect_group,
                     journal_command, rollback_command, cleanup_command, schema_command,
                     plugins_command):
         cli.add_command(command)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from hankweave.cli.errors import EXIT_USAGE, CLIError
+
+if TYPE_CHECKING:
+    from hankweave.runtime.launch import LaunchRequest
 
 _CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS", "CIRCLECI", "TRAVIS")
 
@@ -52,6 +56,12 @@ def interactive() -> bool:
               " allowFailure.")
 @click.option("--overwrite-output", is_flag=True, help="Output copies replace existing files.")
 @click.option("-y", "--yes", is_flag=True, help="Answer yes to confirmations.")
+@click.option("--replay", metavar="SOURCE", help="Play a recording (.hwrec.tar.gz) or a recorded"
+              " execution directory back in a fresh execution, with no provider (needs"
+              " hankweave-replay).")
+@click.option("--replay-speed", type=click.Choice(["instant", "recorded"]), default="instant",
+              show_default=True, help="With --replay: as fast as possible, or the recorded gaps"
+              " (each capped by HANKWEAVE_REPLAY_MAX_DELAY_MS).")
 @click.pass_context
 def run_command(ctx: click.Context, hank: str | None, data: str | None, execution: str | None,
                 start_new: bool, force: bool, no_wipe: bool, copy: bool,
@@ -59,16 +69,15 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
                 port: int | None, headless: bool, json_events: bool, no_autostart: bool,
                 max_cost: float | None, max_time: float | None,
                 shim_idle_timeout: int | None, ignore_rig_failures: bool,
-                overwrite_output: bool, yes: bool) -> None:
+                overwrite_output: bool, yes: bool, replay: str | None,
+                replay_speed: str) -> None:
     """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
     directory; - reads stdin).
 
     An execution directory that holds state is resumed: a crashed or failed run is rolled back
     to its last successful codon and continues from there; completed codons never run again.
     """
-    from hankweave.cli.progress import HeadlessLog, LiveView
-    from hankweave.config.errors import ConfigError
-    from hankweave.runtime.launch import LaunchError, LaunchRequest, launch
+    from hankweave.runtime.launch import LaunchRequest
 
     if json_events and not headless:
         raise click.UsageError("--json needs --headless")
@@ -76,13 +85,25 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
     can_ask = interactive()
     request = LaunchRequest(
         hank=hank, data=data, execution=execution, start_new=start_new, force=force,
-        no_wipe=no_wipe, copy=copy, input_text=input_text, output=output, model=model, port=port,
+        # A replay's recording is unpacked only for the length of the run: copy its data.
+        no_wipe=no_wipe, copy=copy or replay is not None, input_text=input_text, output=output,
+        model=model, port=port, replay=replay, replay_speed=replay_speed,
         headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,
         max_cost=max_cost, max_time=max_time, shim_idle_timeout=shim_idle_timeout,
         ignore_rig_failures=ignore_rig_failures, overwrite_output=overwrite_output, yes=yes,
         cwd=Path.cwd(), env=dict(os.environ), stdin_text=stdin_text,
         confirm=(lambda question: click.confirm(question, default=False, err=True))
         if can_ask else None)
+    code = launch_with_progress(request, json_events=json_events)
+    ctx.exit(code)
+
+
+def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
+    """Run a launch request with the live view (or plain lines when headless)."""
+    from hankweave.cli.progress import HeadlessLog, LiveView
+    from hankweave.config.errors import ConfigError
+    from hankweave.runtime.launch import LaunchError, launch
+
     live = None
     if request.headless:
         request.on_event = HeadlessLog(as_json=json_events)
@@ -90,13 +111,11 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
         live = LiveView()
         request.on_event = live
     try:
-        if live is not None:
-            with live:
-                code = launch(request)
-        else:
-            code = launch(request)
+        if live is None:
+            return launch(request)
+        with live:
+            return launch(request)
     except LaunchError as exc:
         raise CLIError(str(exc), exc.exit_code) from None
     except ConfigError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
-    ctx.exit(code)

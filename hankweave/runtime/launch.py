@@ -220,6 +220,8 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
     try:
         owned = await take_ownership(layout.hankweave_dir)
     except LockError as exc:
+        if prepared.recording is not None:
+            prepared.recording.close()
         raise LaunchError(str(exc)) from None
     try:
         for run_id in owned.crashed_run_ids:
@@ -239,6 +241,8 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
         return code
     finally:
         await owned.release()
+        if prepared.recording is not None:
+            prepared.recording.close()
 
 
 async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
@@ -288,8 +292,6 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
             loop.remove_signal_handler(signum)
         bus.close()
         checkpoints.close()
-        if prepared.recording is not None:
-            prepared.recording.close()
         logging.getLogger("hankweave").removeHandler(handler)
         handler.close()
 

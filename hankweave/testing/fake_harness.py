@@ -20,6 +20,10 @@ starts again at the first attempt; key ``work#1`` to script one iteration::
 Load it with ``HANKWEAVE_FAKE_SCRIPT=/path/script.json HANKWEAVE_PLUGIN_MODULES=
 hankweave.testing.fake_harness``.  Attempts are counted in ``<script>.attempts.json`` so a
 restarted process continues with the next attempt.
+
+With ``HANKWEAVE_FAKE_ALL=1`` the fake harness also claims every other model (``select_harness``),
+so a hank written for a real model (``haiku``) runs unchanged with fake agents, and its costs are
+computed with that model's catalogue prices.  This is how the bundled example recordings are made.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -40,6 +44,8 @@ from hankweave.hookspecs import hookimpl
 from hankweave.models import ModelCost, ModelEntry, ProviderEntry
 
 SCRIPT_ENV = "HANKWEAVE_FAKE_SCRIPT"
+CLAIM_ALL_ENV = "HANKWEAVE_FAKE_ALL"
+"""Set to ``1`` to run every codon with the fake harness, whatever its model."""
 
 
 class _Model(BaseModel):
@@ -201,6 +207,15 @@ def use_script(script: FakeScript | dict[str, Any] | None) -> None:
 @hookimpl
 def register_harnesses(register: Any) -> None:
     register(FakeHarness)
+
+
+@hookimpl
+def select_harness(harnesses: Mapping[str, type[Harness]]) -> str | None:
+    """Claim every model while ``HANKWEAVE_FAKE_ALL=1``; otherwise leave routing alone."""
+    # Read at selection time, not import time: tests flip it per run in one process.
+    if os.environ.get(CLAIM_ALL_ENV, "").strip() == "1" and FakeHarness.name in harnesses:
+        return FakeHarness.name
+    return None
 
 
 @hookimpl

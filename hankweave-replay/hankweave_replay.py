@@ -1,0 +1,1198 @@
+"""Replay recorded hankweave executions offline, and export them as portable recordings.
+
+Two things, one module:
+
+**Recordings.** ``hankweave export -e DIR -o FILE`` packs a finished execution into one
+``.hwrec.tar.gz`` archive that replays on any machine::
+
+    recording.json          the manifest (RecordingManifest): which codon records it covers
+    state.json              the recorded state, run folders made relative
+    execution-meta.json     hank and data paths pointing inside the archive
+    hank/                   the hank directory: hank.json and every file it references
+    data/                   the data source, when it is small (<= 10 MiB)
+    logs/<runId>/*.log      the codon logs of the covered records
+    snapshots/<checkpoint>/ each covered record's end-of-codon checkpoint, as plain files
+
+Snapshots are written by the execution's own checkpoint backend
+(:meth:`~hankweave.checkpoints.CheckpointStore.materialize`), so the archive never holds a
+nested git repository.  Secrets are never included: no ``runtime.lock`` (the control token), no
+``logs/server.log``, no event journal, no environment; every file written is scrubbed of the
+values of secret-looking environment variables and of common API-key shapes.
+
+**Replay.** :class:`ReplayHarness` is the harness registered as ``replay``.  The kernel's
+``--replay SOURCE`` (and ``hankweave replay SOURCE``) calls :meth:`ReplayHarness.open_recording`
+with an archive, an unpacked recording or an execution directory (exported to a temporary
+directory first, so there is one path), then runs the recorded hank in a fresh execution with a
+harness class bound to the recording.  Each codon streams its recorded log records unchanged,
+instantly or with the recorded gaps, and just before its final ``result`` record makes the
+recorded workspace effects happen: the covered files of ``agentRoot/`` become exactly those of
+the recorded end-of-codon snapshot.  A replay never calls a provider.
+
+The module is imported whenever ``hankweave`` starts (it adds the ``export`` command), so kernel
+modules beyond the harness interface are imported inside the functions that use them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import json
+import os
+import re
+import shutil
+import stat
+import tarfile
+import tempfile
+import zlib
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import click
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from hankweave import __version__ as hankweave_version
+from hankweave import hookimpl
+from hankweave.harness import REPLAY_HARNESS, CodonRequest, Recording, RecordingHarness
+
+if TYPE_CHECKING:
+    from hankweave.checkpoints import CheckpointStore
+    from hankweave.state.types import CodonExecution, HankweaveState
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "RECORDING_SUFFIX",
+    "ExportResult",
+    "RecordedCodon",
+    "RecordingError",
+    "RecordingManifest",
+    "ReplayHarness",
+    "ReplayRecording",
+    "SecretScrubber",
+    "apply_snapshot",
+    "export_recording",
+    "stage_recording",
+    "unpack_recording",
+]
+
+__version__ = "0.1.0"
+
+FORMAT = "hankweave-recording"
+FORMAT_VERSION = 1
+"""Bumped when a reader of an older version could not replay the archive correctly."""
+RECORDING_SUFFIX = ".hwrec.tar.gz"
+MANIFEST_FILE = "recording.json"
+STATE_FILE = "state.json"
+META_FILE = "execution-meta.json"
+HANK_DIR = "hank"
+DATA_DIR = "data"
+LOGS_DIR = "logs"
+SNAPSHOTS_DIR = "snapshots"
+
+MAX_DATA_BYTES = 10 * 1024 * 1024
+"""A data source larger than this (in total) is left out of the archive, with a note."""
+MAX_HANK_FILE_BYTES = 10 * 1024 * 1024
+"""A hank-directory file larger than this is left out (hank files are prompts and templates)."""
+DEFAULT_MAX_DELAY_MS = 5000
+"""The cap on one recorded gap in ``recorded`` pacing (the original's default)."""
+UNTIMED_GAP_MS = 5
+"""The gap in ``recorded`` pacing when a record has no usable timestamp (the original's)."""
+SPEEDS = ("instant", "recorded")
+
+REDACTED = b"[REDACTED]"
+MIN_SECRET_LENGTH = 8
+"""Shorter environment values are not scrubbed: they are rarely secrets, and replacing a short
+common string everywhere would mangle the recording."""
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+# Provider key shapes, anchored so that words merely containing "sk-" ("task-...") survive.
+_KEY_SHAPES = re.compile(
+    rb"(?<![A-Za-z0-9])(?:"
+    rb"sk-ant-[A-Za-z0-9_\-]{4,}"
+    rb"|sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"
+    rb"|AKIA[0-9A-Z]{16}"
+    rb"|gh[pousr]_[A-Za-z0-9]{30,}"
+    rb"|github_pat_[A-Za-z0-9_]{30,}"
+    rb"|AIza[0-9A-Za-z_\-]{35}"
+    rb"|xox[abprs]-[A-Za-z0-9\-]{10,}"
+    rb")")
+
+
+class RecordingError(ValueError):
+    """A recording cannot be written, unpacked or opened; the message says what and where.
+
+    A ``ValueError``, so the kernel's launch reports it as "Cannot replay SOURCE: ...".
+    """
+
+
+# ----- the manifest -----------------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    # Unknown keys are kept, so a manifest written by a newer minor version still opens.  Built
+    # on first use: the module is imported at every CLI start.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow",
+                              serialize_by_alias=True, defer_build=True)
+
+
+class RecordedCodon(_Model):
+    """One codon record a recording covers: the newest attempt of a codon in the recorded
+    execution thread."""
+
+    codon_id: str
+    """The runtime codon id (``review#1`` inside loops)."""
+    run_id: str
+    status: str
+    """The recorded record's status (``completed``, ``failed``, ``skipped``, ...)."""
+    log: str | None
+    """The codon log inside the recording (``logs/<runId>/<codon>-claude.log``), or None when
+    the record never started an agent (it failed or was skipped before).  A path whose file is
+    absent from the recording is a missing log."""
+    snapshot: str | None
+    """The end-of-codon checkpoint id; its files are under ``snapshots/<id>/``.  None when the
+    record has no such checkpoint (its effects on the workspace are not replayed)."""
+    checkpoint_patterns: list[str] = Field(default_factory=list)
+    """The ``checkpointedFiles`` patterns in force when the snapshot was taken: the files of the
+    work tree they select are made exactly the snapshot's on replay."""
+
+
+class RecordingManifest(_Model):
+    """``recording.json``: what an exported recording holds."""
+
+    format: Literal["hankweave-recording"] = FORMAT
+    format_version: int = FORMAT_VERSION
+    created_at: str
+    hankweave_version: str
+    replay_version: str = __version__
+    hank: str
+    """The hank file inside the recording (``hank/hank.json``)."""
+    data: str | None
+    """The data source inside the recording, or None when it was left out (see ``notes``)."""
+    checkpoint_backend: str
+    """The backend the snapshots were read with (informational)."""
+    complete: bool
+    """Whether the recorded execution had finished its plan.  An unfinished recording (a run
+    that failed or was stopped) replays up to where it stopped."""
+    codons: list[RecordedCodon] = Field(default_factory=list)
+    """Chronological: the order the recorded thread ran them."""
+    notes: list[str] = Field(default_factory=list)
+    """What was left out or changed while exporting (large files, redactions, ...)."""
+    redactions: int = 0
+    """How many secret values were replaced with ``[REDACTED]`` (the notes say where)."""
+
+
+def read_manifest(root: Path) -> RecordingManifest:
+    """Read and check ``recording.json`` of an unpacked recording."""
+    path = root / MANIFEST_FILE
+    try:
+        raw = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise RecordingError(f"not a hankweave recording: {MANIFEST_FILE} is missing") from None
+    except (OSError, ValueError) as exc:
+        raise RecordingError(f"cannot read {MANIFEST_FILE}: {exc}") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise RecordingError(f"not a hankweave recording: {MANIFEST_FILE} has no"
+                             f' "format": "{FORMAT}"')
+    version = raw.get("formatVersion")
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise RecordingError(f"the recording has format version {version}, newer than this"
+                             f" hankweave-replay {__version__} reads ({FORMAT_VERSION}); upgrade"
+                             " with: pip install -U hankweave-replay")
+    try:
+        return RecordingManifest.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}"
+                             for e in exc.errors())
+        raise RecordingError(f"invalid {MANIFEST_FILE}: {problems}") from None
+
+
+# ----- secrets ----------------------------------------------------------------------------------
+
+
+class SecretScrubber:
+    """Replaces secrets with ``[REDACTED]`` in the bytes of every file a recording holds.
+
+    Secrets are the values of environment variables whose names contain ``KEY``, ``TOKEN``,
+    ``SECRET`` or ``PASSWORD`` (at least :data:`MIN_SECRET_LENGTH` characters; also in their
+    JSON-escaped form, as they appear inside log lines), and anything shaped like a common API
+    key (``sk-ant-...``, ``sk-...``, AWS, GitHub, Google, Slack).  The replacement contains no
+    character JSON escapes, so a scrubbed JSON line stays valid JSON.
+    """
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        forms: set[bytes] = set()
+        for name, value in env.items():
+            value = value.strip()
+            if _SECRET_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH:
+                forms.add(value.encode())
+                forms.add(json.dumps(value, ensure_ascii=False)[1:-1].encode())
+                forms.add(json.dumps(value)[1:-1].encode())
+        # Longest first, so a secret containing another is replaced whole.
+        ordered = sorted(forms, key=len, reverse=True)
+        self._values = re.compile(b"|".join(map(re.escape, ordered))) if ordered else None
+
+    def scrub(self, data: bytes) -> tuple[bytes, int]:
+        """``data`` with every secret replaced, and how many replacements were made."""
+        count = 0
+        if self._values is not None:
+            data, count = self._values.subn(REDACTED, data)
+        data, shaped = _KEY_SHAPES.subn(REDACTED, data)
+        return data, count + shaped
+
+
+@dataclass
+class _Staging:
+    """What one export collects while it writes the staging directory."""
+
+    root: Path
+    scrubber: SecretScrubber
+    notes: list[str] = field(default_factory=list)
+    redactions: int = 0
+    redacted_files: list[str] = field(default_factory=list)
+
+    def write(self, relative: str, data: bytes, *, executable: bool = False) -> None:
+        """Write one archive member (scrubbed)."""
+        data, count = self.scrubber.scrub(data)
+        if count:
+            self.redactions += count
+            self.redacted_files.append(relative)
+        path = self.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(0o755 if executable else 0o644)
+
+    def scrub_in_place(self, relative: str) -> None:
+        """Scrub a file already written (a materialized snapshot file)."""
+        path = self.root / relative
+        data = path.read_bytes()
+        scrubbed, count = self.scrubber.scrub(data)
+        if count:
+            mode = stat.S_IMODE(path.stat().st_mode)
+            path.write_bytes(scrubbed)
+            path.chmod(mode)
+            self.redactions += count
+            self.redacted_files.append(relative)
+
+
+# ----- export -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_recording` wrote."""
+
+    path: Path
+    manifest: RecordingManifest
+    size: int
+    """The archive's size in bytes."""
+    redactions: int
+    """How many secret values were replaced with ``[REDACTED]``."""
+
+
+def export_recording(execution_dir: Path, output: Path | None = None, *,
+                     env: Mapping[str, str] | None = None, cwd: Path | None = None,
+                     backend: str | None = None) -> ExportResult:
+    """Write the recording of ``execution_dir`` to one ``.tar.gz`` archive.
+
+    ``output`` defaults to ``<execution dir name>.hwrec.tar.gz`` in ``cwd``; an existing file
+    is replaced (atomically: a reader sees the old or the new archive).  ``env`` (default: this
+    process's environment) selects the checkpoint backend like the runtime does and names the
+    secrets to scrub; ``backend`` overrides the backend name.
+
+    Raises :class:`RecordingError` when the directory is not a finished execution, a runtime
+    holds its lock, its hank is gone, or a checkpoint cannot be read.
+    """
+    env = dict(os.environ) if env is None else dict(env)
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    execution_dir = Path(os.path.abspath(cwd / execution_dir))
+    target = Path(os.path.abspath(cwd / (output or f"{execution_dir.name}{RECORDING_SUFFIX}")))
+    if target.is_dir():
+        raise RecordingError(f"{target} is a directory; give the archive's file name, such as"
+                             f" {target / (execution_dir.name + RECORDING_SUFFIX)}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="hankweave-export-") as scratch:
+        staging = Path(scratch) / "recording"
+        manifest = stage_recording(execution_dir, staging, env=env, cwd=cwd, backend=backend,
+                                   exclude=(target,))
+        partial = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        try:
+            _write_archive(staging, partial, manifest.created_at)
+            os.replace(partial, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+    return ExportResult(target, manifest, target.stat().st_size, manifest.redactions)
+
+
+def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str],
+                    cwd: Path, backend: str | None = None,
+                    exclude: Sequence[Path] = ()) -> RecordingManifest:
+    """Write the unpacked recording of ``execution_dir`` into the new directory ``target``.
+
+    This is the one way a recording is made: :func:`export_recording` archives the result, and
+    opening an execution directory for replay stages it into a temporary directory first.
+    ``exclude`` names files never to copy (the archive being written).
+    """
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.fsutil import utc_now_iso
+    from hankweave.state.thread import analyze_execution_thread
+    from hankweave.state.types import dump_state
+
+    layout = ExecutionLayout(Path(execution_dir))
+    hw = layout.hankweave_dir
+    if not layout.state_file.exists() and not layout.state_log_file.exists():
+        raise RecordingError(f"{layout.path}: not an execution directory (no"
+                             " .hankweave/state.json)")
+    _refuse_live_runtime(hw)
+    state = _read_state(hw)
+    meta_raw, hank_file = _read_meta(layout)
+    backend_name = backend or _backend_name(hank_file, env, cwd)
+    if target.exists() and any(target.iterdir()):
+        raise RecordingError(f"{target}: the staging directory is not empty")
+    target.mkdir(parents=True, exist_ok=True)
+    staging = _Staging(target, SecretScrubber(env))
+    skip = {Path(os.path.abspath(p)) for p in exclude} | {layout.path}
+
+    hank_member = _stage_hank(staging, hank_file, skip)
+    data_member = _stage_data(staging, layout, meta_raw, skip)
+    thread = analyze_execution_thread(state)
+    complete = not thread.failed and not thread.has_running_codon and thread.next_codon_id is None
+    chosen = _covered_records(state)
+    codons = _stage_codons(staging, layout, state, chosen, backend_name, env)
+
+    for run in state.runs:
+        # The only absolute path in state: where the recording machine kept the run's logs.
+        run.run_folder = f".hankweave/runs/{run.run_id}"
+    staging.write(STATE_FILE, dump_state(state) + b"\n")
+    staging.write(META_FILE, _neutral_meta(meta_raw, hank_member, data_member))
+    if staging.redactions:
+        shown = ", ".join(staging.redacted_files[:10])
+        more = len(staging.redacted_files) - 10
+        staging.notes.append(f"{staging.redactions} secret value(s) replaced with [REDACTED] in"
+                             f" {shown}{f' and {more} more file(s)' if more > 0 else ''}")
+    manifest = RecordingManifest(
+        created_at=utc_now_iso(), hankweave_version=hankweave_version, hank=hank_member,
+        data=data_member, checkpoint_backend=backend_name, complete=complete, codons=codons,
+        notes=staging.notes, redactions=staging.redactions)
+    (target / MANIFEST_FILE).write_text(
+        json.dumps(manifest.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8")
+    return manifest
+
+
+def _refuse_live_runtime(hankweave_dir: Path) -> None:
+    from hankweave.cli.cleanup_cmd import live_runtime_lock
+    from hankweave.state.lock import LockCorruptError
+
+    try:
+        holder = live_runtime_lock(hankweave_dir)
+    except LockCorruptError as exc:
+        raise RecordingError(str(exc)) from None
+    if holder is not None:
+        raise RecordingError(
+            f"{hankweave_dir.parent} is in use by a running hankweave runtime"
+            f" ({holder.describe()}); export it after the run has ended")
+
+
+def _read_state(hankweave_dir: Path) -> HankweaveState:
+    from hankweave.state.store import StateLoadError, read_state_strict
+
+    try:
+        state, _ = read_state_strict(hankweave_dir)
+    except StateLoadError as exc:
+        raise RecordingError(str(exc)) from None
+    if not state.runs:
+        raise RecordingError(f"{hankweave_dir.parent} has no runs yet: there is nothing to"
+                             " record")
+    return state
+
+
+def _read_meta(layout: Any) -> tuple[dict[str, Any], Path]:
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+
+    try:
+        meta = load_execution_meta(layout.meta_file)
+        raw = json.loads(layout.meta_file.read_text(encoding="utf-8"))
+    except ExecutionMetaError as exc:
+        raise RecordingError(f"{exc} (it names the hank to record)") from None
+    if not meta.hank_path:
+        raise RecordingError(f"{layout.meta_file} does not name the hank file (hankPath)")
+    hank_file = Path(meta.hank_path)
+    if not hank_file.is_file():
+        raise RecordingError(f"the hank file {hank_file} named in {layout.meta_file} no longer"
+                             " exists; a recording needs the hank it ran")
+    return raw, hank_file
+
+
+def _backend_name(hank_file: Path, env: Mapping[str, str], cwd: Path) -> str:
+    """The checkpoint backend, chosen as the runtime chooses it (settings, default ``git``)."""
+    from hankweave.config.errors import ConfigError
+    from hankweave.config.hank import load_hank
+    from hankweave.config.settings import resolve_settings
+
+    try:
+        hank = load_hank(hank_file)
+    except ConfigError:
+        hank = None  # only its overrides matter here; an unloadable hank has none
+    try:
+        resolved = resolve_settings(cwd=cwd, hank=hank, env=env, cli={})
+    except ConfigError as exc:
+        raise RecordingError(f"cannot tell which checkpoint backend holds the snapshots: {exc}"
+                             " (or name it with --checkpoint-backend)") from None
+    return resolved.settings.checkpoints.backend
+
+
+def _skipped_name(name: str) -> bool:
+    return name.startswith(".") or name == "__pycache__"
+
+
+def _collect(source: Path, skip: set[Path], keep: Path | None = None,
+             ) -> tuple[list[tuple[str, Path, os.stat_result]], list[str]]:
+    """The files of a hank or data directory that go into a recording, and what is left out.
+
+    Dotfiles and dot-directories (``.git``, ``.env``, ...), ``__pycache__``, earlier recordings
+    and the paths in ``skip`` are left out silently; symlinks, special files, execution
+    directories and files over :data:`MAX_HANK_FILE_BYTES` are left out and listed.  ``keep``
+    (the hank file) is taken whatever its size.
+    """
+    files: list[tuple[str, Path, os.stat_result]] = []
+    left_out: list[str] = []
+    for directory, dirnames, filenames in os.walk(source):
+        base = Path(directory)
+        rel_dir = base.relative_to(source).as_posix()
+        prefix = "" if rel_dir == "." else f"{rel_dir}/"
+        kept = []
+        for name in sorted(dirnames):
+            path = base / name
+            if _skipped_name(name) or Path(os.path.abspath(path)) in skip:
+                continue
+            if path.is_symlink() or (path / ".hankweave").is_dir():
+                left_out.append(f"{prefix}{name}/")
+                continue
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            path = base / name
+            if (_skipped_name(name) or name.endswith(RECORDING_SUFFIX)
+                    or Path(os.path.abspath(path)) in skip):
+                continue  # an example's bundled recording, the archive being written
+            info = path.lstat()
+            too_large = info.st_size > MAX_HANK_FILE_BYTES and path != keep
+            if not stat.S_ISREG(info.st_mode) or too_large:
+                left_out.append(f"{prefix}{name}")
+                continue
+            files.append((f"{prefix}{name}", path, info))
+    return files, left_out
+
+
+def _copy_files(staging: _Staging, member_root: str, what: str,
+                collected: tuple[list[tuple[str, Path, os.stat_result]], list[str]]) -> None:
+    files, left_out = collected
+    for rel, path, info in files:
+        staging.write(f"{member_root}/{rel}", path.read_bytes(),
+                      executable=bool(info.st_mode & 0o111))
+    if left_out:
+        shown = ", ".join(left_out[:10])
+        more = f" and {len(left_out) - 10} more" if len(left_out) > 10 else ""
+        staging.notes.append(f"left out of the {what} (links, special files, execution"
+                             f" directories or files over {_size(MAX_HANK_FILE_BYTES)}):"
+                             f" {shown}{more}")
+
+
+def _stage_hank(staging: _Staging, hank_file: Path, skip: set[Path]) -> str:
+    _copy_files(staging, HANK_DIR, "hank directory",
+                _collect(hank_file.parent, skip, keep=hank_file))
+    member = f"{HANK_DIR}/{hank_file.name}"
+    if not (staging.root / member).is_file():
+        raise RecordingError(f"the hank file {hank_file} cannot be recorded (a dotfile or not"
+                             " a regular file)")
+    return member
+
+
+def _stage_data(staging: _Staging, layout: Any, meta: Mapping[str, Any],
+                skip: set[Path]) -> str | None:
+    """Copy the data source when it is small; None (with a note) when it is not recorded.
+
+    The execution's own data link (or copy) is what its agents saw, so it is read first; the
+    source named in the metadata is the fallback.
+    """
+    given = meta.get("readOnlySourceDataPath")
+    named = Path(given) if isinstance(given, str) and given else None
+    source = layout.data_link if layout.data_link.exists() else named
+    if source is None or not source.exists():
+        staging.notes.append(f"the data source {named.name if named else '(unknown)'} no"
+                             " longer exists; the replay uses an empty data directory")
+        return None
+    if source.is_file():
+        size = source.stat().st_size
+        if size > MAX_DATA_BYTES:
+            staging.notes.append(_data_too_large(named, size))
+            return None
+        member = f"{DATA_DIR}/{named.name if named else 'data'}"
+        staging.write(member, source.read_bytes())
+        return member
+    collected = _collect(source, skip)
+    size = sum(info.st_size for _, _, info in collected[0])
+    if size > MAX_DATA_BYTES:
+        staging.notes.append(_data_too_large(named, size))
+        return None
+    _copy_files(staging, DATA_DIR, "data source", collected)
+    (staging.root / DATA_DIR).mkdir(exist_ok=True)  # an empty data source is still one
+    return DATA_DIR
+
+
+def _data_too_large(source: Path | None, size: int) -> str:
+    # Names, not paths: a recording carries no path of the machine it was made on.
+    return (f"the data source {source.name if source else ''} ({_size(size)}) is larger than"
+            f" {_size(MAX_DATA_BYTES)} and was left out; the replay uses an empty data"
+            " directory unless DATA is given")
+
+
+def _size(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size} bytes"
+
+
+def _covered_records(state: HankweaveState) -> list[tuple[str, CodonExecution]]:
+    """(run id, record) of the newest attempt of each codon in the execution thread, in the
+    order they ran.
+
+    The thread is the history the runtime itself continues from: a run rolled back or resumed
+    after a crash contributes only what its continuation kept.  A retried codon keeps its
+    newest attempt only: every attempt of a codon in one run writes the same log file, so
+    earlier attempts' logs no longer exist.
+    """
+    from hankweave.state.thread import analyze_execution_thread
+
+    newest: dict[str, tuple[str, CodonExecution]] = {}
+    for item in reversed(analyze_execution_thread(state).codons):  # oldest first
+        newest.pop(item.codon.codon_id, None)  # re-inserted: dict order becomes run order
+        newest[item.codon.codon_id] = (item.run_id, item.codon)
+    return list(newest.values())
+
+
+def _stage_codons(staging: _Staging, layout: Any, state: HankweaveState,
+                  chosen: list[tuple[str, CodonExecution]], backend_name: str,
+                  env: Mapping[str, str]) -> list[RecordedCodon]:
+    from hankweave.checkpoints import CheckpointError, CheckpointNotFoundError
+    from hankweave.execution.layout import codon_log_name
+    from hankweave.runtime.planner import checkpoint_patterns_through
+
+    codons: list[RecordedCodon] = []
+    store: CheckpointStore | None = None
+    try:
+        for run_id, record in chosen:
+            log_member = None
+            source_log = _recorded_log(layout.path, getattr(record, "claude_log_path", None))
+            if source_log is not None:
+                log_member = f"{LOGS_DIR}/{run_id}/{codon_log_name(record.codon_id)}"
+                if source_log.is_file():
+                    staging.write(log_member, source_log.read_bytes())
+                else:
+                    staging.notes.append(f"the log of codon {record.codon_id} (run {run_id}) is"
+                                         " missing from the execution directory")
+            snapshot = _end_checkpoint(record)
+            if snapshot is not None and not (staging.root / SNAPSHOTS_DIR / snapshot).exists():
+                if store is None:
+                    store = _open_store(backend_name, layout.path, env)
+                try:
+                    _stage_snapshot(staging, store, snapshot)
+                except CheckpointNotFoundError:
+                    staging.notes.append(f"checkpoint {snapshot} of codon {record.codon_id} no"
+                                         " longer exists (pruned?); its file changes are not"
+                                         " replayed")
+                    snapshot = None
+                except CheckpointError as exc:
+                    raise RecordingError(
+                        f"cannot read checkpoint {snapshot} of codon {record.codon_id} with the"
+                        f' "{backend_name}" checkpoint backend: {exc} (if the execution used'
+                        " another backend, name it with --checkpoint-backend)") from None
+            try:
+                patterns = checkpoint_patterns_through(state.execution_plan, record.codon_id,
+                                                       True)
+            except (ValueError, LookupError):  # a record the recorded plan no longer holds
+                patterns = []
+            codons.append(RecordedCodon(codon_id=record.codon_id, run_id=run_id,
+                                        status=record.status, log=log_member, snapshot=snapshot,
+                                        checkpoint_patterns=patterns))
+    finally:
+        if store is not None:
+            store.close()
+    return codons
+
+
+def _recorded_log(execution_dir: Path, recorded: str | None) -> Path | None:
+    """Where a record's ``claudeLogPath`` is on this machine (it may be absolute, from another
+    machine, or use Windows separators)."""
+    if not recorded:
+        return None
+    text = recorded.replace("\\", "/")
+    path = Path(text)
+    if not path.is_absolute():
+        return execution_dir / path
+    if path.exists():
+        return path
+    marker = "/.hankweave/"
+    if marker in text:  # an execution directory that has moved: re-root it here
+        return execution_dir / ".hankweave" / text.rsplit(marker, 1)[1]
+    return path
+
+
+def _end_checkpoint(record: CodonExecution) -> str | None:
+    for attr in ("completion_checkpoint", "error_checkpoint", "skip_checkpoint"):
+        value = getattr(record, attr, None)
+        # "none" and "orphan" are placeholders the runtime writes when no checkpoint was made.
+        if value and value not in ("none", "orphan"):
+            return str(value)
+    return None
+
+
+def _open_store(name: str, execution_dir: Path, env: Mapping[str, str]) -> CheckpointStore:
+    from hankweave.checkpoints import CheckpointError
+    from hankweave.plugins import make_plugin_manager
+    from hankweave.registry import Registry, get_registry
+
+    registry = get_registry() if dict(env) == dict(os.environ) else Registry(
+        make_plugin_manager(env=env))
+    try:
+        return registry.checkpoint_backend(name)(execution_dir)
+    except CheckpointError as exc:
+        raise RecordingError(f"cannot read the execution's checkpoints: {exc}") from None
+
+
+def _stage_snapshot(staging: _Staging, store: CheckpointStore, checkpoint_id: str) -> None:
+    member = f"{SNAPSHOTS_DIR}/{checkpoint_id}"
+    root = staging.root / member
+    for rel in store.materialize(checkpoint_id, root):
+        path = root / rel
+        if path.is_symlink():
+            if not _link_stays_inside(rel, os.readlink(path)):
+                # Unpacking refuses links that leave their snapshot, so such a link could
+                # never be replayed; the note keeps the loss visible (its target, a path of
+                # this machine, stays out).
+                path.unlink()
+                staging.notes.append(f"left out the symlink {rel} of checkpoint"
+                                     f" {checkpoint_id}: it points outside the workspace")
+            continue
+        staging.scrub_in_place(f"{member}/{rel}")
+
+
+def _link_stays_inside(rel: str, target: str) -> bool:
+    """Whether a symlink at ``rel`` (relative to a root) pointing at ``target`` stays inside it."""
+    if not target or target.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", target):
+        return False
+    parts: list[str] = list(PurePosixPath(rel).parent.parts)
+    for part in PurePosixPath(target.replace("\\", "/")).parts:
+        if part == "..":
+            if not parts:
+                return False
+            parts.pop()
+        elif part != ".":
+            parts.append(part)
+    return True
+
+
+def _neutral_meta(meta: Mapping[str, Any], hank_member: str, data_member: str | None) -> bytes:
+    """``execution-meta.json`` with the recording machine's paths replaced by archive paths."""
+    neutral = dict(meta)
+    neutral.pop("readOnlySourceResolvedDataPath", None)
+    neutral["readOnlySourceDataPath"] = data_member or ""
+    neutral["hankPath"] = hank_member
+    return (json.dumps(neutral, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _write_archive(root: Path, output: Path, created_at: str) -> None:
+    """A gzipped tar of ``root``: sorted members, neutral owners, one mtime, so exporting the
+    same execution twice gives the same bytes."""
+    from hankweave.fsutil import parse_iso
+
+    mtime = int(parse_iso(created_at).timestamp())
+    with open(output, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as zipped, \
+            tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(_archive_paths(root)):
+            rel = path.relative_to(root).as_posix()
+            info = tar.gettarinfo(str(path), arcname=rel)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = mtime
+            if info.isfile():
+                info.mode = 0o755 if info.mode & 0o111 else 0o644
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+            else:
+                info.mode = 0o755 if info.isdir() else 0o777
+                tar.addfile(info)
+        raw.flush()
+        os.fsync(raw.fileno())
+
+
+def _archive_paths(root: Path) -> Iterator[Path]:
+    for directory, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            yield Path(directory, name)
+
+
+# ----- unpacking --------------------------------------------------------------------------------
+
+
+def unpack_recording(archive: Path, target: Path) -> None:
+    """Extract a recording archive into the new directory ``target``, refusing anything unsafe.
+
+    Refused (the whole archive, with a message naming the member): absolute names, names with
+    ``..``, hard links, device files and FIFOs, symlinks outside ``snapshots/`` or pointing out
+    of their snapshot, and members that would be written through or over a symlink.
+    """
+    damaged = (tarfile.TarError, EOFError, OSError, zlib.error)
+    try:
+        tar = tarfile.open(archive, mode="r:*")  # noqa: SIM115 - closed below, errors differ
+    except tarfile.ReadError as exc:
+        raise RecordingError(f"not a recording archive (a .tar.gz): {exc}") from None
+    except damaged as exc:
+        raise RecordingError(f"the archive is damaged: {exc}") from None
+    with tar:
+        target.mkdir(parents=True, exist_ok=False)
+        try:
+            for member in tar:
+                _extract_member(tar, member, target)
+        except damaged as exc:
+            raise RecordingError(f"the archive is damaged: {exc}") from None
+
+
+def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    name = member.name
+
+    def refuse(why: str) -> RecordingError:
+        return RecordingError(f"refusing to unpack the archive: member {name!r} {why}")
+
+    if "\x00" in name or name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        raise refuse("has an absolute path")
+    parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p != "."]
+    if ".." in parts:
+        raise refuse("climbs out of the archive with '..'")
+    if not parts:
+        return  # the archive's own root
+    dest = target.joinpath(*parts)
+    _check_parents(target, parts, refuse)
+    if os.path.islink(dest):
+        raise refuse("would replace a symlink written by an earlier member")
+    if member.isdir():
+        dest.mkdir(parents=True, exist_ok=True)
+    elif member.isfile():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        source = tar.extractfile(member)
+        if source is None:
+            raise refuse("has no content")
+        with source, open(dest, "wb") as out:
+            shutil.copyfileobj(source, out)
+        dest.chmod(0o755 if member.mode & 0o111 else 0o644)
+    elif member.issym():
+        if len(parts) < 3 or parts[0] != SNAPSHOTS_DIR:
+            raise refuse("is a symlink outside snapshots/")
+        if not _link_stays_inside("/".join(parts[2:]), member.linkname):
+            raise refuse(f"is a symlink pointing outside its snapshot ({member.linkname!r})")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(member.linkname, dest)
+    elif member.islnk():
+        raise refuse("is a hard link")
+    else:
+        raise refuse("is a device file or FIFO")
+
+
+def _check_parents(target: Path, parts: list[str], refuse: Any) -> None:
+    current = target
+    for part in parts[:-1]:
+        current = current / part
+        if os.path.islink(current):
+            raise refuse("would be written through a symlink")
+        if os.path.lexists(current) and not current.is_dir():
+            raise refuse("lies under a file")
+
+
+# ----- opening ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Playback:
+    """One codon's recorded log, and where its replay stands."""
+
+    codon_id: str
+    log_member: str
+    records: list[dict[str, Any]]
+    final_result: int | None
+    """Index of the last ``result`` record, before which the workspace effects happen."""
+    snapshot: Path | None
+    patterns: tuple[str, ...]
+    cursor: int = 0
+    """The next record to play.  A pass stops after a ``result`` record; the next pass of the
+    same attempt (an extension) continues here, and a new attempt starts again at 0."""
+
+
+@dataclass
+class _Player:
+    """Everything a bound :class:`ReplayHarness` plays from."""
+
+    codons: dict[str, _Playback]
+    agentless: frozenset[str]
+    speed: str
+    max_delay_ms: int
+
+    def playback_for(self, codon_id: str) -> _Playback | None:
+        found = self.codons.get(codon_id)
+        if found is None and "#" in codon_id:
+            base = self.codons.get(codon_id.split("#", 1)[0])
+            if base is not None:
+                # A loop codon recorded under its base id: every iteration plays it afresh.
+                found = self.codons.setdefault(codon_id, _Playback(
+                    codon_id, base.log_member, base.records, base.final_result, base.snapshot,
+                    base.patterns))
+        return found
+
+
+@dataclass
+class ReplayRecording(Recording):
+    """A recording opened for replay (see :meth:`ReplayHarness.open_recording`)."""
+
+    complete: bool = True
+    """Whether the recorded execution had finished its plan."""
+    reached: tuple[str, ...] = ()
+    """The codon ids the recording has records of."""
+    agentless: frozenset[str] = frozenset()
+    """Codons whose recorded record ended before an agent started (no log is needed)."""
+    manifest: RecordingManifest | None = None
+    cleanup: Path | None = None
+    """The temporary directory the recording was unpacked into, removed by :meth:`close`."""
+
+    def missing_logs(self, codon_ids: Sequence[str]) -> list[str]:
+        """The planned codons this recording cannot play.
+
+        A codon needs a log unless its recorded record ended before an agent started.  When
+        the recording stopped early (a failed or stopped run), codons planned after the last
+        one it reached are not missing: the replay stops where the recording did.
+        """
+        def known(codon_id: str, names: Any) -> bool:
+            return codon_id in names or codon_id.split("#", 1)[0] in names
+
+        last = len(codon_ids) - 1
+        if not self.complete:
+            reached = [i for i, cid in enumerate(codon_ids) if known(cid, self.reached)]
+            last = reached[-1] if reached else -1
+        return [cid for i, cid in enumerate(codon_ids) if i <= last
+                and not known(cid, self.logs) and not known(cid, self.agentless)]
+
+    def close(self) -> None:
+        """Remove the temporary directory the recording was unpacked into (if any)."""
+        if self.cleanup is not None:
+            shutil.rmtree(self.cleanup, ignore_errors=True)
+            self.cleanup = None
+
+
+def _open_unpacked(root: Path, *, harness: type[ReplayHarness], speed: str,
+                   max_delay_ms: int, cleanup: Path | None) -> ReplayRecording:
+    from hankweave.codonlog import LogReadReport, UnknownRecord, read_log
+
+    manifest = read_manifest(root)
+    hank_path = root / manifest.hank
+    if not hank_path.is_file():
+        raise RecordingError(f"the recording's hank file {manifest.hank} is missing")
+    data_path = root / manifest.data if manifest.data else None
+    if data_path is not None and not data_path.exists():
+        data_path = None
+    warnings = [f"recording: {note}" for note in manifest.notes]
+    playbacks: dict[str, _Playback] = {}
+    logs: dict[str, Path] = {}
+    agentless: set[str] = set()
+    for codon in manifest.codons:
+        if codon.status == "skipped":
+            # A skip is a user's command, not something the agent did: it is not replayed.
+            warnings.append(f"codon {codon.codon_id} was skipped in the recorded run; the"
+                            " replay plays what its agent recorded and does not skip it")
+        if codon.log is None:
+            agentless.add(codon.codon_id)
+            continue
+        log_path = root / codon.log
+        if not log_path.is_file():
+            continue  # reported by missing_logs, before anything runs
+        report = LogReadReport()
+        # Unknown records are skipped, as the codon-log reader's contract says replay does.
+        records = [record.to_dict() for record in read_log(log_path, report)
+                   if not isinstance(record, UnknownRecord)]
+        for problem in report.problems:
+            warnings.append(f"codon {codon.codon_id} ({codon.log}): {problem}; skipped, the"
+                            " valid records are replayed")
+        if report.torn_tail:
+            warnings.append(f"codon {codon.codon_id} ({codon.log}): torn last line"
+                            f" ({report.torn_tail_bytes} bytes) ignored; the valid records are"
+                            " replayed")
+        results = [i for i, r in enumerate(records) if r.get("type") == "result"]
+        if not results:
+            warnings.append(f"codon {codon.codon_id} ({codon.log}): the recorded log ends"
+                            " without a result record (the agent was cut off); on replay the"
+                            " codon fails as it exited without a result message")
+        snapshot = root / SNAPSHOTS_DIR / codon.snapshot if codon.snapshot else None
+        if snapshot is not None and not snapshot.is_dir():
+            warnings.append(f"codon {codon.codon_id}: snapshot {codon.snapshot} is missing from"
+                            " the recording; its file changes are not replayed")
+            snapshot = None
+        playbacks[codon.codon_id] = _Playback(codon.codon_id, codon.log, records,
+                                              results[-1] if results else None, snapshot,
+                                              tuple(codon.checkpoint_patterns))
+        logs[codon.codon_id] = log_path
+    player = _Player(playbacks, frozenset(agentless), speed, max_delay_ms)
+    bound = type(harness.__name__, (harness,), {"player": player,
+                                                "__module__": harness.__module__})
+    return ReplayRecording(
+        hank_path=hank_path, data_path=data_path, harness=bound, logs=logs, warnings=warnings,
+        complete=manifest.complete, reached=tuple(c.codon_id for c in manifest.codons),
+        agentless=frozenset(agentless), manifest=manifest, cleanup=cleanup)
+
+
+# ----- the harness ------------------------------------------------------------------------------
+
+
+class ReplayHarness(RecordingHarness):
+    """Plays recorded codon logs, and the recorded workspace effects, instead of an agent.
+
+    The class registered as ``replay`` holds no recording; :meth:`open_recording` returns a
+    subclass bound to one, which the runtime uses for every codon of the replay.
+    """
+
+    name: ClassVar[str] = REPLAY_HARNESS
+    package: ClassVar[str] = "hankweave-replay"
+    player: ClassVar[_Player | None] = None
+
+    @classmethod
+    def open_recording(cls, source: Path, *, speed: str = "instant",
+                       max_delay_ms: int | None = None) -> Recording:
+        """Open an exported archive, an unpacked recording or an execution directory.
+
+        An execution directory is staged into a temporary recording first (the export code),
+        so both kinds of source replay the same way; an archive is unpacked safely (see
+        :func:`unpack_recording`).  Raises :class:`RecordingError` (a ``ValueError``) with a
+        clear message when ``source`` is not something replay can play.
+        """
+        if speed not in SPEEDS:
+            raise RecordingError(f"unknown replay speed {speed!r} (use {' or '.join(SPEEDS)})")
+        delay = DEFAULT_MAX_DELAY_MS if max_delay_ms is None else max(0, int(max_delay_ms))
+        source = Path(source)
+        if source.is_dir() and (source / MANIFEST_FILE).is_file():
+            return _open_unpacked(source, harness=cls, speed=speed, max_delay_ms=delay,
+                                  cleanup=None)
+        if not source.exists():
+            raise RecordingError(f"{source}: no such file or directory")
+        if source.is_dir() and not (source / ".hankweave").is_dir():
+            raise RecordingError(f"{source} is neither an execution directory (no .hankweave/)"
+                                 f" nor an unpacked recording (no {MANIFEST_FILE})")
+        scratch = Path(tempfile.mkdtemp(prefix="hankweave-replay-"))
+        try:
+            root = scratch / "recording"
+            if source.is_dir():
+                stage_recording(source, root, env=os.environ, cwd=Path.cwd())
+            else:
+                unpack_recording(source, root)
+            return _open_unpacked(root, harness=cls, speed=speed, max_delay_ms=delay,
+                                  cleanup=scratch)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+
+    async def run_codon(self, request: CodonRequest) -> AsyncIterator[dict[str, Any]]:
+        """Stream the codon's recorded records; apply its workspace effects before the last
+        ``result`` record (or at the end of a log that has none)."""
+        player = type(self).player
+        playback = player.playback_for(request.codon_id) if player is not None else None
+        if playback is None:
+            yield _no_recording(request.codon_id, player)
+            return
+        records = playback.records
+        cursor = playback.cursor
+        if not (0 < cursor < len(records) and records[cursor - 1].get("type") == "result"):
+            # Only a pass that ended at a result is continued (an extension); anything else
+            # (a retry, an attempt the runtime interrupted) plays the log from the start.
+            playback.cursor = 0
+        previous: dict[str, Any] | None = None
+        while playback.cursor < len(records):
+            index = playback.cursor
+            record = records[index]
+            if player.speed == "recorded" and previous is not None:
+                await asyncio.sleep(_gap_ms(previous, record, player.max_delay_ms) / 1000)
+            if index == playback.final_result:
+                await _apply_effects(playback, request.work_dir)
+            playback.cursor = index + 1
+            previous = record
+            yield dict(record)
+            if record.get("type") == "result" and playback.cursor < len(records):
+                return  # one pass ends at its result; an extension continues from here
+        if playback.final_result is None:
+            await _apply_effects(playback, request.work_dir)
+
+
+def _no_recording(codon_id: str, player: _Player | None) -> dict[str, Any]:
+    """The error result of a codon the recording cannot play (replay never goes live)."""
+    if player is None:
+        text = ("The replay harness only plays recordings: run with --replay SOURCE or"
+                " hankweave replay SOURCE")
+    elif codon_id in player.agentless or codon_id.split("#", 1)[0] in player.agentless:
+        text = (f"Replay: codon {codon_id} ended before its agent started in the recorded run,"
+                " so the recording has no agent log to play")
+    else:
+        text = (f"Replay: the recording has no log for codon {codon_id} (the recorded run never"
+                " reached it); replay never calls a live provider")
+    return {"type": "result", "subtype": "error", "is_error": True, "result": text,
+            "num_turns": 0, "duration_ms": 0, "duration_api_ms": 0}
+
+
+def _gap_ms(previous: Mapping[str, Any], record: Mapping[str, Any], cap_ms: int) -> float:
+    from hankweave.fsutil import parse_iso
+
+    try:
+        gap = (parse_iso(record["timestamp"]) - parse_iso(previous["timestamp"]))
+        ms = gap.total_seconds() * 1000
+    except (KeyError, TypeError, ValueError):
+        ms = UNTIMED_GAP_MS
+    if ms < 0:
+        ms = UNTIMED_GAP_MS
+    return min(ms, cap_ms)
+
+
+async def _apply_effects(playback: _Playback, work_dir: Path) -> None:
+    if playback.snapshot is not None:
+        await asyncio.to_thread(apply_snapshot, playback.snapshot, playback.patterns, work_dir)
+
+
+# ----- workspace effects ------------------------------------------------------------------------
+
+
+def apply_snapshot(snapshot: Path, patterns: Sequence[str], work_dir: Path) -> None:
+    """Make the files of ``work_dir`` that ``patterns`` select exactly those of ``snapshot``.
+
+    Every snapshot file is written (content, executable bit; a symlink as a symlink), then
+    every other file the patterns select (``.gitignore`` honoured, the data link never) is
+    deleted, with directories that deletion emptied.  Nothing is ever written or deleted through
+    a symlinked directory, so the effects stay inside ``work_dir``.  Files the patterns do not
+    select (the agent's scratch, rig copies no checkpoint covers) are left alone, as a
+    checkpoint restore leaves them.
+    """
+    from hankweave.workspace import resolve_patterns
+
+    work_dir = Path(work_dir)
+    wanted = sorted(_snapshot_files(snapshot))
+    for rel in wanted:
+        _install(snapshot / rel, work_dir, rel)
+    keep = set(wanted)
+    for rel in resolve_patterns(work_dir, patterns):
+        if rel not in keep:
+            _remove(work_dir, rel)
+
+
+def _snapshot_files(root: Path) -> Iterator[str]:
+    for directory, dirnames, filenames in os.walk(root):
+        base = Path(directory)
+        for name in dirnames:
+            if (base / name).is_symlink():
+                yield (base / name).relative_to(root).as_posix()
+        for name in filenames:
+            yield (base / name).relative_to(root).as_posix()
+
+
+def _install(source: Path, work_dir: Path, rel: str) -> None:
+    dest = _safe_parent(work_dir, rel) / PurePosixPath(rel).name
+    if source.is_symlink():
+        link = os.readlink(source)
+        if dest.is_symlink() and os.readlink(dest) == link:
+            return
+        _clear(dest)
+        os.symlink(link, dest)
+        return
+    data = source.read_bytes()
+    mode = 0o755 if source.stat().st_mode & 0o111 else 0o644
+    if dest.is_file() and not dest.is_symlink():
+        current = dest.stat()
+        if stat.S_IMODE(current.st_mode) & 0o111 == mode & 0o111 and \
+                current.st_size == len(data) and dest.read_bytes() == data:
+            return  # already as recorded: leave it (and its mtime) alone
+    _clear(dest)
+    dest.write_bytes(data)
+    dest.chmod(mode)
+
+
+def _safe_parent(work_dir: Path, rel: str) -> Path:
+    """The directory that will hold ``rel``, made of real directories under ``work_dir``:
+    a symlink or file in the way (the recorded agent replaced it) is removed, never followed."""
+    current = work_dir
+    for part in PurePosixPath(rel).parent.parts:
+        current = current / part
+        if current.is_symlink() or (os.path.lexists(current) and not current.is_dir()):
+            current.unlink()
+        current.mkdir(exist_ok=True)
+    return current
+
+
+def _clear(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+def _remove(work_dir: Path, rel: str) -> None:
+    parent = work_dir
+    for part in PurePosixPath(rel).parent.parts:
+        parent = parent / part
+        if parent.is_symlink() or not parent.is_dir():
+            return  # never delete through a link
+    target = parent / PurePosixPath(rel).name
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    while parent != work_dir:
+        try:
+            parent.rmdir()  # only when the deletion emptied it
+        except OSError:
+            break
+        parent = parent.parent
+
+
+# ----- command line -----------------------------------------------------------------------------
+
+
+@click.command("export")
+@click.option("-e", "--execution", "execution_dir", required=True, metavar="DIR",
+              type=click.Path(path_type=Path), help="The execution directory to record.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(path_type=Path),
+              help=f"The archive to write (default: <DIR name>{RECORDING_SUFFIX} here).")
+@click.option("--checkpoint-backend", "backend", metavar="NAME",
+              help="The checkpoint backend that holds the snapshots (default: from settings,"
+                   " as the runtime chooses it).")
+def export_command(execution_dir: Path, output: Path | None, backend: str | None) -> None:
+    """Write a portable recording of an execution: one archive that replays offline.
+
+    The archive holds the state, the execution metadata, the hank directory, the data source
+    (when under 10 MiB), the codon logs and each codon's end-of-codon workspace snapshot.
+    Secrets are left out or replaced with [REDACTED]. Replay it with
+    `hankweave replay FILE`.
+    """
+    from hankweave.cli.errors import CLIError
+
+    try:
+        result = export_recording(execution_dir, output, backend=backend)
+    except RecordingError as exc:
+        raise CLIError(f"Cannot export {execution_dir}: {exc}") from None
+    manifest = result.manifest
+    snapshots = len({c.snapshot for c in manifest.codons if c.snapshot})
+    click.echo(f"Wrote {result.path} ({result.size / 1024:.1f} KiB): {len(manifest.codons)}"
+               f" codon(s), {snapshots} workspace snapshot(s)")
+    for note in manifest.notes:
+        click.echo(f"  note: {note}")
+    click.echo(f"Replay it offline:  hankweave replay {result.path}")
+
+
+@hookimpl
+def register_harnesses(register: Any) -> None:
+    register(ReplayHarness)
+
+
+@hookimpl
+def register_commands(cli: click.Group) -> None:
+    cli.add_command(export_command)

@@ -1,0 +1,154 @@
+"""In-process helpers: record a hank with the fake agent, export it, replay it.
+
+Runs go through the kernel's real launch path (``launch(LaunchRequest(...))``) with only test
+plugins loaded: ``FakeHarness``, the in-memory checkpoint backend and this plugin, so these tests
+need no sibling backend.  The memory backend keeps its snapshots per process, which is why the
+recording is exported in the same process that recorded it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hankweave_replay
+from hankweave.runtime.launch import LaunchRequest, launch
+from hankweave.state.store import load_state
+from hankweave.state.types import HankweaveState
+from hankweave.testing.fake_harness import use_script
+from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
+
+PLUGINS = "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints,hankweave_replay"
+
+
+def codon(codon_id: str, **fields: Any) -> dict[str, Any]:
+    """A codon on the fake model; a field given as None is left out."""
+    item = {"id": codon_id, "name": f"Codon {codon_id}", "model": "fake",
+            "continuationMode": "fresh", "promptText": f"Do {codon_id}.", **fields}
+    return {key: value for key, value in item.items() if value is not None}
+
+
+def loop(loop_id: str, codons: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    return {"type": "loop", "id": loop_id, "name": f"Loop {loop_id}",
+            "terminateOn": {"type": "iterationLimit", "limit": limit}, "codons": codons}
+
+
+@dataclass
+class Outcome:
+    """A finished run: exit code, events, notices and where it ran."""
+
+    code: int
+    exec_dir: Path
+    events: list[dict[str, Any]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def state(self) -> HankweaveState:
+        return load_state(self.exec_dir / ".hankweave")[0]
+
+    @property
+    def work_tree(self) -> dict[str, bytes]:
+        return work_tree(self.exec_dir)
+
+
+def work_tree(exec_dir: Path) -> dict[str, bytes]:
+    """Every file of ``agentRoot/`` except the data link, as bytes (links as their target)."""
+    root = exec_dir / "agentRoot"
+    files: dict[str, bytes] = {}
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "read_only_data_source"]
+        for name in filenames + [d for d in dirnames if Path(directory, d).is_symlink()]:
+            path = Path(directory, name)
+            rel = path.relative_to(root).as_posix()
+            if rel == "read_only_data_source":
+                continue
+            files[rel] = (os.readlink(path).encode() if path.is_symlink()
+                          else path.read_bytes())
+    return files
+
+
+def facts(state: HankweaveState) -> dict[str, dict[str, Any]]:
+    """What replay must reproduce, for the newest record of each codon."""
+    out: dict[str, dict[str, Any]] = {}
+    for run in reversed(state.runs):
+        for record in run.codons:
+            reason = getattr(record, "failure_reason", None)
+            tokens = getattr(record, "final_tokens", None) or getattr(
+                record, "partial_tokens", None)
+            out[record.codon_id] = {
+                "status": record.status,
+                "cost": getattr(record, "final_cost", None) or getattr(
+                    record, "partial_cost", None),
+                "tokens": tokens.model_dump() if tokens is not None else None,
+                "messages": getattr(record, "assistant_message_count", None),
+                "session": getattr(record, "claude_session_id", None),
+                "failure": (reason.type, reason.message, reason.retriable) if reason else None,
+                "extensions": getattr(record, "extension_count", None),
+            }
+    return out
+
+
+def checkpoint_files(exec_dir: Path, checkpoint_id: str, target: Path) -> dict[str, bytes]:
+    """The files of a memory-backend checkpoint."""
+    store = MemoryCheckpointStore(exec_dir)
+    store.materialize(checkpoint_id, target)
+    return {p.relative_to(target).as_posix(): p.read_bytes()
+            for p in target.rglob("*") if p.is_file()}
+
+
+class Project:
+    """A hank, its data, a recorded execution and its replays, all under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.hank_dir = root / "hank"
+        self.data = root / "data"
+        self.exec_dir = root / "exec"
+        for path in (self.hank_dir, self.data):
+            path.mkdir(parents=True)
+        (self.data / "input.txt").write_text("some input\n")
+        self.env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HANKWEAVE_HOME": str(root / "home"),
+            "HANKWEAVE_LOAD_PLUGINS": "",
+            "HANKWEAVE_PLUGIN_MODULES": PLUGINS,
+            "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "memory",
+        }
+        self._replays = 0
+
+    def write_hank(self, items: list[dict[str, Any]], **root: Any) -> None:
+        (self.hank_dir / "hank.json").write_text(json.dumps({"hank": items, **root}, indent=2))
+
+    def _launch(self, **options: Any) -> Outcome:
+        events: list[dict[str, Any]] = []
+        notices: list[str] = []
+        exec_dir = Path(options.pop("execution"))
+        code = launch(LaunchRequest(execution=str(exec_dir), headless=True, cwd=self.root,
+                                    env=self.env, on_event=events.append,
+                                    notify=notices.append, **options))
+        return Outcome(code, exec_dir, events, notices)
+
+    def record(self, script: dict[str, Any], **options: Any) -> Outcome:
+        """Run the hank with the fake agent playing ``script`` (keyed by codon id)."""
+        use_script({"codons": script})
+        return self._launch(hank=str(self.hank_dir), data=str(self.data),
+                            execution=self.exec_dir, **options)
+
+    def export(self, output: Path | None = None, **options: Any
+               ) -> hankweave_replay.ExportResult:
+        return hankweave_replay.export_recording(
+            self.exec_dir, output or self.root / "rec.hwrec.tar.gz", env=self.env,
+            cwd=self.root, **options)
+
+    def replay(self, source: Path | None = None, **options: Any) -> Outcome:
+        """Replay ``source`` (default: a fresh export) into a new execution directory."""
+        if source is None:
+            source = self.export().path
+        # The fake agent must never run during a replay: an empty script would still "work".
+        use_script({"codons": {}, "default": {"raiseError": "the fake agent ran in a replay"}})
+        self._replays += 1
+        return self._launch(replay=str(source), execution=self.root / f"replay{self._replays}",
+                            copy=True, **options)

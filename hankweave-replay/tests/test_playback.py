@@ -1,0 +1,220 @@
+"""Playing one codon: the recorded records in order, the pacing, and the workspace effects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+from replay_helpers import codon
+
+import hankweave_replay
+from hankweave.harness import CodonRequest
+from hankweave.testing.fake_harness import FAKE_MODEL
+from hankweave_replay import ReplayHarness, apply_snapshot
+
+
+def request(work_dir, codon_id="a"):
+    return CodonRequest(prompt="p", system_prompt=None, model=FAKE_MODEL, work_dir=work_dir,
+                        codon_id=codon_id, run_id="r1")
+
+
+def play(harness_class, req):
+    async def collect():
+        return [record async for record in harness_class().run_codon(req)]
+    return asyncio.run(collect())
+
+
+def recorded_lines(project, codon_id="a"):
+    record = next(c for c in project_state(project).runs[0].codons if c.codon_id == codon_id)
+    path = project.exec_dir / record.claude_log_path
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def project_state(project):
+    from hankweave.state.store import load_state
+
+    return load_state(project.exec_dir / ".hankweave")[0]
+
+
+@pytest.fixture
+def work(tmp_path):
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def test_records_are_streamed_unchanged_and_files_appear_before_the_result(project, work):
+    project.write_hank([codon("a", checkpointedFiles=["**"])])
+    project.record({"a": {"messages": 2, "writeFiles": {"out.md": "written"}}})
+    recording = ReplayHarness.open_recording(project.export().path)
+    seen_before_result = []
+
+    async def collect():
+        out = []
+        async for record in recording.harness().run_codon(request(work)):
+            if record["type"] in ("assistant", "result"):
+                seen_before_result.append((work / "out.md").exists())
+            out.append(record)
+        return out
+
+    try:
+        records = asyncio.run(collect())
+    finally:
+        recording.close()
+
+    assert records == recorded_lines(project)
+    assert seen_before_result[-1] is True and not any(seen_before_result[:-1])
+    assert (work / "out.md").read_text() == "written"
+
+
+def test_instant_speed_never_sleeps_and_recorded_speed_waits_capped_gaps(project, work,
+                                                                          monkeypatch):
+    project.write_hank([codon("a")])
+    project.record({"a": {"messages": 3}})
+    source = project.export().path
+    lines = recorded_lines(project)
+    naps: list[float] = []
+
+    async def nap(seconds):
+        naps.append(seconds)
+
+    monkeypatch.setattr(hankweave_replay.asyncio, "sleep", nap)
+    instant = ReplayHarness.open_recording(source)
+    play(instant.harness, request(work))
+    instant.close()
+    assert naps == []
+
+    for number, line in enumerate(lines):  # one minute between records, as recorded
+        line["timestamp"] = f"2026-01-01T00:{number:02d}:00.000Z"
+    paced = ReplayHarness.open_recording(source, speed="recorded", max_delay_ms=250)
+    paced.harness.player.playback_for("a").records[:] = lines
+    play(paced.harness, request(work))
+    paced.close()
+    assert naps == [0.25] * (len(lines) - 1)
+
+
+def test_a_missing_or_bad_timestamp_waits_a_short_default(project, work, monkeypatch):
+    project.write_hank([codon("a")])
+    project.record({"a": {"messages": 1}})
+    naps: list[float] = []
+
+    async def nap(seconds):
+        naps.append(seconds)
+
+    monkeypatch.setattr(hankweave_replay.asyncio, "sleep", nap)
+    recording = ReplayHarness.open_recording(project.export().path, speed="recorded")
+    records = recording.harness.player.playback_for("a").records
+    del records[1]["timestamp"]
+    records[2]["timestamp"] = "yesterday"
+    play(recording.harness, request(work))
+    recording.close()
+    assert naps[:2] == [hankweave_replay.UNTIMED_GAP_MS / 1000] * 2
+
+
+def test_an_extension_continues_after_the_previous_result(project, work):
+    project.write_hank([codon("a", exhaustWithPrompt="More.", maxExtensions=3)])
+    project.record({"a": [{"messages": 1}, {"messages": 1, "contextExceeded": True}]})
+    recording = ReplayHarness.open_recording(project.export().path)
+    lines = recorded_lines(project)
+    first = play(recording.harness, request(work))
+    second = play(recording.harness, request(work))
+    third = play(recording.harness, request(work))  # a new attempt starts over
+    recording.close()
+    assert first + second == lines
+    assert first[-1]["type"] == "result" and second[-1]["type"] == "result"
+    assert third == first
+
+
+def test_the_registered_harness_without_a_recording_fails_the_codon(work):
+    records = play(ReplayHarness, request(work))
+    assert records[-1]["type"] == "result" and records[-1]["is_error"] is True
+    assert "only plays recordings" in records[-1]["result"]
+
+
+def test_a_codon_the_recording_never_reached_fails_without_going_live(project, work):
+    project.write_hank([codon("a")])
+    project.record({})
+    recording = ReplayHarness.open_recording(project.export().path)
+    records = play(recording.harness, request(work, codon_id="other"))
+    recording.close()
+    assert len(records) == 1 and records[0]["subtype"] == "error"
+    assert "no log for codon other" in records[0]["result"]
+
+
+# ----- apply_snapshot -----
+
+
+def tree(root):
+    out = {}
+    for directory, dirnames, filenames in os.walk(root):
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(directory, d))]:
+            path = os.path.join(directory, name)
+            rel = os.path.relpath(path, root)
+            out[rel] = ("->" + os.readlink(path)) if os.path.islink(path) else \
+                Path(path).read_text()
+    return out
+
+
+def test_covered_files_become_exactly_the_snapshots(tmp_path, work):
+    snapshot = tmp_path / "snap"
+    (snapshot / "notes").mkdir(parents=True)
+    (snapshot / "notes" / "a.md").write_text("new a")
+    (snapshot / "run.sh").write_text("#!/bin/sh\n")
+    (snapshot / "run.sh").chmod(0o755)
+    (snapshot / "notes" / "link").symlink_to("a.md")
+    (work / "notes" / "old").mkdir(parents=True)
+    (work / "notes" / "a.md").write_text("old a")
+    (work / "notes" / "old" / "gone.md").write_text("deleted by the agent")
+    (work / "scratch.txt").write_text("not covered")
+
+    apply_snapshot(snapshot, ["notes/**", "run.sh"], work)
+
+    assert tree(work) == {"notes/a.md": "new a", "notes/link": "->a.md",
+                          "run.sh": "#!/bin/sh\n", "scratch.txt": "not covered"}
+    assert os.access(work / "run.sh", os.X_OK)
+    assert not (work / "notes" / "old").exists()  # emptied by the deletion
+
+
+def test_ignored_files_and_the_data_link_are_left_alone(tmp_path, work):
+    snapshot = tmp_path / "snap"
+    snapshot.mkdir()
+    (snapshot / ".gitignore").write_text("*.log\n")
+    (work / "debug.log").write_text("ignored")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "in.txt").write_text("data")
+    (work / "read_only_data_source").symlink_to(data)
+
+    apply_snapshot(snapshot, ["**"], work)
+
+    assert (work / "debug.log").read_text() == "ignored"
+    assert (data / "in.txt").read_text() == "data"
+
+
+def test_effects_never_write_or_delete_through_a_symlinked_directory(tmp_path, work):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.md").write_text("keep me")
+    (work / "notes").symlink_to(outside, target_is_directory=True)
+    snapshot = tmp_path / "snap"
+    (snapshot / "notes").mkdir(parents=True)
+    (snapshot / "notes" / "a.md").write_text("a")
+
+    apply_snapshot(snapshot, ["notes/**", "**"], work)
+
+    assert (outside / "victim.md").read_text() == "keep me"
+    assert not (outside / "a.md").exists()
+    assert (work / "notes").is_dir() and not (work / "notes").is_symlink()
+    assert (work / "notes" / "a.md").read_text() == "a"
+
+
+def test_a_file_in_place_of_a_directory_is_replaced(tmp_path, work):
+    (work / "notes").write_text("was a file")
+    snapshot = tmp_path / "snap"
+    (snapshot / "notes").mkdir(parents=True)
+    (snapshot / "notes" / "a.md").write_text("a")
+    apply_snapshot(snapshot, ["notes/**"], work)
+    assert (work / "notes" / "a.md").read_text() == "a"

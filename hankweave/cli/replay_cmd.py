@@ -1,0 +1,48 @@
+"""``hankweave replay``: play a recorded execution back offline (shorthand for ``run --replay``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command("replay")
+@click.argument("source")
+@click.argument("hank", required=False)
+@click.argument("data", required=False)
+@click.option("--replay-speed", type=click.Choice(["instant", "recorded"]), default="instant",
+              show_default=True, help="instant: as fast as possible; recorded: the recorded"
+              " gaps between messages, each capped by HANKWEAVE_REPLAY_MAX_DELAY_MS (5000).")
+@click.option("-e", "--execution", metavar="DIR", help="A new execution directory for the"
+              " replay (default: a fresh managed one).")
+@click.option("-o", "--output", metavar="DIR", help="Where codons' outputFiles are copied.")
+@click.option("--headless", is_flag=True, help="No live view: plain log lines for CI.")
+@click.option("--json", "json_events", is_flag=True, help="With --headless: every event as a"
+              " JSON line on stdout.")
+@click.pass_context
+def replay_command(ctx: click.Context, source: str, hank: str | None, data: str | None,
+                   replay_speed: str, execution: str | None, output: str | None,
+                   headless: bool, json_events: bool) -> None:
+    """Replay SOURCE, a recording (.hwrec.tar.gz from `hankweave export`) or a recorded
+    execution directory, in a fresh execution: no provider, no API key.
+
+    The recorded hank and data are used unless HANK and DATA are given. Every codon plays its
+    recorded agent messages and file changes, so the new execution's state, logs and
+    checkpoints match the recording's. Needs the replay plugin (pip install hankweave-replay).
+    """
+    from hankweave.cli.run_cmd import launch_with_progress
+    from hankweave.runtime.launch import LaunchRequest
+
+    if json_events and not headless:
+        raise click.UsageError("--json needs --headless")
+    request = LaunchRequest(
+        hank=hank, data=data, execution=execution, output=output,
+        headless=headless or not sys.stderr.isatty(), replay=source, replay_speed=replay_speed,
+        # The recording is unpacked into a temporary directory for the length of the replay:
+        # a copy of its data keeps the new execution whole after that directory is gone.
+        copy=True, cwd=Path.cwd(), env=dict(os.environ))
+    code = launch_with_progress(request, json_events=json_events)
+    ctx.exit(code)

@@ -1,0 +1,98 @@
+"""The bundled quickstart: its recording replays offline, as the README says, and is current."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from integration.test_replay_roundtrip import facts, state_of, work_tree
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "examples" / "quickstart"
+RECORDING = QUICKSTART / "recording.hwrec.tar.gz"
+
+
+def offline_env(home: Path) -> dict[str, str]:
+    """This environment with nothing a test plugin or a provider could use."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("HANKWEAVE_", "ANTHROPIC_", "OPENAI_", "GEMINI_"))}
+    env.update(HANKWEAVE_HOME=str(home), HANKWEAVE_STRICT_PLUGINS="1")
+    env.pop("CI", None)
+    return env
+
+
+def hankweave(*args: str, env: dict[str, str], cwd: Path = REPO,
+              timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hankweave", *args], cwd=cwd, env=env,
+                          text=True, capture_output=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def execution_dir(stderr: str) -> Path:
+    found = re.search(r"^Execution directory: (.+)$", stderr, re.MULTILINE)
+    assert found, stderr
+    return Path(found.group(1).strip())
+
+
+def test_the_readme_command_replays_the_quickstart_offline(tmp_path):
+    env = offline_env(tmp_path / "home")
+
+    # Exactly the README's command (headless because the output is not a terminal).
+    result = hankweave("replay", "examples/quickstart/recording.hwrec.tar.gz", env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert "[REPLAY] Starting a fresh run" in result.stderr
+    replayed = execution_dir(result.stderr)
+    for where in ("state.json", "events.jsonl", "-claude.log", "checkpoints",
+                  f"Inspect it:   hankweave inspect thread -e {replayed}"):
+        assert where in result.stderr
+    state = state_of(replayed)
+    assert [(c.codon_id, c.status) for c in state.runs[0].codons] == [
+        ("triage", "completed"), ("draft", "completed"), ("proofread#0", "completed"),
+        ("proofread#1", "completed")]
+    script = json.loads((QUICKSTART / "fake-script.json").read_text())["codons"]
+    files = work_tree(replayed)
+    assert files["notes/RELEASE_NOTES.md"].decode() == \
+        script["proofread#1"]["writeFiles"]["notes/RELEASE_NOTES.md"]
+    assert files["notes/triage.md"].decode() == script["triage"]["writeFiles"]["notes/triage.md"]
+    assert all(f["cost"] > 0 for f in facts(state).values())  # priced as haiku
+
+    inspected = hankweave("inspect", "thread", "-e", str(replayed), env=env)
+    assert inspected.returncode == 0, inspected.stderr
+
+
+def test_the_bundled_recording_holds_the_current_hank():
+    """Editing the example without re-recording it (python examples/quickstart/record.py)
+    would make the replay show something else than the hank says."""
+    with tarfile.open(RECORDING) as tar:
+        recorded = {m.name.removeprefix("hank/"): tar.extractfile(m).read()
+                    for m in tar if m.isfile() and m.name.startswith("hank/")}
+    current = {p.relative_to(QUICKSTART).as_posix(): p.read_bytes()
+               for p in QUICKSTART.rglob("*") if p.is_file() and p != RECORDING
+               and "__pycache__" not in p.parts and not any(part.startswith(".") for part in p.parts)}
+    assert recorded == current, "re-record the quickstart: python examples/quickstart/record.py"
+
+
+@pytest.mark.slow
+def test_regenerating_the_recording_gives_the_same_replay(tmp_path):
+    fresh = tmp_path / "fresh.hwrec.tar.gz"
+    made = subprocess.run([sys.executable, str(QUICKSTART / "record.py"), str(fresh)],
+                          cwd=tmp_path, env={**os.environ, "HANKWEAVE_HOME": str(tmp_path)},
+                          text=True, capture_output=True, timeout=180)
+    assert made.returncode == 0, made.stderr
+    env = offline_env(tmp_path / "home")
+
+    bundled = hankweave("replay", str(RECORDING), "--headless", env=env)
+    regenerated = hankweave("replay", str(fresh), "--headless", env=env)
+
+    assert bundled.returncode == regenerated.returncode == 0
+    old, new = execution_dir(bundled.stderr), execution_dir(regenerated.stderr)
+    assert facts(state_of(new)) == facts(state_of(old))
+    assert work_tree(new) == work_tree(old)
