@@ -21,7 +21,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register_commands() -> None:
+    from hankweave.cli.attach_cmd import attach_command
     from hankweave.cli.cleanup_cmd import cleanup_command
+    from hankweave.cli.ctl_cmd import ctl_group
     from hankweave.cli.init_cmd import init_command
     from hankweave.cli.inspect import inspect_group
     from hankweave.cli.journal_cmd import journal_command
@@ -33,8 +35,8 @@ def _register_commands() -> None:
     from hankweave.cli.validate_cmd import validate_command
 
     for command in (run_command, replay_command, validate_command, init_command, inspect_group,
-                    journal_command, rollback_command, cleanup_command, schema_command,
-                    plugins_command):
+                    journal_command, rollback_command, attach_command, ctl_group,
+                    cleanup_command, schema_command, plugins_command):
         cli.add_command(command)
 
 

@@ -41,6 +41,8 @@ def interactive() -> bool:
 @click.option("-m", "--model", help="Run every codon with this model (a global override).")
 @click.option("-p", "--port", type=click.IntRange(0, 65535), help="WebSocket port (0: any free"
               " port).")
+@click.option("--host", metavar="ADDRESS", help="Address the WebSocket server binds to"
+              " (default 127.0.0.1; any other address is reachable from other machines).")
 @click.option("--headless", is_flag=True, help="No live view: plain log lines for CI.")
 @click.option("--json", "json_events", is_flag=True, help="With --headless: every event as a"
               " JSON line on stdout.")
@@ -66,7 +68,8 @@ def interactive() -> bool:
 def run_command(ctx: click.Context, hank: str | None, data: str | None, execution: str | None,
                 start_new: bool, force: bool, no_wipe: bool, copy: bool,
                 input_text: str | None, output: str | None, model: str | None,
-                port: int | None, headless: bool, json_events: bool, no_autostart: bool,
+                port: int | None, host: str | None, headless: bool, json_events: bool,
+                no_autostart: bool,
                 max_cost: float | None, max_time: float | None,
                 shim_idle_timeout: int | None, ignore_rig_failures: bool,
                 overwrite_output: bool, yes: bool, replay: str | None,
@@ -87,7 +90,7 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
         hank=hank, data=data, execution=execution, start_new=start_new, force=force,
         # A replay's recording is unpacked only for the length of the run: copy its data.
         no_wipe=no_wipe, copy=copy or replay is not None, input_text=input_text, output=output,
-        model=model, port=port, replay=replay, replay_speed=replay_speed,
+        model=model, port=port, host=host, replay=replay, replay_speed=replay_speed,
         headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,
         max_cost=max_cost, max_time=max_time, shim_idle_timeout=shim_idle_timeout,
         ignore_rig_failures=ignore_rig_failures, overwrite_output=overwrite_output, yes=yes,

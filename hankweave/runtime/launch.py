@@ -49,6 +49,7 @@ class LaunchRequest:
     output: str | None = None
     model: str | None = None
     port: int | None = None
+    host: str | None = None
     headless: bool = False
     autostart: bool | None = None
     max_cost: float | None = None
@@ -201,7 +202,7 @@ def _empty_data_dir(request: LaunchRequest) -> Path:
 def _cli_layer(request: LaunchRequest) -> dict[str, Any]:
     budget = {"maxDollars": request.max_cost, "maxTimeSeconds": request.max_time}
     return {
-        "port": request.port, "model": request.model, "outputDirectory": request.output,
+        "port": request.port, "host": request.host, "model": request.model, "outputDirectory": request.output,
         "shimIdleTimeout": request.shim_idle_timeout,
         "ignoreRigFailures": request.ignore_rig_failures or None,
         "overwriteOutput": request.overwrite_output or None,
@@ -251,6 +252,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
     from hankweave.runtime.budget import RunBudget
     from hankweave.runtime.orchestrator import PromptBuilder, Runtime, RuntimeConfig
     from hankweave.runtime.planner import build_initial_plan
+    from hankweave.server import ControlServerError, serve_runtime
     from hankweave.state.costs import total_cost
 
     settings, layout, registry = prepared.settings, prepared.setup.layout, prepared.registry
@@ -282,12 +284,22 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
         plan_builder=build_initial_plan)
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, runtime)
+    server = None
     try:
+        # Before boot: a port that cannot be bound stops the launch before anything is
+        # recorded; control commands are refused until the runtime waits for one.
+        try:
+            server = await serve_runtime(runtime, bus, owned, host=settings.host,
+                                         port=settings.port, notify=request.notify)
+        except ControlServerError as exc:
+            raise LaunchError(str(exc)) from None
         await runtime.boot()
         code = await runtime.drive()
         await runtime.finish()
         return code
     finally:
+        if server is not None:
+            await server.stop()  # after the run's last events, before the bus closes
         for signum in installed:
             loop.remove_signal_handler(signum)
         bus.close()

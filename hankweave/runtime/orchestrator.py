@@ -5,7 +5,9 @@ One :class:`Runtime` owns one execution directory for the life of a ``hankweave 
 drives the plan: each codon goes through the state machine (rig setup, harness, checkpoint,
 outputs, archive, loop expansion), and the execution thread decides what runs next.  Commands
 (next, start a codon, skip, stop, rollback, shutdown) come from the CLI now and from the
-WebSocket server later, through the same methods.
+WebSocket server (``hankweave.server``), through the same methods, which refuse what the
+reference refuses (no rollback while a codon runs, no second start, ...) by raising
+:class:`RuntimeError_` with a message fit for the user.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 from hankweave.checkpoints import Checkpoint, CheckpointError, CheckpointStore, RetentionPolicy
 from hankweave.config.hank import Codon, HankFile, Loop
@@ -60,6 +62,7 @@ from hankweave.state.transitions import (
     StateTransition,
 )
 from hankweave.state.types import (
+    CheckpointType,
     CodonExecution,
     ContinuationSource,
     ContinuationStart,
@@ -77,6 +80,8 @@ log = logging.getLogger(__name__)
 
 ALL_DONE = "all codons completed"
 CODON_FAILURE = "codon failure"
+CLIENT_REQUEST = "client request"
+"""The shutdown reason of ``server.shutdown``: exit 0, as in the original (docs/websocket.md)."""
 SIGNAL_EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 """A run stopped by a signal exits 128 + the signal number, as shells expect (docs/cli.md)."""
 
@@ -100,6 +105,54 @@ class RuntimeConfig:
     harness_override: type[Harness] | None = None
     """Plays every codon whatever its model (replay); None lets the plugins choose."""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """One checkpoint of a codon record (``CheckpointQueryInfo`` on the wire)."""
+
+    run_id: str
+    codon_id: str
+    codon_name: str
+    checkpoint_type: CheckpointType
+    sha: str
+    status: str
+    timestamp: str
+
+    def to_wire(self) -> dict[str, str]:
+        """The ``CheckpointQueryInfo`` object of a ``checkpoint.list`` event."""
+        return {"codonId": self.codon_id, "codonName": self.codon_name,
+                "checkpointType": self.checkpoint_type, "sha": self.sha, "status": self.status,
+                "timestamp": self.timestamp}
+
+
+@dataclass(frozen=True)
+class CheckpointListing:
+    """What ``checkpoint.list`` reports: the run asked about and its checkpoints, newest first."""
+
+    run_id: str
+    current_branch: str | None
+    checkpoints: list[CheckpointEntry]
+
+
+@dataclass(frozen=True)
+class RollbackTarget:
+    """A checkpoint a rollback restores, and the codon record it belongs to."""
+
+    run_id: str | None
+    codon_id: str | None
+    """``None`` for the initial checkpoint (the execution starts over)."""
+    checkpoint_type: CheckpointType | Literal["initial"]
+    sha: str
+
+
+@dataclass(frozen=True)
+class _StartRequest:
+    """A start command: the codon to run (``None``: the thread's next), whether to skip its
+    rig setup."""
+
+    codon_id: str | None = None
+    skip_rig: bool = False
 
 
 @dataclass
@@ -159,6 +212,17 @@ class Runtime:
         self._retry_cost: dict[str, float] = {}
         self._codon_config = _index_codons(hank)
         self._known_checkpoints: dict[str, Mapping[str, str]] | None = None
+        # Live control: whether the drive loop waits for a command, a rollback is under way, a
+        # client force-stopped the running codon (and why).
+        self._waiting = False
+        self._rolling_back = False
+        self._force_stop_reason: str | None = None
+        # Held by command rollbacks; `finish` takes it so a shutdown never ends the run while a
+        # rollback is between its restore and its new run.
+        self._command_lock = asyncio.Lock()
+        self.control_server: Any = None
+        """The live-control server serving this runtime, once
+        :func:`hankweave.server.serve_runtime` started one."""
         self.store.add_listener(self._publish_transition)
 
     # ----- state helpers -----
@@ -223,7 +287,7 @@ class Runtime:
         if thread.failed:
             self.emit("info", {"message": "Execution thread failed, rolling back to the last"
                                           " successful codon"})
-            await self.rollback_to_last_success(thread)
+            await self._rollback_to_last_success(thread)
             return
         conditions = self._resume_point(thread)
         await self._start_run(conditions)
@@ -265,12 +329,19 @@ class Runtime:
     async def drive(self) -> int:
         """Run codons until the plan is done, a failure stops the run, or a shutdown."""
         try:
+            request: _StartRequest | None = None
             if not self.config.autostart:
                 self.emit("server.idle", {"reason": "startup",
                                           "message": "Waiting for a start command"})
-                await self._wait_for_start()
+                request = await self._wait_for_start()
             while self._shutdown_reason is None:
-                next_id = self.thread().next_codon_id
+                if request is not None and request.codon_id is not None:
+                    next_id, skip_rig = request.codon_id, request.skip_rig
+                else:
+                    next_id = self.thread().next_codon_id
+                    skip_rig = next_id == self._skip_rig_for
+                request = None
+                self._skip_rig_for = None
                 if next_id is None:
                     await self.shutdown(ALL_DONE)
                     break
@@ -280,34 +351,53 @@ class Runtime:
                     await self._end_run(failed=True)
                     await self.shutdown(CODON_FAILURE)
                     break
-                skip_rig = next_id == self._skip_rig_for
-                self._skip_rig_for = None
-                await self._run_with_policy(next_id, skip_rig=skip_rig)
-                if self._shutdown_reason is None and not self.config.autostart:
+                stopped = await self._run_with_policy(next_id, skip_rig=skip_rig)
+                if self._shutdown_reason is None and stopped:
+                    # A client stopped the codon: wait for its decision (next, redo, rollback).
+                    self.emit("server.idle", {"reason": "codon-completed",
+                                              "message": f"Codon {next_id} was force stopped;"
+                                                         " waiting for a command"})
+                    request = await self._wait_for_start()
+                elif self._shutdown_reason is None and not self.config.autostart:
                     self.emit("server.idle", {"reason": "codon-completed",
                                               "message": "Codon finished; waiting for the"
                                                          " next start command"})
-                    await self._wait_for_start()
+                    request = await self._wait_for_start()
         except asyncio.CancelledError:
             await self.shutdown("SIGINT")
         return self._exit_code()
 
-    async def _wait_for_start(self) -> None:
-        while self._shutdown_reason is None:
-            command, _ = await self._commands.get()
-            if command == "start":
-                return
+    async def _wait_for_start(self) -> _StartRequest | None:
+        """Wait for a start command (``None`` when a shutdown ends the wait)."""
+        self._waiting = True
+        try:
+            while self._shutdown_reason is None:
+                command, payload = await self._commands.get()
+                if command == "start":
+                    return payload if isinstance(payload, _StartRequest) else None
+        finally:
+            self._waiting = False
+        return None
 
     def request_start(self) -> None:
-        """Start the next codon (the ``codon.next`` command)."""
+        """Start the next codon whenever the runtime next waits for a command (unchecked).
+
+        :meth:`start_next` is the checked form the live-control commands use.
+        """
         self._commands.put_nowait(("start", None))
 
-    async def _run_with_policy(self, codon_id: str, *, skip_rig: bool = False) -> None:
+    async def _run_with_policy(self, codon_id: str, *, skip_rig: bool = False) -> bool:
+        """Run a codon and apply its failure policy; True when a client force-stopped it."""
         while True:
             result = await self.run_codon(codon_id, skip_rig=skip_rig)
+            force_stopped, self._force_stop_reason = self._force_stop_reason is not None, None
+            if force_stopped and result.status == "failed" and self._shutdown_reason is None:
+                # Neither retried nor fatal: the client that stopped it decides what is next.
+                self._retries.pop(codon_id, None)
+                return True
             if result.status != "failed" or self._shutdown_reason is not None:
                 self._retries.pop(codon_id, None)
-                return
+                return False
             codon = self._config_for(codon_id)
             attempts = self._retries.get(codon_id, 0)
             retry = codon.retry_config
@@ -327,18 +417,18 @@ class Runtime:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), delay / 1000)
                 if self._shutdown_reason is not None:
-                    return  # stopped during the wait: the failed attempt stands
+                    return False  # stopped during the wait: the failed attempt stands
                 skip_rig = False
                 continue
             if action == "continue":
                 self.emit("info", {"message": f"Codon {codon_id} failed, continuing"
                                               " (onFailure=ignore)"})
                 await self._expand_plan(codon_id, "failed-ignored", False, False)
-                return
+                return False
             # shutdown (and stay-active, which only a live client could resolve)
             await self._end_run(failed=True)
             await self.shutdown(CODON_FAILURE)
-            return
+            return False
 
     # ----- one codon -----
 
@@ -610,6 +700,9 @@ class Runtime:
         return "failed", reason, None
 
     def _interrupted_reason(self) -> FailureReason:
+        if self._shutdown_reason is None and self._force_stop_reason is not None:
+            return FailureReason(type="unknown", retriable=True,
+                                 message=f"Force stopped: {self._force_stop_reason}")
         return FailureReason(type="unknown", retriable=True,
                              message=f"Interrupted: {self._shutdown_reason}")
 
@@ -710,13 +803,163 @@ class Runtime:
             "isRollingBack": False})
 
     # ----- commands -----
+    #
+    # The CLI and the live-control server act through these methods.  The checked ones raise
+    # RuntimeError_ for what the runtime refuses; none of them waits for the codon it starts.
+
+    @property
+    def shutting_down(self) -> bool:
+        """Whether a shutdown has been asked for (commands that change the run are refused)."""
+        return self._shutdown_reason is not None
+
+    @property
+    def rolling_back(self) -> bool:
+        """Whether a rollback command is restoring a checkpoint right now."""
+        return self._rolling_back
+
+    @property
+    def waiting_for_command(self) -> bool:
+        """Whether the drive loop waits for a start command (``--no-autostart``, a force stop,
+        a rollback without restart): the only time a codon can be started or a rollback made."""
+        return self._waiting and not self._rolling_back and self._shutdown_reason is None
+
+    def codon_in_progress(self) -> tuple[str, str] | None:
+        """``(codon id, status)`` of the current run's unfinished codon record, if any."""
+        run = self.state.run_by_id(self.run_id or "")
+        if run is not None and run.codons and not is_terminal_status(run.codons[-1].status):
+            return run.codons[-1].codon_id, run.codons[-1].status
+        return None
+
+    def codon_name(self, codon_id: str) -> str:
+        """The configured name of a codon (its id when the hank does not know it)."""
+        try:
+            return self._config_for(codon_id).name
+        except RuntimeError_:
+            return codon_id
 
     def skip(self) -> bool:
-        """Skip the running codon (the ``codon.skip`` command)."""
+        """Skip the running codon (the ``codon.skip`` command); False when none runs."""
         if self._runner is None:
             return False
         self._runner.interrupt("skip")
         return True
+
+    def force_stop(self, reason: str | None = None) -> str:
+        """Stop the running codon now (``codon.forceStop``) and return its id.
+
+        The codon ends ``failed`` (retriable, "Force stopped: <reason>"), is not retried, and
+        the runtime then waits for a command (next, start, redo, rollback, shutdown) instead of
+        applying the codon's failure policy: the client that stopped it decides.
+        """
+        self._refuse_if_stopping()
+        if self._runner is None:
+            current = self.codon_in_progress()
+            if current is not None and current[1] in ("preparing", "starting", "initializing"):
+                raise RuntimeError_(f"Codon {current[0]} is {current[1]} (its agent has not"
+                                    " started); stop it once it runs, or shut the runtime down")
+            if current is not None:
+                raise RuntimeError_(f"Codon {current[0]} is already finishing")
+            raise RuntimeError_("No running codon to stop")
+        codon_id = self._runner.spec.codon_id
+        self._force_stop_reason = reason or "requested by a client"
+        self._runner.interrupt("stop")
+        self.emit("info", {"message": f"Codon {codon_id} force stopped"})
+        return codon_id
+
+    def start_next(self) -> str | None:
+        """Start the thread's next codon (``codon.next``); return its id.
+
+        ``None`` means nothing is left: the run then completes, as it does after the last codon
+        with autostart on.
+        """
+        self._refuse_unless_waiting("start a codon")
+        next_id = self.thread().next_codon_id
+        self._queue_start(_StartRequest())
+        return next_id
+
+    def start_codon(self, codon_id: str, *, skip_rig: bool = False) -> None:
+        """Start a codon of the execution plan by id (``codon.start``).
+
+        It runs in the current run, after whatever ran last (a codon that already finished in
+        this run gets another record), and the thread continues after it.
+        """
+        self._refuse_unless_waiting("start a codon")
+        self._entry(codon_id)  # an unknown id is refused before anything is queued
+        self._queue_start(_StartRequest(codon_id, skip_rig))
+
+    def redo(self) -> str:
+        """Run the most recent codon of the thread again, whatever its status (``codon.redo``)."""
+        self._refuse_unless_waiting("redo a codon")
+        thread = self.thread()
+        if not thread.codons:
+            raise RuntimeError_("No codon to redo: nothing has run yet")
+        codon_id = thread.codons[0].codon.codon_id
+        self._entry(codon_id)
+        self._queue_start(_StartRequest(codon_id))
+        return codon_id
+
+    def force_shutdown(self, reason: str = CLIENT_REQUEST) -> None:
+        """Stop at once (``server.force_shutdown``): like :meth:`request_shutdown`, exit code 1."""
+        self._force = True
+        self.request_shutdown(reason)
+
+    def list_checkpoints(self, run_id: str | None = None) -> CheckpointListing:
+        """Checkpoints recorded in state, newest first (``checkpoint.list``).
+
+        Without ``run_id``: every run's, reported under the current run.  Only checkpoints the
+        store still holds are listed (pruned ones cannot be restored), as far as this runtime
+        knows them: the store itself is not read here, since the runtime may be using it in a
+        worker thread (before boot has read it, nothing is filtered).
+        """
+        state = self.state
+        if run_id is not None:
+            run = state.run_by_id(run_id)
+            if run is None:
+                raise RuntimeError_(f"Run {run_id} not found")
+            runs = [run]
+        else:
+            if not state.runs:
+                raise RuntimeError_("No active run")
+            runs = list(state.runs)
+            run = state.run_by_id(self.run_id or "") or state.runs[0]
+        known = self._known_checkpoints
+        entries: list[CheckpointEntry] = []
+        for listed in runs:
+            for codon in reversed(listed.codons):
+                for kind, sha in _record_checkpoints(codon):
+                    if known is not None and sha not in known:
+                        continue
+                    timestamp = (known[sha].get("timestamp") if known is not None else None) or (
+                        getattr(codon, "end_time", None) or codon.start_time)
+                    entries.append(CheckpointEntry(
+                        run_id=listed.run_id, codon_id=codon.codon_id,
+                        codon_name=self.codon_name(codon.codon_id), checkpoint_type=kind,
+                        sha=sha, status=codon.status, timestamp=timestamp))
+        return CheckpointListing(run_id=run.run_id, current_branch=run.git_branch,
+                                 checkpoints=entries)
+
+    def _queue_start(self, request: _StartRequest) -> None:
+        # Claim the wait at once, so a second command before the loop wakes is refused.
+        self._waiting = False
+        self._commands.put_nowait(("start", request))
+
+    def _refuse_if_stopping(self) -> None:
+        if self._shutdown_reason is not None:
+            raise RuntimeError_("The runtime is shutting down")
+        if self._rolling_back:
+            raise RuntimeError_("A rollback is in progress")
+
+    def _refuse_unless_waiting(self, action: str) -> None:
+        self._refuse_if_stopping()
+        current = self.codon_in_progress()
+        if self._runner is not None:
+            current = (self._runner.spec.codon_id, "running")
+        if current is not None:
+            raise RuntimeError_(f"Codon already running ({current[0]}); skip or stop it first")
+        if not self._waiting:
+            raise RuntimeError_(f"Cannot {action} now: the runtime is between codons. It takes"
+                                " this command while it waits for one (--no-autostart, after a"
+                                " force stop or a rollback)")
 
     async def shutdown(self, reason: str) -> None:
         """End the run: stop the agent, mark the codon, end the run.  Idempotent."""
@@ -804,16 +1047,27 @@ class Runtime:
             return 1 if run is not None and run.status in ("failed", "crashed") else 0
         if reason in SIGNAL_EXIT_CODES:
             return SIGNAL_EXIT_CODES[reason]
+        if reason == CLIENT_REQUEST:
+            return 0
         return 1
 
     async def finish(self) -> None:
         """After :meth:`drive`: end the run if it is still open, prune, release everything."""
-        run = self.state.run_by_id(self.run_id or "")
-        if run is not None and run.status == "running":
-            last = run.codons[-1] if run.codons else None
-            if last is None or is_terminal_status(last.status):
-                await self._end_run(failed=self._shutdown_reason != ALL_DONE)
-        await self._prune_checkpoints()
+        async with self._command_lock:  # a rollback in progress finishes first
+            run = self.state.run_by_id(self.run_id or "")
+            if run is not None and run.status == "running":
+                last = run.codons[-1] if run.codons else None
+                if last is None or is_terminal_status(last.status):
+                    # A client that shuts down a finished plan ends it as completed.
+                    done = self._shutdown_reason == ALL_DONE or (
+                        self._shutdown_reason == CLIENT_REQUEST and self._plan_finished())
+                    await self._end_run(failed=not done)
+            await self._prune_checkpoints()
+
+    def _plan_finished(self) -> bool:
+        thread = self.thread()
+        return (bool(thread.codons) and not thread.failed and not thread.has_running_codon
+                and thread.next_codon_id is None)
 
     async def _prune_checkpoints(self) -> None:
         keep = set()
@@ -838,32 +1092,93 @@ class Runtime:
 
     # ----- rollback -----
 
-    async def rollback_to_last_success(self, thread: ExecutionThread | None = None) -> None:
-        """Restore the newest successful point and open a continuation run from it.
+    async def rollback_to_last_success(self, *, auto_restart: bool = False) -> RollbackTarget:
+        """Restore the newest successful point (``rollback.toLastSuccess``); see
+        :func:`last_success_target`.  Refused while a codon runs."""
+        self._refuse_rollback()
+        target = last_success_target(self.thread(), self.state.initial_checkpoint)
+        return await self._rollback_command(target, auto_restart)
 
-        The newest completed codon wins; when none completed, a failed codon's rig-setup
-        checkpoint (it re-runs with its rig in place); else the initial checkpoint.
+    async def rollback_to_codon(self, codon_id: str, checkpoint_type: str = "end", *,
+                                auto_restart: bool = False) -> RollbackTarget:
+        """Restore a checkpoint of the newest record of ``codon_id`` (``rollback.toCodon``).
+
+        ``checkpoint_type``: ``end`` (completed, else error, else skipped, else rig-setup),
+        ``start`` (rig-setup, else completed, error, skipped) or one exact type.
         """
-        thread = thread or self.thread()
-        for item in thread.codons:
-            sha = getattr(item.codon, "completion_checkpoint", None)
-            if item.codon.status == "completed" and sha:
-                await self._rollback_to(item.run_id, item.codon.codon_id, sha)
-                return
-        for item in thread.codons:
-            rig = getattr(item.codon, "rig_setup_checkpoint", None)
-            if item.codon.status == "failed" and rig:
-                await self._rollback_to(item.run_id, item.codon.codon_id, rig,
-                                        rerun=item.codon.codon_id)
-                return
-        await self._rollback_to(None, None, self.state.initial_checkpoint or "")
+        self._refuse_rollback()
+        target = codon_checkpoint_target(self.thread(), codon_id, checkpoint_type)
+        return await self._rollback_command(target, auto_restart)
 
-    async def rollback_to_codon(self, codon_id: str) -> None:
-        """Roll back to the newest completion checkpoint of ``codon_id`` in the thread."""
-        if self._runner is not None:
+    async def rollback_to_checkpoint(self, sha_prefix: str, *,
+                                     auto_restart: bool = False) -> RollbackTarget:
+        """Restore the checkpoint whose id starts with ``sha_prefix`` (``rollback.toCheckpoint``).
+
+        Searched in the execution thread first, then in every run (an abandoned timeline), then
+        the initial checkpoint; no match and several matches are refused.
+        """
+        self._refuse_rollback()
+        target = checkpoint_prefix_target(self.thread(), self.state, sha_prefix)
+        return await self._rollback_command(target, auto_restart)
+
+    def _refuse_rollback(self) -> None:
+        self._refuse_if_stopping()
+        current = self.codon_in_progress()
+        if self._runner is not None or current is not None:
             raise RuntimeError_("Cannot rollback while a codon is running; skip or stop it first")
-        run_id, sha = find_rollback_target(self.thread(), codon_id)
-        await self._rollback_to(run_id, codon_id, sha)
+        if not self._waiting:
+            raise RuntimeError_("Cannot rollback now: the runtime is between codons. It rolls"
+                                " back while it waits for a command (--no-autostart, after a"
+                                " force stop)")
+
+    async def _rollback_command(self, target: RollbackTarget,
+                                auto_restart: bool) -> RollbackTarget:
+        """Restore ``target`` while the drive loop waits, then restart or stay idle."""
+        known = self._checkpoint_data()
+        if known is not None and target.sha not in known:
+            raise RuntimeError_(f"Checkpoint {target.sha[:12]} is no longer in the checkpoint"
+                                " store (pruned?); choose another")
+        self._rolling_back = True  # set before the first await: concurrent commands see it
+        try:
+            async with self._command_lock:
+                thread = self.thread()
+                from_run = self.run_id or (self.state.runs[0].run_id if self.state.runs else "")
+                newer = _codons_newer_than(thread, target)
+                self.emit("rollback.started", {
+                    "fromRun": from_run,
+                    "fromCodon": thread.codons[0].codon.codon_id if thread.codons else None,
+                    "toCodon": target.codon_id or "", "toCheckpoint": target.sha,
+                    "checkpointType": _event_checkpoint_type(target),
+                    "codonsToProcess": newer})
+                try:
+                    await self._rollback_to(
+                        target.run_id, target.codon_id, target.sha,
+                        rerun=target.codon_id if target.checkpoint_type == "rig-setup" else None)
+                except CheckpointError as exc:
+                    raise RuntimeError_(f"Rollback to {target.sha[:12]} failed: {exc}") from exc
+                self.emit("rollback.completed", {
+                    "fromRun": from_run, "toRun": self.run_id or "", "checkpoint": target.sha,
+                    "codonId": target.codon_id or "",
+                    "codonName": self.codon_name(target.codon_id) if target.codon_id else "",
+                    "checkpointType": _event_checkpoint_type(target),
+                    "autoRestart": auto_restart})
+                self._snapshot()
+        finally:
+            self._rolling_back = False
+        if auto_restart:
+            self._queue_start(_StartRequest())
+        else:
+            self.emit("server.idle", {"reason": "rollback-completed",
+                                      "message": "Rollback completed. Use 'codon.next' to"
+                                                 " continue."})
+        return target
+
+    async def _rollback_to_last_success(self, thread: ExecutionThread) -> None:
+        """Boot recovery: restore the last success of a failed thread (no command checks)."""
+        target = last_success_target(thread, self.state.initial_checkpoint)
+        await self._rollback_to(target.run_id, target.codon_id, target.sha,
+                                rerun=target.codon_id if target.checkpoint_type == "rig-setup"
+                                else None)
 
     async def _rollback_to(self, run_id: str | None, after_codon: str | None, sha: str, *,
                            rerun: str | None = None) -> None:
@@ -884,6 +1199,117 @@ class Runtime:
             reason="rollback"))
         self.emit("info", {"message": f"Rolled back to {after_codon or 'the start'}"
                                       f" (checkpoint {sha[:8]})"})
+
+
+def _record_checkpoints(codon: CodonExecution) -> list[tuple[CheckpointType, str]]:
+    """A record's checkpoints, newest first: its terminal one, then its rig-setup one."""
+    found: list[tuple[CheckpointType, str]] = []
+    terminal = {"completed": ("completed", "completion_checkpoint"),
+                "failed": ("error", "error_checkpoint"),
+                "skipped": ("skipped", "skip_checkpoint")}.get(codon.status)
+    if terminal is not None:
+        sha = getattr(codon, terminal[1], None)
+        if sha and sha != "none":
+            found.append((terminal[0], sha))  # type: ignore[arg-type]
+    rig = getattr(codon, "rig_setup_checkpoint", None)
+    if rig:
+        found.append(("rig-setup", rig))
+    return found
+
+
+_CHECKPOINT_PREFERENCE: dict[str, tuple[CheckpointType, ...]] = {
+    "start": ("rig-setup", "completed", "error", "skipped"),
+    "end": ("completed", "error", "skipped", "rig-setup"),
+}
+
+
+def codon_checkpoint_target(thread: ExecutionThread, codon_id: str,
+                            checkpoint_type: str = "end") -> RollbackTarget:
+    """The checkpoint ``rollback.toCodon`` restores: of the newest thread record of the codon."""
+    wanted = _CHECKPOINT_PREFERENCE.get(checkpoint_type)
+    if wanted is None:
+        if checkpoint_type not in get_args(CheckpointType):
+            raise RuntimeError_(f"Unknown checkpoint type {checkpoint_type!r}: use start, end,"
+                                " " + ", ".join(get_args(CheckpointType)))
+        wanted = (cast(CheckpointType, checkpoint_type),)
+    for item in thread.codons:
+        if item.codon.codon_id != codon_id:
+            continue
+        available = dict(_record_checkpoints(item.codon))
+        for kind in wanted:
+            if kind in available:
+                return RollbackTarget(item.run_id, codon_id, kind, available[kind])
+        raise RuntimeError_(f"No {checkpoint_type} checkpoint found for codon {codon_id!r}"
+                            f" (its newest record is {item.codon.status})")
+    known = ", ".join(dict.fromkeys(t.codon.codon_id for t in thread.codons)) or "none"
+    raise RuntimeError_(f"Codon {codon_id!r} is not in the execution thread (codons: {known})")
+
+
+def last_success_target(thread: ExecutionThread, initial_checkpoint: str | None) -> RollbackTarget:
+    """Where ``rollback.toLastSuccess`` (and boot recovery) goes.
+
+    The newest completed codon wins; when none completed, a failed codon's rig-setup checkpoint
+    (it re-runs with its rig in place); else the initial checkpoint.
+    """
+    for item in thread.codons:
+        sha = getattr(item.codon, "completion_checkpoint", None)
+        if item.codon.status == "completed" and sha:
+            return RollbackTarget(item.run_id, item.codon.codon_id, "completed", sha)
+    for item in thread.codons:
+        rig = getattr(item.codon, "rig_setup_checkpoint", None)
+        if item.codon.status == "failed" and rig:
+            return RollbackTarget(item.run_id, item.codon.codon_id, "rig-setup", rig)
+    return RollbackTarget(None, None, "initial", initial_checkpoint or "")
+
+
+def checkpoint_prefix_target(thread: ExecutionThread, state: HankweaveState,
+                             prefix: str) -> RollbackTarget:
+    """The checkpoint ``rollback.toCheckpoint`` restores: a unique id prefix match."""
+    prefix = prefix.strip().lower()
+    if not prefix:
+        raise RuntimeError_("Give a checkpoint id (or a prefix of one)")
+
+    def unique(matches: list[RollbackTarget]) -> RollbackTarget | None:
+        shas = list(dict.fromkeys(m.sha for m in matches))
+        if len(shas) > 1:
+            raise RuntimeError_(f"Ambiguous checkpoint SHA {prefix}: it matches "
+                                + ", ".join(sha[:12] for sha in shas))
+        return matches[0] if matches else None
+
+    in_thread = [RollbackTarget(item.run_id, item.codon.codon_id, kind, sha)
+                 for item in thread.codons for kind, sha in _record_checkpoints(item.codon)
+                 if sha.lower().startswith(prefix)]
+    found = unique(in_thread)
+    if found is None:
+        found = unique([RollbackTarget(run.run_id, codon.codon_id, kind, sha)
+                        for run in state.runs for codon in reversed(run.codons)
+                        for kind, sha in _record_checkpoints(codon)
+                        if sha.lower().startswith(prefix)])
+    if found is None and state.initial_checkpoint and \
+            state.initial_checkpoint.lower().startswith(prefix):
+        found = RollbackTarget(None, None, "initial", state.initial_checkpoint)
+    if found is None:
+        raise RuntimeError_(f"Checkpoint {prefix} not found in any run (current or historical)")
+    return found
+
+
+def _codons_newer_than(thread: ExecutionThread, target: RollbackTarget) -> list[str]:
+    """Thread codons a rollback undoes, newest first (for ``rollback.started``)."""
+    newer: list[str] = []
+    for item in thread.codons:
+        if target.codon_id is not None and item.codon.codon_id == target.codon_id and \
+                item.run_id == target.run_id:
+            if target.checkpoint_type == "rig-setup":
+                newer.append(item.codon.codon_id)
+            return newer
+        newer.append(item.codon.codon_id)
+    return newer
+
+
+def _event_checkpoint_type(target: RollbackTarget) -> CheckpointType:
+    # The event schema has no "initial": the initial checkpoint is where the first codon's
+    # rig setup starts from.
+    return "rig-setup" if target.checkpoint_type == "initial" else target.checkpoint_type
 
 
 def find_rollback_target(thread: ExecutionThread, codon_id: str) -> tuple[str, str]:
@@ -971,5 +1397,7 @@ def _index_codons(hank: HankFile) -> dict[str, Codon]:
     return index
 
 
-__all__ = ["CodonResult", "PromptBuilder", "Runtime", "RuntimeConfig", "RuntimeError_",
-           "find_rollback_target", "new_run_id", "rollback_offline"]
+__all__ = ["ALL_DONE", "CLIENT_REQUEST", "CheckpointEntry", "CheckpointListing", "CodonResult",
+           "PromptBuilder", "RollbackTarget", "Runtime", "RuntimeConfig", "RuntimeError_",
+           "checkpoint_prefix_target", "codon_checkpoint_target", "find_rollback_target",
+           "last_success_target", "new_run_id", "rollback_offline"]
