@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hankweave.runtime.orchestrator import RuntimeError_
+from hankweave.runtime.orchestrator import RuntimeCommandError
 from hankweave.server import is_loopback, serve_runtime
 from hankweave.state.lock import read_lock
 from hankweave.testing.fake_harness import use_script
@@ -410,16 +410,16 @@ def test_the_runtime_methods_refuse_what_the_protocol_refuses(project):
             await wait_for_status(runtime, "a", "running")
             errors = []
             for call in (runtime.start_next, lambda: runtime.start_codon("a"), runtime.redo):
-                with pytest.raises(RuntimeError_) as caught:
+                with pytest.raises(RuntimeCommandError) as caught:
                     call()
                 errors.append(str(caught.value))
-            with pytest.raises(RuntimeError_):
+            with pytest.raises(RuntimeCommandError):
                 await runtime.rollback_to_codon("a")
             assert runtime.force_stop("test") == "a"
             async with asyncio.timeout(5):
                 while not runtime.waiting_for_command:
                     await asyncio.sleep(0.005)
-            with pytest.raises(RuntimeError_, match="No running codon to stop"):
+            with pytest.raises(RuntimeCommandError, match="No running codon to stop"):
                 runtime.force_stop()
             assert runtime.skip() is False
             return errors

@@ -28,7 +28,7 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
     from hankweave.config.errors import ConfigError
     from hankweave.config.settings import resolve_settings
     from hankweave.registry import get_registry
-    from hankweave.runtime.orchestrator import RuntimeError_, rollback_offline
+    from hankweave.runtime.orchestrator import RuntimeCommandError, rollback_offline
     from hankweave.state.boot import take_ownership
     from hankweave.state.lock import LockError
 
@@ -54,7 +54,7 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
 
     try:
         run_id, sha = asyncio.run(go())
-    except (LockError, RuntimeError_, CheckpointError) as exc:
+    except (LockError, RuntimeCommandError, CheckpointError) as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
     click.echo(f"Rolled back to {codon_id} (checkpoint {sha[:12]}); recorded run {run_id}."
                f" Continue with: hankweave run -e {execution_dir}")

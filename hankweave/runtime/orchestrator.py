@@ -7,7 +7,7 @@ outputs, archive, loop expansion), and the execution thread decides what runs ne
 (next, start a codon, skip, stop, rollback, shutdown) come from the CLI now and from the
 WebSocket server (``hankweave.server``), through the same methods, which refuse what the
 reference refuses (no rollback while a codon runs, no second start, ...) by raising
-:class:`RuntimeError_` with a message fit for the user.
+:class:`RuntimeCommandError` with a message fit for the user.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ SIGNAL_EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 """A run stopped by a signal exits 128 + the signal number, as shells expect (docs/cli.md)."""
 
 
-class RuntimeError_(Exception):
+class RuntimeCommandError(Exception):
     """An operation the runtime refuses (unknown codon, codon already running, ...)."""
 
 
@@ -252,7 +252,7 @@ class Runtime:
         run = self.state.run_by_id(self.run_id or "")
         found = last_record(run, codon_id) if run else None
         if found is None:
-            raise RuntimeError_(f"codon {codon_id!r} has no record in run {self.run_id}")
+            raise RuntimeCommandError(f"codon {codon_id!r} has no record in run {self.run_id}")
         return found[1]
 
     async def _transition(self, transition: StateTransition) -> None:
@@ -437,13 +437,13 @@ class Runtime:
         try:
             return self._codon_config[base]
         except KeyError:
-            raise RuntimeError_(f"codon {codon_id!r} is not in the hank") from None
+            raise RuntimeCommandError(f"codon {codon_id!r} is not in the hank") from None
 
     def _entry(self, codon_id: str) -> ExecutionCodonEntry:
         for entry in self.state.execution_plan:
             if entry.codon_id == codon_id:
                 return entry
-        raise RuntimeError_(f"Unknown codon {codon_id!r}: not in the execution plan")
+        raise RuntimeCommandError(f"Unknown codon {codon_id!r}: not in the execution plan")
 
     async def run_codon(self, codon_id: str, *, skip_rig: bool = False) -> CodonResult:
         """Run one attempt of ``codon_id`` in the current run, from preparing to its outcome."""
@@ -805,7 +805,7 @@ class Runtime:
     # ----- commands -----
     #
     # The CLI and the live-control server act through these methods.  The checked ones raise
-    # RuntimeError_ for what the runtime refuses; none of them waits for the codon it starts.
+    # RuntimeCommandError for what the runtime refuses; none of them waits for the codon it starts.
 
     @property
     def shutting_down(self) -> bool:
@@ -834,7 +834,7 @@ class Runtime:
         """The configured name of a codon (its id when the hank does not know it)."""
         try:
             return self._config_for(codon_id).name
-        except RuntimeError_:
+        except RuntimeCommandError:
             return codon_id
 
     def skip(self) -> bool:
@@ -855,11 +855,11 @@ class Runtime:
         if self._runner is None:
             current = self.codon_in_progress()
             if current is not None and current[1] in ("preparing", "starting", "initializing"):
-                raise RuntimeError_(f"Codon {current[0]} is {current[1]} (its agent has not"
+                raise RuntimeCommandError(f"Codon {current[0]} is {current[1]} (its agent has not"
                                     " started); stop it once it runs, or shut the runtime down")
             if current is not None:
-                raise RuntimeError_(f"Codon {current[0]} is already finishing")
-            raise RuntimeError_("No running codon to stop")
+                raise RuntimeCommandError(f"Codon {current[0]} is already finishing")
+            raise RuntimeCommandError("No running codon to stop")
         codon_id = self._runner.spec.codon_id
         self._force_stop_reason = reason or "requested by a client"
         self._runner.interrupt("stop")
@@ -892,7 +892,7 @@ class Runtime:
         self._refuse_unless_waiting("redo a codon")
         thread = self.thread()
         if not thread.codons:
-            raise RuntimeError_("No codon to redo: nothing has run yet")
+            raise RuntimeCommandError("No codon to redo: nothing has run yet")
         codon_id = thread.codons[0].codon.codon_id
         self._entry(codon_id)
         self._queue_start(_StartRequest(codon_id))
@@ -915,11 +915,11 @@ class Runtime:
         if run_id is not None:
             run = state.run_by_id(run_id)
             if run is None:
-                raise RuntimeError_(f"Run {run_id} not found")
+                raise RuntimeCommandError(f"Run {run_id} not found")
             runs = [run]
         else:
             if not state.runs:
-                raise RuntimeError_("No active run")
+                raise RuntimeCommandError("No active run")
             runs = list(state.runs)
             run = state.run_by_id(self.run_id or "") or state.runs[0]
         known = self._known_checkpoints
@@ -945,9 +945,9 @@ class Runtime:
 
     def _refuse_if_stopping(self) -> None:
         if self._shutdown_reason is not None:
-            raise RuntimeError_("The runtime is shutting down")
+            raise RuntimeCommandError("The runtime is shutting down")
         if self._rolling_back:
-            raise RuntimeError_("A rollback is in progress")
+            raise RuntimeCommandError("A rollback is in progress")
 
     def _refuse_unless_waiting(self, action: str) -> None:
         self._refuse_if_stopping()
@@ -955,9 +955,9 @@ class Runtime:
         if self._runner is not None:
             current = (self._runner.spec.codon_id, "running")
         if current is not None:
-            raise RuntimeError_(f"Codon already running ({current[0]}); skip or stop it first")
+            raise RuntimeCommandError(f"Codon already running ({current[0]}); skip or stop it first")
         if not self._waiting:
-            raise RuntimeError_(f"Cannot {action} now: the runtime is between codons. It takes"
+            raise RuntimeCommandError(f"Cannot {action} now: the runtime is between codons. It takes"
                                 " this command while it waits for one (--no-autostart, after a"
                                 " force stop or a rollback)")
 
@@ -1125,9 +1125,9 @@ class Runtime:
         self._refuse_if_stopping()
         current = self.codon_in_progress()
         if self._runner is not None or current is not None:
-            raise RuntimeError_("Cannot rollback while a codon is running; skip or stop it first")
+            raise RuntimeCommandError("Cannot rollback while a codon is running; skip or stop it first")
         if not self._waiting:
-            raise RuntimeError_("Cannot rollback now: the runtime is between codons. It rolls"
+            raise RuntimeCommandError("Cannot rollback now: the runtime is between codons. It rolls"
                                 " back while it waits for a command (--no-autostart, after a"
                                 " force stop)")
 
@@ -1136,7 +1136,7 @@ class Runtime:
         """Restore ``target`` while the drive loop waits, then restart or stay idle."""
         known = self._checkpoint_data()
         if known is not None and target.sha not in known:
-            raise RuntimeError_(f"Checkpoint {target.sha[:12]} is no longer in the checkpoint"
+            raise RuntimeCommandError(f"Checkpoint {target.sha[:12]} is no longer in the checkpoint"
                                 " store (pruned?); choose another")
         self._rolling_back = True  # set before the first await: concurrent commands see it
         try:
@@ -1155,7 +1155,7 @@ class Runtime:
                         target.run_id, target.codon_id, target.sha,
                         rerun=target.codon_id if target.checkpoint_type == "rig-setup" else None)
                 except CheckpointError as exc:
-                    raise RuntimeError_(f"Rollback to {target.sha[:12]} failed: {exc}") from exc
+                    raise RuntimeCommandError(f"Rollback to {target.sha[:12]} failed: {exc}") from exc
                 self.emit("rollback.completed", {
                     "fromRun": from_run, "toRun": self.run_id or "", "checkpoint": target.sha,
                     "codonId": target.codon_id or "",
@@ -1229,7 +1229,7 @@ def codon_checkpoint_target(thread: ExecutionThread, codon_id: str,
     wanted = _CHECKPOINT_PREFERENCE.get(checkpoint_type)
     if wanted is None:
         if checkpoint_type not in get_args(CheckpointType):
-            raise RuntimeError_(f"Unknown checkpoint type {checkpoint_type!r}: use start, end,"
+            raise RuntimeCommandError(f"Unknown checkpoint type {checkpoint_type!r}: use start, end,"
                                 " " + ", ".join(get_args(CheckpointType)))
         wanted = (cast(CheckpointType, checkpoint_type),)
     for item in thread.codons:
@@ -1239,10 +1239,10 @@ def codon_checkpoint_target(thread: ExecutionThread, codon_id: str,
         for kind in wanted:
             if kind in available:
                 return RollbackTarget(item.run_id, codon_id, kind, available[kind])
-        raise RuntimeError_(f"No {checkpoint_type} checkpoint found for codon {codon_id!r}"
+        raise RuntimeCommandError(f"No {checkpoint_type} checkpoint found for codon {codon_id!r}"
                             f" (its newest record is {item.codon.status})")
     known = ", ".join(dict.fromkeys(t.codon.codon_id for t in thread.codons)) or "none"
-    raise RuntimeError_(f"Codon {codon_id!r} is not in the execution thread (codons: {known})")
+    raise RuntimeCommandError(f"Codon {codon_id!r} is not in the execution thread (codons: {known})")
 
 
 def last_success_target(thread: ExecutionThread, initial_checkpoint: str | None) -> RollbackTarget:
@@ -1267,12 +1267,12 @@ def checkpoint_prefix_target(thread: ExecutionThread, state: HankweaveState,
     """The checkpoint ``rollback.toCheckpoint`` restores: a unique id prefix match."""
     prefix = prefix.strip().lower()
     if not prefix:
-        raise RuntimeError_("Give a checkpoint id (or a prefix of one)")
+        raise RuntimeCommandError("Give a checkpoint id (or a prefix of one)")
 
     def unique(matches: list[RollbackTarget]) -> RollbackTarget | None:
         shas = list(dict.fromkeys(m.sha for m in matches))
         if len(shas) > 1:
-            raise RuntimeError_(f"Ambiguous checkpoint SHA {prefix}: it matches "
+            raise RuntimeCommandError(f"Ambiguous checkpoint SHA {prefix}: it matches "
                                 + ", ".join(sha[:12] for sha in shas))
         return matches[0] if matches else None
 
@@ -1289,7 +1289,7 @@ def checkpoint_prefix_target(thread: ExecutionThread, state: HankweaveState,
             state.initial_checkpoint.lower().startswith(prefix):
         found = RollbackTarget(None, None, "initial", state.initial_checkpoint)
     if found is None:
-        raise RuntimeError_(f"Checkpoint {prefix} not found in any run (current or historical)")
+        raise RuntimeCommandError(f"Checkpoint {prefix} not found in any run (current or historical)")
     return found
 
 
@@ -1322,10 +1322,10 @@ def find_rollback_target(thread: ExecutionThread, codon_id: str) -> tuple[str, s
             codon, "skip_checkpoint", None)
         if sha:
             return item.run_id, sha
-        raise RuntimeError_(f"No completed checkpoint found for codon {codon_id!r}"
+        raise RuntimeCommandError(f"No completed checkpoint found for codon {codon_id!r}"
                             f" (its newest record is {codon.status})")
     known = ", ".join(dict.fromkeys(t.codon.codon_id for t in thread.codons)) or "none"
-    raise RuntimeError_(f"Codon {codon_id!r} is not in the execution thread (codons: {known})")
+    raise RuntimeCommandError(f"Codon {codon_id!r} is not in the execution thread (codons: {known})")
 
 
 async def rollback_offline(owned: OwnedExecution, checkpoints: CheckpointStore,
@@ -1397,7 +1397,21 @@ def _index_codons(hank: HankFile) -> dict[str, Codon]:
     return index
 
 
-__all__ = ["ALL_DONE", "CLIENT_REQUEST", "CheckpointEntry", "CheckpointListing", "CodonResult",
-           "PromptBuilder", "RollbackTarget", "Runtime", "RuntimeConfig", "RuntimeError_",
-           "checkpoint_prefix_target", "codon_checkpoint_target", "find_rollback_target",
-           "last_success_target", "new_run_id", "rollback_offline"]
+__all__ = [
+    "ALL_DONE",
+    "CLIENT_REQUEST",
+    "CheckpointEntry",
+    "CheckpointListing",
+    "CodonResult",
+    "PromptBuilder",
+    "RollbackTarget",
+    "Runtime",
+    "RuntimeCommandError",
+    "RuntimeConfig",
+    "checkpoint_prefix_target",
+    "codon_checkpoint_target",
+    "find_rollback_target",
+    "last_success_target",
+    "new_run_id",
+    "rollback_offline",
+]

@@ -610,11 +610,11 @@ class ControlServer:
                 self._refuse(client, refusal[0], refusal[1], command=kind, command_id=command_id)
                 return
             log.info("client %s (%s): %s", client.id, client.address, kind)
-        from hankweave.runtime.orchestrator import RuntimeError_
+        from hankweave.runtime.orchestrator import RuntimeCommandError
 
         try:
             text, result = await self._handlers[kind](client, message)
-        except RuntimeError_ as exc:
+        except RuntimeCommandError as exc:
             self._refuse(client, "COMMAND_REFUSED", str(exc), command=kind,
                          command_id=command_id)
             return
@@ -759,10 +759,10 @@ class ControlServer:
     # ----- command handlers: each returns (acknowledgement text, result or None) -----
 
     def _runtime_or_refuse(self) -> Runtime:
-        from hankweave.runtime.orchestrator import RuntimeError_
+        from hankweave.runtime.orchestrator import RuntimeCommandError
 
         if self._runtime is None:
-            raise RuntimeError_("This server has no runtime")
+            raise RuntimeCommandError("This server has no runtime")
         return self._runtime
 
     async def _ping(self, client: _Client, message: ClientMessage) -> tuple[str, Any]:
@@ -802,12 +802,12 @@ class ControlServer:
         return f"Starting codon {data.codon_id}", {"codonId": data.codon_id}
 
     async def _codon_skip(self, client: _Client, message: Any) -> tuple[str, Any]:
-        from hankweave.runtime.orchestrator import RuntimeError_
+        from hankweave.runtime.orchestrator import RuntimeCommandError
 
         runtime = self._runtime_or_refuse()
         current = runtime.codon_in_progress()
         if not runtime.skip():
-            raise RuntimeError_("No running codon to skip")
+            raise RuntimeCommandError("No running codon to skip")
         codon_id = current[0] if current else None
         return f"Skipping codon {codon_id}", {"codonId": codon_id}
 
