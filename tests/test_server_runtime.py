@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from hankweave.runtime.orchestrator import RuntimeCommandError
+from hankweave.runtime.errors import RuntimeCommandError
 from hankweave.server import is_loopback, serve_runtime
 from hankweave.state.lock import read_lock
 from hankweave.testing.fake_harness import use_script

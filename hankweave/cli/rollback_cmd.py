@@ -28,7 +28,8 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
     from hankweave.config.errors import ConfigError
     from hankweave.config.settings import resolve_settings
     from hankweave.registry import get_registry
-    from hankweave.runtime.orchestrator import RuntimeCommandError, rollback_offline
+    from hankweave.runtime.errors import RuntimeCommandError
+    from hankweave.runtime.orchestrator import rollback_offline
     from hankweave.state.boot import take_ownership
     from hankweave.state.lock import LockError
 

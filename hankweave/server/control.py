@@ -610,7 +610,7 @@ class ControlServer:
                 self._refuse(client, refusal[0], refusal[1], command=kind, command_id=command_id)
                 return
             log.info("client %s (%s): %s", client.id, client.address, kind)
-        from hankweave.runtime.orchestrator import RuntimeCommandError
+        from hankweave.runtime.errors import RuntimeCommandError
 
         try:
             text, result = await self._handlers[kind](client, message)
@@ -759,7 +759,7 @@ class ControlServer:
     # ----- command handlers: each returns (acknowledgement text, result or None) -----
 
     def _runtime_or_refuse(self) -> Runtime:
-        from hankweave.runtime.orchestrator import RuntimeCommandError
+        from hankweave.runtime.errors import RuntimeCommandError
 
         if self._runtime is None:
             raise RuntimeCommandError("This server has no runtime")
@@ -802,7 +802,7 @@ class ControlServer:
         return f"Starting codon {data.codon_id}", {"codonId": data.codon_id}
 
     async def _codon_skip(self, client: _Client, message: Any) -> tuple[str, Any]:
-        from hankweave.runtime.orchestrator import RuntimeCommandError
+        from hankweave.runtime.errors import RuntimeCommandError
 
         runtime = self._runtime_or_refuse()
         current = runtime.codon_in_progress()
