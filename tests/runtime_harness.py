@@ -113,8 +113,9 @@ class Project:
 
     def request(self, events: list[dict[str, Any]], notices: list[str],
                 **options: Any) -> LaunchRequest:
+        options = {"headless": True, **options}
         return LaunchRequest(hank=str(self.hank_dir), data=str(self.data),
-                             execution=str(self.exec_dir), headless=True, cwd=self.root,
+                             execution=str(self.exec_dir), cwd=self.root,
                              env=self.env, on_event=events.append, notify=notices.append,
                              **options)
 

@@ -287,3 +287,32 @@ def test_a_run_ceiling_counts_what_earlier_runs_spent(project):
     assert second.code == 1  # $0.03 before + $0.03 now: nothing is left for c
     assert second.statuses() == [("b", "completed")]
     assert second.state.runs[0].status == "failed"
+
+
+def test_an_attended_run_waits_after_a_retriable_failure_and_a_client_retries(project):
+    project.write_hank([codon("a"), codon("b")])
+    parked = []
+
+    async def retry_when_parked(runtime):
+        await wait_for_status(runtime, "a", "failed")
+        while not runtime.waiting_for_command:
+            await asyncio.sleep(0.005)
+        parked.append(True)
+        runtime.start_codon("a")
+
+    outcome = project.run_controlled(
+        retry_when_parked, {"a": [{"result": "error", "errorText": "API Error: 529 overloaded"},
+                                  {"messages": 1}]},
+        headless=False)
+    assert parked == [True]
+    assert outcome.code == 0
+    assert outcome.statuses() == [("a", "failed"), ("a", "completed"), ("b", "completed")]
+    idle = [d["message"] for d in outcome.of_type("server.idle")]
+    assert any("retriable" in message and "ctl" in message for message in idle)
+
+
+def test_an_unattended_run_ends_after_a_retriable_failure(project):
+    project.write_hank([codon("a"), codon("b")])
+    outcome = project.run({"a": {"result": "error", "errorText": "API Error: 529 overloaded"}})
+    assert outcome.code == 1
+    assert outcome.state.runs[0].status == "failed"

@@ -162,6 +162,8 @@ class LiveView:
                 f"  checkpoint {_short(sha)}"))
         if kind == "error":
             self.console.print(Text(f"error: {data.get('message')}", style="red"))
+        elif kind == "server.idle":
+            self.console.print(Text(str(data.get("message", "")), style="yellow"))
         self._live.update(self._render())
 
     def _render(self) -> Group:

@@ -320,12 +320,10 @@ class Runtime:
                     await self._end_run(failed=True)
                     await self.shutdown(CODON_FAILURE)
                     break
-                stopped = await self._run_with_policy(next_id, skip_rig=skip_rig)
-                if self._shutdown_reason is None and stopped:
-                    # A client stopped the codon: wait for its decision (next, redo, rollback).
-                    self.emit("server.idle", {"reason": "codon-completed",
-                                              "message": f"Codon {next_id} was force stopped;"
-                                                         " waiting for a command"})
+                parked = await self._run_with_policy(next_id, skip_rig=skip_rig)
+                if self._shutdown_reason is None and parked is not None:
+                    # Wait for a client's decision (start, redo, rollback, shutdown).
+                    self.emit("server.idle", {"reason": "codon-completed", "message": parked})
                     request = await self._wait_for_start()
                 elif self._shutdown_reason is None and not self.config.autostart:
                     self.emit("server.idle", {"reason": "codon-completed",
@@ -355,18 +353,22 @@ class Runtime:
         """
         self._commands.put_nowait(("start", None))
 
-    async def _run_with_policy(self, codon_id: str, *, skip_rig: bool = False) -> bool:
-        """Run a codon and apply its failure policy; True when a client force-stopped it."""
+    async def _run_with_policy(self, codon_id: str, *, skip_rig: bool = False) -> str | None:
+        """Run a codon and apply its failure policy.
+
+        Returns why the run is parked waiting for a command (a client force-stopped the codon,
+        or it failed retriably in an attended run), or None when the drive loop goes on.
+        """
         while True:
             result = await self.run_codon(codon_id, skip_rig=skip_rig)
             force_stopped, self._force_stop_reason = self._force_stop_reason is not None, None
             if force_stopped and result.status == "failed" and self._shutdown_reason is None:
                 # Neither retried nor fatal: the client that stopped it decides what is next.
                 self._retries.pop(codon_id, None)
-                return True
+                return f"Codon {codon_id} was force stopped; waiting for a command"
             if result.status != "failed" or self._shutdown_reason is not None:
                 self._retries.pop(codon_id, None)
-                return False
+                return None
             codon = self._config_for(codon_id)
             attempts = self._retries.get(codon_id, 0)
             retry = codon.retry_config
@@ -386,18 +388,22 @@ class Runtime:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), delay / 1000)
                 if self._shutdown_reason is not None:
-                    return False  # stopped during the wait: the failed attempt stands
+                    return None  # stopped during the wait: the failed attempt stands
                 skip_rig = False
                 continue
             if action == "continue":
                 self.emit("info", {"message": f"Codon {codon_id} failed, continuing"
                                               " (onFailure=ignore)"})
                 await self._expand_plan(codon_id, "failed-ignored", False, False)
-                return False
-            # shutdown (and stay-active, which only a live client could resolve)
+                return None
+            if action == "stay-active":
+                # An attended run keeps its server up so a person can retry the codon.
+                return (f"Codon {codon_id} failed with a retriable error; retry it with"
+                        f" `hankweave ctl -e {self.execution_dir} start {codon_id}`, roll back,"
+                        " or stop with Ctrl-C")
             await self._end_run(failed=True)
             await self.shutdown(CODON_FAILURE)
-            return False
+            return None
 
     # ----- one codon -----
 
