@@ -172,3 +172,13 @@ def test_the_headless_log_reports_starts_and_ends(project):
     assert any(line.startswith("[hankweave] codon beta skipped") for line in lines)
     assert any(line.startswith("[hankweave] codon gamma failed") for line in lines)
     assert any("failed, continuing (onFailure=ignore)" in line for line in lines)
+
+
+def test_a_state_snapshot_lists_at_most_the_newest_finished_codons(project, monkeypatch):
+    from hankweave.runtime import orchestrator
+
+    monkeypatch.setattr(orchestrator, "SNAPSHOT_COMPLETED_LIMIT", 2)
+    project.write_hank([codon("a"), codon("b"), codon("c")])
+    outcome = project.run()
+    last = outcome.of_type("state.snapshot")[-1]
+    assert [c["codonId"] for c in last["completedCodons"]] == ["c", "b"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import random
@@ -95,6 +96,8 @@ CODON_FAILURE = "codon failure"
 CLIENT_REQUEST = "client request"
 """The shutdown reason of ``server.shutdown``: exit 0, as in the original (docs/websocket.md)."""
 SIGNAL_EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
+SNAPSHOT_COMPLETED_LIMIT = 100
+"""How many finished codons a ``state.snapshot`` event lists (newest first)."""
 """A run stopped by a signal exits 128 + the signal number, as shells expect (docs/cli.md)."""
 
 
@@ -767,12 +770,16 @@ class Runtime:
         thread = self.thread()
         current = next((t.codon for t in thread.codons
                         if not is_terminal_status(t.codon.status)), None)
+        # The newest finished codons only: a snapshot after every codon listing all of them
+        # would make a long loop's journal grow with the square of its length.
+        finished = itertools.islice(
+            (t.codon for t in thread.codons if is_terminal_status(t.codon.status)),
+            SNAPSHOT_COMPLETED_LIMIT)
         self.emit("state.snapshot", {
             "currentCodon": current.model_dump(mode="json", by_alias=True, exclude_none=True)
             if current else None,
-            "completedCodons": [t.codon.model_dump(mode="json", by_alias=True,
-                                                   exclude_none=True)
-                                for t in thread.codons if is_terminal_status(t.codon.status)],
+            "completedCodons": [codon.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                for codon in finished],
             "fileTree": [], "totalCost": total_cost(self.state),
             "totalTime": int((time.monotonic() - self.started_at) * 1000),
             "isRollingBack": False})
