@@ -12,6 +12,7 @@ from hankweave_checkpoint_git import GitCheckpointStore
 
 from hankweave.state.store import load_state
 from hankweave.state.types import HankweaveState
+from hankweave.testing.outcomes import codon_outcomes
 from integration.conftest import codon
 
 FILES = ["**"]
@@ -35,24 +36,7 @@ def state_of(exec_dir: Path) -> HankweaveState:
     return load_state(exec_dir / ".hankweave")[0]
 
 
-def facts(state: HankweaveState) -> dict[str, dict[str, Any]]:
-    """What replay must reproduce, for the newest record of each codon."""
-    out: dict[str, dict[str, Any]] = {}
-    for run in reversed(state.runs):
-        for record in run.codons:
-            reason = getattr(record, "failure_reason", None)
-            tokens = getattr(record, "final_tokens", None) or getattr(
-                record, "partial_tokens", None)
-            out[record.codon_id] = {
-                "status": record.status,
-                "cost": getattr(record, "final_cost", None) or getattr(
-                    record, "partial_cost", None),
-                "tokens": tokens.model_dump() if tokens is not None else None,
-                "messages": getattr(record, "assistant_message_count", None),
-                "session": getattr(record, "claude_session_id", None),
-                "failure": (reason.type, reason.message) if reason else None,
-            }
-    return out
+facts = codon_outcomes  # the same facts for a recording and its replay
 
 
 def work_tree(exec_dir: Path) -> dict[str, bytes]:

@@ -20,6 +20,7 @@ from hankweave.state.store import load_state
 from hankweave.state.types import HankweaveState
 from hankweave.testing.fake_harness import use_script
 from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
+from hankweave.testing.outcomes import codon_outcomes
 
 PLUGINS = "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints,hankweave_replay"
 
@@ -70,25 +71,7 @@ def work_tree(exec_dir: Path) -> dict[str, bytes]:
     return files
 
 
-def facts(state: HankweaveState) -> dict[str, dict[str, Any]]:
-    """What replay must reproduce, for the newest record of each codon."""
-    out: dict[str, dict[str, Any]] = {}
-    for run in reversed(state.runs):
-        for record in run.codons:
-            reason = getattr(record, "failure_reason", None)
-            tokens = getattr(record, "final_tokens", None) or getattr(
-                record, "partial_tokens", None)
-            out[record.codon_id] = {
-                "status": record.status,
-                "cost": getattr(record, "final_cost", None) or getattr(
-                    record, "partial_cost", None),
-                "tokens": tokens.model_dump() if tokens is not None else None,
-                "messages": getattr(record, "assistant_message_count", None),
-                "session": getattr(record, "claude_session_id", None),
-                "failure": (reason.type, reason.message, reason.retriable) if reason else None,
-                "extensions": getattr(record, "extension_count", None),
-            }
-    return out
+facts = codon_outcomes  # the same facts for a recording and its replay
 
 
 def checkpoint_files(exec_dir: Path, checkpoint_id: str, target: Path) -> dict[str, bytes]:
