@@ -50,7 +50,7 @@ def environment(root: Path) -> dict[str, str]:
 def record(root: Path, hank_dir: Path, data: Path) -> Path:
     from hankweave_replay import export_recording
 
-    from hankweave.runtime.launch import LaunchRequest, launch
+    from hankweave.app.launch import LaunchRequest, launch
 
     env = environment(root)
     code = launch(LaunchRequest(hank=str(hank_dir), data=str(data),
@@ -68,7 +68,7 @@ def log_lines(execution_dir: Path) -> int:
 
 
 def replay(root: Path, source: Path) -> tuple[float, int, int]:
-    from hankweave.runtime.launch import LaunchRequest, launch
+    from hankweave.app.launch import LaunchRequest, launch
 
     env = environment(root)
     target = root / "replayed"

@@ -43,7 +43,7 @@ def build_project(root: Path, codons: int, messages: int) -> tuple[Path, Path]:
 
 
 def run_hank(root: Path, hank_dir: Path, data: Path) -> tuple[float, list[float], int]:
-    from hankweave.runtime.launch import LaunchRequest, launch
+    from hankweave.app.launch import LaunchRequest, launch
 
     starts: dict[str, float] = {}
     walls: list[float] = []

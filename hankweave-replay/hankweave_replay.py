@@ -54,13 +54,19 @@ import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from hankweave import __version__ as hankweave_version
-from hankweave import hookimpl
-from hankweave.harness import REPLAY_HARNESS, CodonRequest, Recording, RecordingHarness
+from hankweave.api import (
+    REPLAY_HARNESS,
+    AttemptContext,
+    CodonRequest,
+    Harness,
+    base_codon_id,
+    error_result,
+    hookimpl,
+)
+from hankweave.api import __version__ as hankweave_version
 
 if TYPE_CHECKING:
-    from hankweave.checkpoints import CheckpointStore
-    from hankweave.state.types import CodonExecution, HankweaveState
+    from hankweave.api import CheckpointStore, CodonExecution, HankweaveState
 
 __all__ = [
     "FORMAT",
@@ -336,10 +342,7 @@ def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str]
     opening an execution directory for replay stages it into a temporary directory first.
     ``exclude`` names files never to copy (the archive being written).
     """
-    from hankweave.execution.layout import ExecutionLayout
-    from hankweave.fsutil import utc_now_iso
-    from hankweave.state.thread import analyze_execution_thread
-    from hankweave.state.types import dump_state
+    from hankweave.api import ExecutionLayout, analyze_execution_thread, dump_state, utc_now_iso
 
     layout = ExecutionLayout(Path(execution_dir))
     hw = layout.hankweave_dir
@@ -384,8 +387,7 @@ def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str]
 
 
 def _refuse_live_runtime(hankweave_dir: Path) -> None:
-    from hankweave.cli.cleanup_cmd import live_runtime_lock
-    from hankweave.state.lock import LockCorruptError
+    from hankweave.api import LockCorruptError, live_runtime_lock
 
     try:
         holder = live_runtime_lock(hankweave_dir)
@@ -398,7 +400,7 @@ def _refuse_live_runtime(hankweave_dir: Path) -> None:
 
 
 def _read_state(hankweave_dir: Path) -> HankweaveState:
-    from hankweave.state.store import StateLoadError, read_state_strict
+    from hankweave.api import StateLoadError, read_state_strict
 
     try:
         state, _ = read_state_strict(hankweave_dir)
@@ -411,7 +413,7 @@ def _read_state(hankweave_dir: Path) -> HankweaveState:
 
 
 def _read_meta(layout: Any) -> tuple[dict[str, Any], Path]:
-    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+    from hankweave.api import ExecutionMetaError, load_execution_meta
 
     try:
         meta = load_execution_meta(layout.meta_file)
@@ -429,9 +431,7 @@ def _read_meta(layout: Any) -> tuple[dict[str, Any], Path]:
 
 def _backend_name(hank_file: Path, env: Mapping[str, str], cwd: Path) -> str:
     """The checkpoint backend, chosen as the runtime chooses it (settings, default ``git``)."""
-    from hankweave.config.errors import ConfigError
-    from hankweave.config.hank import load_hank
-    from hankweave.config.settings import resolve_settings
+    from hankweave.api import ConfigError, load_hank, resolve_settings
 
     try:
         hank = load_hank(hank_file)
@@ -564,7 +564,7 @@ def _covered_records(state: HankweaveState) -> list[tuple[str, CodonExecution]]:
     newest attempt only: every attempt of a codon in one run writes the same log file, so
     earlier attempts' logs no longer exist.
     """
-    from hankweave.state.thread import analyze_execution_thread
+    from hankweave.api import analyze_execution_thread
 
     newest: dict[str, tuple[str, CodonExecution]] = {}
     for item in reversed(analyze_execution_thread(state).codons):  # oldest first
@@ -576,9 +576,13 @@ def _covered_records(state: HankweaveState) -> list[tuple[str, CodonExecution]]:
 def _stage_codons(staging: _Staging, layout: Any, state: HankweaveState,
                   chosen: list[tuple[str, CodonExecution]], backend_name: str,
                   env: Mapping[str, str]) -> list[RecordedCodon]:
-    from hankweave.checkpoints import CheckpointError, CheckpointNotFoundError
-    from hankweave.execution.layout import codon_log_name
-    from hankweave.runtime.planner import checkpoint_patterns_through
+    from hankweave.api import (
+        CheckpointError,
+        CheckpointNotFoundError,
+        checkpoint_patterns_through,
+        codon_log_name,
+        end_checkpoint,
+    )
 
     codons: list[RecordedCodon] = []
     store: CheckpointStore | None = None
@@ -593,7 +597,7 @@ def _stage_codons(staging: _Staging, layout: Any, state: HankweaveState,
                 else:
                     staging.notes.append(f"the log of codon {record.codon_id} (run {run_id}) is"
                                          " missing from the execution directory")
-            snapshot = _end_checkpoint(record)
+            snapshot = end_checkpoint(record)
             if snapshot is not None and not (staging.root / SNAPSHOTS_DIR / snapshot).exists():
                 if store is None:
                     store = _open_store(backend_name, layout.path, env)
@@ -640,19 +644,8 @@ def _recorded_log(execution_dir: Path, recorded: str | None) -> Path | None:
     return path
 
 
-def _end_checkpoint(record: CodonExecution) -> str | None:
-    for attr in ("completion_checkpoint", "error_checkpoint", "skip_checkpoint"):
-        value = getattr(record, attr, None)
-        # "none" and "orphan" are placeholders the runtime writes when no checkpoint was made.
-        if value and value not in ("none", "orphan"):
-            return str(value)
-    return None
-
-
 def _open_store(name: str, execution_dir: Path, env: Mapping[str, str]) -> CheckpointStore:
-    from hankweave.checkpoints import CheckpointError
-    from hankweave.plugins import make_plugin_manager
-    from hankweave.registry import Registry, get_registry
+    from hankweave.api import CheckpointError, Registry, get_registry, make_plugin_manager
 
     registry = get_registry() if dict(env) == dict(os.environ) else Registry(
         make_plugin_manager(env=env))
@@ -706,7 +699,7 @@ def _neutral_meta(meta: Mapping[str, Any], hank_member: str, data_member: str | 
 def _write_archive(root: Path, output: Path, created_at: str) -> None:
     """A gzipped tar of ``root``: sorted members, neutral owners, one mtime, so exporting the
     same execution twice gives the same bytes."""
-    from hankweave.fsutil import parse_iso
+    from hankweave.api import parse_iso
 
     mtime = int(parse_iso(created_at).timestamp())
     with open(output, "wb") as raw, \
@@ -842,7 +835,7 @@ class _Player:
     def playback_for(self, codon_id: str) -> _Playback | None:
         found = self.codons.get(codon_id)
         if found is None and "#" in codon_id:
-            base = self.codons.get(codon_id.split("#", 1)[0])
+            base = self.codons.get(base_codon_id(codon_id))
             if base is not None:
                 # A loop codon recorded under its base id: every iteration plays it afresh.
                 found = self.codons.setdefault(codon_id, _Playback(
@@ -852,9 +845,20 @@ class _Player:
 
 
 @dataclass
-class ReplayRecording(Recording):
-    """A recording opened for replay (see :meth:`ReplayHarness.open_recording`)."""
+class ReplayRecording:
+    """A recording opened for replay (see :meth:`ReplayHarness.open_recording`): what
+    ``hankweave run --replay`` plays (the kernel's ``Playback``)."""
 
+    hank_path: Path
+    """The recorded hank file (inside the recording)."""
+    data_path: Path | None
+    """The data source to link into the new execution (None: an empty one is used)."""
+    harness: type[Harness]
+    """The harness class, bound to this recording, that plays its codons."""
+    logs: Mapping[str, Path] = field(default_factory=dict)
+    """Recorded codon logs by runtime codon id."""
+    warnings: list[str] = field(default_factory=list)
+    """Things the user should know (torn lines, unknown records, a missing data snapshot)."""
     complete: bool = True
     """Whether the recorded execution had finished its plan."""
     reached: tuple[str, ...] = ()
@@ -873,7 +877,7 @@ class ReplayRecording(Recording):
         one it reached are not missing: the replay stops where the recording did.
         """
         def known(codon_id: str, names: Any) -> bool:
-            return codon_id in names or codon_id.split("#", 1)[0] in names
+            return codon_id in names or base_codon_id(codon_id) in names
 
         last = len(codon_ids) - 1
         if not self.complete:
@@ -891,7 +895,7 @@ class ReplayRecording(Recording):
 
 def _open_unpacked(root: Path, *, harness: type[ReplayHarness], speed: str,
                    max_delay_ms: int, cleanup: Path | None) -> ReplayRecording:
-    from hankweave.codonlog import LogReadReport, UnknownRecord, read_log
+    from hankweave.api import LogReadReport, UnknownRecord, read_log
 
     manifest = read_manifest(root)
     hank_path = root / manifest.hank
@@ -952,7 +956,7 @@ def _open_unpacked(root: Path, *, harness: type[ReplayHarness], speed: str,
 # ----- the harness ------------------------------------------------------------------------------
 
 
-class ReplayHarness(RecordingHarness):
+class ReplayHarness(Harness):
     """Plays recorded codon logs, and the recorded workspace effects, instead of an agent.
 
     The class registered as ``replay`` holds no recording; :meth:`open_recording` returns a
@@ -965,7 +969,7 @@ class ReplayHarness(RecordingHarness):
 
     @classmethod
     def open_recording(cls, source: Path, *, speed: str = "instant",
-                       max_delay_ms: int | None = None) -> Recording:
+                       max_delay_ms: int | None = None) -> ReplayRecording:
         """Open an exported archive, an unpacked recording or an execution directory.
 
         An execution directory is staged into a temporary recording first (the export code),
@@ -998,7 +1002,8 @@ class ReplayHarness(RecordingHarness):
             shutil.rmtree(scratch, ignore_errors=True)
             raise
 
-    async def run_codon(self, request: CodonRequest) -> AsyncIterator[dict[str, Any]]:
+    async def run_codon(self, request: CodonRequest, context: AttemptContext
+                        ) -> AsyncIterator[dict[str, Any]]:
         """Stream the codon's recorded records; apply its workspace effects before the last
         ``result`` record (or at the end of a log that has none)."""
         player = type(self).player
@@ -1034,18 +1039,17 @@ def _no_recording(codon_id: str, player: _Player | None) -> dict[str, Any]:
     if player is None:
         text = ("The replay harness only plays recordings: run with --replay SOURCE or"
                 " hankweave replay SOURCE")
-    elif codon_id in player.agentless or codon_id.split("#", 1)[0] in player.agentless:
+    elif codon_id in player.agentless or base_codon_id(codon_id) in player.agentless:
         text = (f"Replay: codon {codon_id} ended before its agent started in the recorded run,"
                 " so the recording has no agent log to play")
     else:
         text = (f"Replay: the recording has no log for codon {codon_id} (the recorded run never"
                 " reached it); replay never calls a live provider")
-    return {"type": "result", "subtype": "error", "is_error": True, "result": text,
-            "num_turns": 0, "duration_ms": 0, "duration_api_ms": 0}
+    return error_result(text).to_dict()
 
 
 def _gap_ms(previous: Mapping[str, Any], record: Mapping[str, Any], cap_ms: int) -> float:
-    from hankweave.fsutil import parse_iso
+    from hankweave.api import parse_iso
 
     try:
         gap = (parse_iso(record["timestamp"]) - parse_iso(previous["timestamp"]))
@@ -1075,7 +1079,7 @@ def apply_snapshot(snapshot: Path, patterns: Sequence[str], work_dir: Path) -> N
     select (the agent's scratch, rig copies no checkpoint covers) are left alone, as a
     checkpoint restore leaves them.
     """
-    from hankweave.workspace import resolve_patterns
+    from hankweave.api import resolve_patterns
 
     work_dir = Path(work_dir)
     wanted = sorted(_snapshot_files(snapshot))
@@ -1173,7 +1177,7 @@ def export_command(execution_dir: Path, output: Path | None, backend: str | None
     Secrets are left out or replaced with [REDACTED]. Replay it with
     `hankweave replay FILE`.
     """
-    from hankweave.cli.errors import CLIError
+    from hankweave.api import CLIError
 
     try:
         result = export_recording(execution_dir, output, backend=backend)

@@ -33,7 +33,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -283,15 +283,3 @@ def _empty_directory(root: Path) -> None:
                     shutil.rmtree(entry.path)
                 else:
                     os.unlink(entry.path)
-
-
-def referenced_checkpoint_ids(records: Iterable[object]) -> frozenset[str]:
-    """Every checkpoint id a list of codon records refers to (for retention policies)."""
-    ids: set[str] = set()
-    for record in records:
-        for attr in ("rig_setup_checkpoint", "completion_checkpoint", "error_checkpoint",
-                     "skip_checkpoint"):
-            value = getattr(record, attr, None)
-            if value:
-                ids.add(value)
-    return frozenset(ids)

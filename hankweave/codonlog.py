@@ -35,7 +35,8 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+import secrets
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
@@ -95,12 +96,26 @@ __all__ = [
     "Usage",
     "UserMessage",
     "UserRecord",
+    "assistant_record",
+    "assistant_text",
+    "assistant_tool_use",
     "catalogue_price",
+    "compact_boundary_record",
+    "error_result",
     "final_cost_of",
+    "init_record",
+    "new_message_id",
+    "new_tool_use_id",
     "parse_record",
     "read_log",
+    "result_record",
     "summarize_log",
+    "text_block",
+    "thinking_block",
+    "tool_result_record",
+    "tool_use_block",
     "usage_from",
+    "usage_of",
 ]
 
 log = logging.getLogger(__name__)
@@ -527,6 +542,144 @@ def parse_record(obj: Mapping[str, Any]) -> AnyRecord | UnknownRecord:
             f"{'.'.join(str(p) for p in error['loc'][1:]) or '<record>'}: {error['msg']}"
             for error in exc.errors()[:3])
         return UnknownRecord(data, f"invalid {kind!r} record: {problems}")
+
+
+# ----- building records (what a harness yields) -----
+#
+# Harnesses build their records with these rather than by hand, so every harness writes the
+# shapes the parser, replay and the original's readers expect.  Each returns the record's
+# model; the runtime writes it (stamped with a ``timestamp``) and parses it back.
+
+
+def new_message_id() -> str:
+    """A provider-style assistant message id (``msg_…``)."""
+    return f"msg_{secrets.token_hex(12)}"
+
+
+def new_tool_use_id() -> str:
+    """A provider-style tool-use id (``toolu_…``)."""
+    return f"toolu_{secrets.token_hex(12)}"
+
+
+def usage_of(tokens: TokenUsage) -> Usage:
+    """``usage`` in the SDK's shape for a :class:`TokenUsage`."""
+    return Usage(input_tokens=tokens.input_tokens, output_tokens=tokens.output_tokens,
+                 cache_creation_input_tokens=tokens.cache_creation_tokens,
+                 cache_read_input_tokens=tokens.cache_read_tokens)
+
+
+def init_record(session_id: str, *, cwd: str | os.PathLike[str] | None = None,
+                tools: Sequence[str] = (), model: str | None = None,
+                permission_mode: str = "bypassPermissions", api_key_source: str = "none",
+                **extra: Any) -> InitRecord:
+    """``system``/``init``: the session is established (the codon moves to ``running``)."""
+    fields: dict[str, Any] = {"type": "system", "subtype": "init", "session_id": session_id}
+    if cwd is not None:
+        fields["cwd"] = os.fspath(cwd)
+    fields.update(tools=list(tools), mcp_servers=[], model=model, permissionMode=permission_mode,
+                  apiKeySource=api_key_source, **extra)
+    return InitRecord.model_validate({k: v for k, v in fields.items() if v is not None})
+
+
+def text_block(text: str) -> TextBlock:
+    return TextBlock(type="text", text=text)
+
+
+def thinking_block(thinking: str) -> ThinkingBlock:
+    return ThinkingBlock(type="thinking", thinking=thinking)
+
+
+def tool_use_block(name: str, tool_input: Any, *, tool_use_id: str | None = None
+                   ) -> ToolUseBlock:
+    return ToolUseBlock(type="tool_use", id=tool_use_id or new_tool_use_id(), name=name,
+                        input=tool_input)
+
+
+def assistant_record(content: Sequence[TextBlock | ThinkingBlock | ToolUseBlock | OtherBlock],
+                     *, model: str | None = None, usage: TokenUsage | None = None,
+                     message_id: str | None = None, stop_reason: str | None = None,
+                     session_id: str | None = None) -> AssistantRecord:
+    """An ``assistant`` message with these content blocks; ``usage`` None means the provider
+    reported none (the parser then counts the message's cost as unknown, not zero)."""
+    message: dict[str, Any] = {"id": message_id or new_message_id(), "type": "message",
+                               "role": "assistant", "model": model,
+                               "content": [block.to_dict() for block in content],
+                               "stop_reason": stop_reason}
+    if usage is not None:
+        message["usage"] = usage_of(usage).to_dict()
+    record: dict[str, Any] = {"type": "assistant",
+                              "message": {k: v for k, v in message.items() if v is not None}}
+    if session_id is not None:
+        record["session_id"] = session_id
+    return AssistantRecord.model_validate(record)
+
+
+def assistant_text(text: str, **fields: Any) -> AssistantRecord:
+    """An ``assistant`` message of one text block (``stop_reason`` ``end_turn``)."""
+    fields.setdefault("stop_reason", "end_turn")
+    return assistant_record([text_block(text)], **fields)
+
+
+def assistant_tool_use(name: str, tool_input: Any, *, tool_use_id: str | None = None,
+                       **fields: Any) -> AssistantRecord:
+    """An ``assistant`` message of one ``tool_use`` block (``stop_reason`` ``tool_use``)."""
+    fields.setdefault("stop_reason", "tool_use")
+    return assistant_record([tool_use_block(name, tool_input, tool_use_id=tool_use_id)],
+                            **fields)
+
+
+def tool_result_record(tool_use_id: str, content: str | Sequence[Mapping[str, Any]], *,
+                       is_error: bool = False) -> UserRecord:
+    """A ``user`` message carrying one tool's result (text, or a list of content items)."""
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id,
+                             "content": content if isinstance(content, str) else list(content)}
+    if is_error:
+        block["is_error"] = True
+    return UserRecord.model_validate(
+        {"type": "user", "message": {"role": "user", "content": [block]}})
+
+
+def compact_boundary_record(session_id: str, *, trigger: Literal["auto", "manual"] = "auto",
+                            pre_tokens: int | None = None) -> CompactBoundaryRecord:
+    """``system``/``compact_boundary``: the conversation was compacted (``auto``: the context
+    filled up, which counts as context exceeded)."""
+    metadata: dict[str, Any] = {"trigger": trigger}
+    if pre_tokens is not None:
+        metadata["pre_tokens"] = pre_tokens
+    return CompactBoundaryRecord.model_validate(
+        {"type": "system", "subtype": "compact_boundary", "session_id": session_id,
+         "compact_metadata": metadata})
+
+
+def result_record(*, session_id: str | None = None, success: bool = True, text: str = "",
+                  usage: TokenUsage | None = None, total_cost_usd: float | None = None,
+                  num_turns: int = 0, duration_ms: int = 0, is_error: bool | None = None,
+                  subtype: str | None = None, **extra: Any) -> ResultRecord:
+    """The ``result`` that ends a pass.
+
+    A success has subtype ``success``; a failure subtype ``error`` (or ``subtype``) and
+    ``is_error``, with ``text`` the error message.  ``is_error=True`` on a success makes the
+    "disguised error" some SDK paths write.  ``total_cost_usd`` None means the harness does not
+    know the cost (the runtime then prices ``usage`` itself).
+    """
+    fields: dict[str, Any] = {
+        "type": "result", "subtype": subtype or ("success" if success else "error"),
+        "is_error": (not success) if is_error is None else is_error,
+        "duration_ms": duration_ms, "duration_api_ms": duration_ms, "num_turns": num_turns,
+        "result": text}
+    if session_id is not None:
+        fields["session_id"] = session_id
+    if total_cost_usd is not None:
+        fields["total_cost_usd"] = total_cost_usd
+    if usage is not None:
+        fields["usage"] = usage_of(usage).to_dict()
+    fields.update(extra)
+    return ResultRecord.model_validate(fields)
+
+
+def error_result(text: str, *, session_id: str | None = None, **fields: Any) -> ResultRecord:
+    """An error ``result`` carrying ``text`` (what the failure is classified from)."""
+    return result_record(session_id=session_id, success=False, text=text, **fields)
 
 
 # ----- usage and cost -----

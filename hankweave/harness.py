@@ -1,22 +1,46 @@
-"""The harness interface: what runs one codon's agent.
+"""The harness contract: what runs one codon's agent, and what the kernel gives it to do so.
 
 A harness takes a codon's prompt, model and workspace, drives an LLM agent there, and streams
-the agent's messages back as codon-log records.  Harnesses are plugins
-(``register_harnesses``); the kernel picks one per codon with the ``select_harness`` decision
-hook and then calls it directly.  The kernel ships none: ``claude`` comes from
-``hankweave-harness-claude``, ``pi`` from ``hankweave-harness-pi``.
+the agent's messages back as codon-log records.  Harnesses are plugins (``register_harnesses``);
+the kernel picks one per codon with the ``select_harness`` decision hook and then calls it
+directly.  The kernel ships none: ``claude`` comes from ``hankweave-harness-claude``, ``pi``
+from ``hankweave-harness-pi``, ``replay`` from ``hankweave-replay``.
+
+One attempt of a codon, as the runtime drives it (``docs/harnesses.md`` has the whole story):
+
+1. the runtime builds one instance of the harness class with the harness's validated
+   :attr:`Harness.Config` (the ``harnesses.<name>`` settings section);
+2. it calls :meth:`Harness.run_codon` with a :class:`CodonRequest` (what to run) and an
+   :class:`AttemptContext` (where to keep things, and the kernel callbacks), and writes every
+   record the iterator yields to the codon log;
+3. for each extension (``exhaustWithPrompt``) it calls :meth:`~Harness.run_codon` again on the
+   same instance, with ``request.extension`` set and the session to resume;
+4. it calls :meth:`Harness.aclose` once, bounded by :attr:`Harness.close_timeout_s`; past that,
+   every process the harness reported is killed.
+
+To stop a codon (skip, stop, budget, idle timeout) the runtime cancels the iteration; the
+harness ends its agent before the iterator finishes closing.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping, Sequence
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeAlias
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 if TYPE_CHECKING:
+    from hankweave.codonlog import LogModel
     from hankweave.models import ModelEntry
+
+CodonLogRecord: TypeAlias = "Mapping[str, Any] | LogModel"
+"""What a harness yields: one codon-log record, as JSON data or a :mod:`hankweave.codonlog`
+model (the typed builders there make them)."""
 
 
 class HarnessSelectionError(LookupError):
@@ -27,12 +51,26 @@ class HarnessNotInstalledError(HarnessSelectionError):
     """A codon's model needs a harness that no installed plugin provides."""
 
 
+class HarnessConfig(BaseModel):
+    """Base of a harness's settings model (:attr:`Harness.Config`).
+
+    Strict (an unknown key is an error naming its JSON path), immutable, and camelCase in the
+    settings files (``harnesses.claude.maxTurns``), snake_case in Python.  Give every field a
+    default: a user who writes no section gets the defaults.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
+        use_attribute_docstrings=True)
+
+
 @dataclass(frozen=True)
 class CodonRequest:
-    """Everything a harness needs to run one codon attempt."""
+    """What one pass of a codon attempt runs."""
 
     prompt: str
-    """The user prompt, fully assembled (files read, templates expanded)."""
+    """The user prompt, fully assembled (files read, templates expanded); for an extension,
+    the extension prompt."""
     system_prompt: str | None
     """The system prompt to append to the harness's own, or None."""
     model: ModelEntry
@@ -40,21 +78,204 @@ class CodonRequest:
     work_dir: Path
     """The codon's workspace (the execution's ``agentRoot/``); the agent's tools stay inside."""
     session_id_to_resume: str | None = None
-    """The agent session to continue (``continue-previous`` codons), or None for a fresh one."""
+    """The agent session to continue (``continue-previous`` codons and every extension), or
+    None for a fresh one."""
     env: Mapping[str, str] = field(default_factory=dict)
     """Environment for the agent process: the runtime has already filtered and merged it."""
     codon_id: str = ""
     """The codon's runtime id (``review#1``), for logs and scripted harnesses."""
     run_id: str = ""
     """The run the attempt belongs to."""
+    codon_name: str = ""
+    """The codon's configured name, for display."""
+    extension: bool = False
+    """This pass extends the session of the previous pass (``exhaustWithPrompt``)."""
+
+
+@dataclass(frozen=True)
+class ToolDecision:
+    """The kernel's answer to :meth:`AttemptContext.authorize_tool`."""
+
+    allowed: bool
+    message: str = ""
+    """Why a call is denied, in words the agent is shown as the tool's error result."""
+    updated_input: Mapping[str, Any] | None = None
+    """The input to run the tool with instead of the agent's (None: as the agent asked)."""
+
+    @classmethod
+    def allow(cls, updated_input: Mapping[str, Any] | None = None) -> ToolDecision:
+        return cls(True, "", updated_input)
+
+    @classmethod
+    def deny(cls, message: str) -> ToolDecision:
+        return cls(False, message)
+
+
+@dataclass(frozen=True)
+class HumanReply:
+    """The kernel's answer to :meth:`AttemptContext.ask_human`."""
+
+    answer: str | None
+    """The human's answer, or None when no human can answer."""
+    message: str = ""
+    """When there is no answer: what the agent is told instead (its tool result)."""
+
+    @property
+    def available(self) -> bool:
+        return self.answer is not None
+
+    @classmethod
+    def answered(cls, answer: str) -> HumanReply:
+        return cls(answer)
+
+    @classmethod
+    def unavailable(cls, message: str) -> HumanReply:
+        return cls(None, message)
+
+
+NO_HUMAN_MESSAGE = ("No human is available to answer during this run. Continue on your own"
+                    " judgement and state the assumption you made.")
+
+
+class AttemptPolicy:
+    """Kernel-side decisions a harness asks for while an attempt runs.
+
+    This default allows every tool call and has no human to ask: a hank runs unattended, as in
+    the original.  The human-in-the-loop layer (approval rules, questions answered from the CLI
+    or a WebSocket client) replaces it through the runtime's configuration; harnesses only see
+    :meth:`AttemptContext.authorize_tool` and :meth:`AttemptContext.ask_human`.
+    """
+
+    async def authorize_tool(self, request: CodonRequest, name: str,
+                             tool_input: Mapping[str, Any]) -> ToolDecision:
+        """May the agent of ``request`` call tool ``name`` with ``tool_input``?"""
+        return ToolDecision.allow()
+
+    async def ask_human(self, request: CodonRequest, question: str,
+                        options: Sequence[str] | None) -> HumanReply:
+        """Put ``question`` (with its allowed answers, if any) to a human and wait."""
+        return HumanReply.unavailable(NO_HUMAN_MESSAGE)
+
+
+class StderrLog:
+    """A file next to the codon log that collects the agent's stderr (``<codon>-stderr.log``).
+
+    File-like enough for ``subprocess`` and ``asyncio.create_subprocess_exec`` (``fileno()``)
+    and for line callbacks (``write(text)``).  Created on first use, appended to by every pass
+    of the attempt, closed by the runtime after :meth:`Harness.aclose`.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[bytes] | None = None
+
+    def _open(self) -> IO[bytes]:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+        return self._file
+
+    def write(self, text: str | bytes) -> int:
+        """Append ``text`` (a line callback's line gets no newline added)."""
+        data = text.encode("utf-8", "replace") if isinstance(text, str) else text
+        return self._open().write(data)
+
+    def fileno(self) -> int:
+        return self._open().fileno()
+
+    def flush(self) -> None:
+        """Unbuffered: nothing to flush (kept for file-like callers)."""
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class AttemptContext:
+    """What the kernel gives a harness for one codon attempt, next to the :class:`CodonRequest`.
+
+    The runtime builds it; harnesses use it and never build one themselves (tests use
+    ``hankweave.testing.attempt_context``).
+    """
+
+    def __init__(
+        self,
+        *,
+        request: CodonRequest,
+        log_path: Path,
+        stderr_path: Path,
+        state_dir: Path,
+        on_process: Callable[[int], Awaitable[None]],
+        policy: AttemptPolicy | None = None,
+        idle_timeout_s: float | None = None,
+    ) -> None:
+        self.request = request
+        self.log_path = log_path
+        """The codon log.  The runtime writes it from the records the harness yields; a harness
+        must not write it itself."""
+        self.stderr = StderrLog(stderr_path)
+        self._state_dir = state_dir
+        self.idle_timeout_s = idle_timeout_s
+        """How long the runtime waits for the next record before it aborts the attempt (None:
+        forever).  For information: the runtime enforces it."""
+        self._on_process = on_process
+        self._policy = policy or AttemptPolicy()
+        self._pids: list[int] = []
+
+    @property
+    def log_dir(self) -> Path:
+        """The run's folder: the codon log and the stderr file live here."""
+        return self.log_path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        """This harness's own folder, ``.hankweave/harnesses/<name>/``, kept across runs and
+        resumes (the pi harness keeps its sessions there).  Created on first access."""
+        self._state_dir.mkdir(parents=True, exist_ok=True)
+        return self._state_dir
+
+    @property
+    def reported_pids(self) -> tuple[int, ...]:
+        """Every process :meth:`report_process` was told about, oldest first."""
+        return tuple(self._pids)
+
+    async def report_process(self, pid: int) -> None:
+        """Tell the kernel the agent now runs in process ``pid`` (a CLI the harness started).
+
+        State records it as the codon's ``claudePid`` before this returns, so a crashed run
+        can be cleaned up; the runtime kills it if :meth:`Harness.aclose` overruns.  An
+        in-process agent reports nothing: the record then names the runtime's own process.
+        """
+        if pid <= 0 or pid == os.getpid():
+            raise ValueError(f"report_process({pid}): not an agent process of its own")
+        self._pids.append(pid)
+        await self._on_process(pid)
+
+    async def authorize_tool(self, name: str, tool_input: Mapping[str, Any]) -> ToolDecision:
+        """Ask before the agent runs tool ``name``: the harness runs it only if allowed (with
+        ``updated_input`` when given), and otherwise returns the denial message to the agent
+        as the tool's error result.  The kernel default allows everything."""
+        return await self._policy.authorize_tool(self.request, name, tool_input)
+
+    async def ask_human(self, question: str, options: Sequence[str] | None = None
+                        ) -> HumanReply:
+        """Put the agent's question to a human (the ``ask_human`` tool a harness offers).
+
+        Returns the answer, or a reply that is not :attr:`~HumanReply.available` whose
+        ``message`` the harness gives the agent instead.  The kernel default has no human.
+        """
+        return await self._policy.ask_human(self.request, question, options)
 
 
 class Harness(abc.ABC):
     """Runs codons with one kind of agent.
 
-    Subclasses set :attr:`name` and :attr:`package` and implement :meth:`run_codon`; a plugin
-    registers the class (not an instance) from ``register_harnesses``.  The runtime creates
-    one instance per codon attempt, with no arguments.
+    Subclasses set :attr:`name` and :attr:`package`, implement :meth:`run_codon`, and may set
+    :attr:`Config`, :attr:`default_idle_timeout_s`, :attr:`supports_resume` and override
+    :meth:`aclose`.  A plugin registers the class (not an instance) from
+    ``register_harnesses``; the runtime creates one instance per codon attempt, extensions
+    included, with the validated ``harnesses.<name>`` settings.
     """
 
     name: ClassVar[str]
@@ -63,66 +284,41 @@ class Harness(abc.ABC):
     package: ClassVar[str]
     """The distribution that ships this harness (``hankweave-harness-claude``), for messages."""
 
+    Config: ClassVar[type[HarnessConfig]] = HarnessConfig
+    """The strict model of this harness's ``harnesses.<name>`` settings section (default: takes
+    no settings, so any key there is an error)."""
+
+    default_idle_timeout_s: ClassVar[int | None] = 180
+    """Seconds without a record before the runtime aborts the attempt, unless the codon's
+    ``shimIdleTimeout`` or the run's setting says otherwise (the original: claude 180, pi 120).
+    None: no idle timeout by default."""
+
+    supports_resume: ClassVar[bool] = True
+    """Whether :attr:`CodonRequest.session_id_to_resume` works: without it, ``continue-previous``
+    codons and extensions are refused before the agent starts."""
+
+    close_timeout_s: ClassVar[float] = 10.0
+    """How long the runtime waits for :meth:`aclose` (and for a cancelled iteration to finish)
+    before it kills the processes the harness reported."""
+
+    def __init__(self, config: HarnessConfig | None = None) -> None:
+        self.config = config if config is not None else self.Config()
+
     @abc.abstractmethod
-    async def run_codon(self, request: CodonRequest) -> AsyncIterator[dict[str, Any]]:
+    def run_codon(self, request: CodonRequest, context: AttemptContext
+                  ) -> AsyncIterator[CodonLogRecord]:
         """Run the agent for ``request`` and yield its codon-log records as they happen.
 
-        Every record is one JSON object in the Claude-Agent-SDK message shape, which the
-        runtime appends to the codon's log unchanged: first a ``system``/``init`` record
+        Every record is one JSON object (or codon-log model) in the Claude-Agent-SDK message
+        shape, which the runtime appends to the codon's log: first a ``system``/``init`` record
         carrying the ``session_id``, then ``assistant`` messages (with ``usage``) and ``user``
         tool results, and last one ``result`` record with ``total_cost_usd`` and ``usage``.
-        Provider and tool failures are reported as records (an error ``result``), not raised;
-        raising means the harness itself is broken.  The runtime cancels the iteration to
-        stop a codon; the harness then ends its agent process before returning.
+        Build them with the typed builders of :mod:`hankweave.codonlog`.  Provider and tool
+        failures are reported as records (an error ``result``), not raised; raising means the
+        harness itself broke (an exception after a success ``result`` is only a warning).  The
+        runtime cancels the iteration to stop a codon; the harness then ends its agent process
+        before the iterator finishes closing.
         """
-        # The unreachable yield makes this an async generator, the same type as the
-        # implementations, so overriding it type-checks.
-        return
-        yield
 
-
-REPLAY_HARNESS = "replay"
-"""The registered name of the harness that plays recordings (``hankweave-replay``)."""
-
-
-@dataclass
-class Recording:
-    """A recorded execution opened for replay: what a run needs to play it back.
-
-    Produced by :meth:`RecordingHarness.open_recording`; the kernel runs the recording's hank
-    in a new execution directory with :attr:`harness` playing every codon.
-    """
-
-    hank_path: Path
-    """The recorded hank file (inside the recording, or as discovered from its metadata)."""
-    data_path: Path | None
-    """The data source to link into the new execution (None: an empty one is used)."""
-    harness: type[Harness]
-    """The harness class that plays this recording's codons."""
-    logs: Mapping[str, Path] = field(default_factory=dict)
-    """Recorded codon logs by runtime codon id."""
-    warnings: list[str] = field(default_factory=list)
-    """Things the user should know (torn lines, unknown records, a missing data snapshot)."""
-
-    def missing_logs(self, codon_ids: Sequence[str]) -> list[str]:
-        """The planned codons without a recorded log (a loop id falls back to its base id)."""
-        return [cid for cid in codon_ids
-                if cid not in self.logs and cid.split("#", 1)[0] not in self.logs]
-
-    def close(self) -> None:
-        """Remove whatever opening the recording unpacked."""
-
-
-class RecordingHarness(Harness):
-    """A harness that plays recordings; the one registered as ``replay`` subclasses this."""
-
-    @classmethod
-    @abc.abstractmethod
-    def open_recording(cls, source: Path, *, speed: str = "instant",
-                       max_delay_ms: int | None = None) -> Recording:
-        """Open a recorded execution directory or an exported recording file.
-
-        ``speed`` is ``instant`` or ``recorded`` (the recorded gaps between records, each
-        capped at ``max_delay_ms``).  Raises ``ValueError`` with a clear message when
-        ``source`` is not a recording.
-        """
+    async def aclose(self) -> None:  # noqa: B027 - optional: most harnesses hold nothing
+        """Release what the attempt holds (clients, processes), once, after its last pass."""

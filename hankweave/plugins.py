@@ -125,10 +125,16 @@ def make_plugin_manager(
     if load_entrypoints:
         allow = _names(env["HANKWEAVE_LOAD_PLUGINS"]) if "HANKWEAVE_LOAD_PLUGINS" in env else None
         if strict is None:
-            strict = _flag(env.get("HANKWEAVE_STRICT_PLUGINS"))
+            strict = strict_plugins(env)
         _load_entry_points(pm, allow=allow, blocked=blocked, strict=strict)
     pm.check_pending()
     return pm
+
+
+def strict_plugins(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether ``HANKWEAVE_STRICT_PLUGINS`` makes a broken plugin fatal: one that fails to
+    load, and an enabled event sink that cannot be built."""
+    return _flag(env.get("HANKWEAVE_STRICT_PLUGINS"))
 
 
 @functools.cache

@@ -3,7 +3,7 @@
 A :class:`Project` holds a hank directory, a data directory and an execution directory under
 ``tmp_path``, and an environment that loads only the kernel's test plugins (``FakeHarness`` and
 the in-memory checkpoint backend), so a run never depends on a sibling package.  ``run`` drives
-``hankweave run`` through :func:`~hankweave.runtime.launch.launch`; ``run_controlled`` does the
+``hankweave run`` through :func:`~hankweave.app.launch.launch`; ``run_controlled`` does the
 same inside an event loop and hands the live :class:`~hankweave.runtime.orchestrator.Runtime`
 to a control coroutine (to skip a codon, stop the run, start it by hand).
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from hankweave.app.launch import LaunchRequest, launch, prepare, run_prepared
 from hankweave.runtime import orchestrator
-from hankweave.runtime.launch import LaunchRequest, launch, prepare, run_prepared
 from hankweave.state.store import load_state
 from hankweave.state.types import CodonExecution, HankweaveState
 from hankweave.testing.fake_harness import use_script

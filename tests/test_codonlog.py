@@ -34,6 +34,7 @@ from hankweave.codonlog import (
 from hankweave.harness import CodonRequest
 from hankweave.models import ModelCost, ModelEntry
 from hankweave.state.types import TokenUsage
+from hankweave.testing import attempt_context, collect
 from hankweave.testing.fake_harness import FAKE_MODEL, FakeHarness, use_script
 
 TS = "2026-02-05T10:00:00.123Z"
@@ -633,10 +634,7 @@ def fake_records(tmp_path: Path, codon_id: str = "write") -> list[dict[str, Any]
     request = CodonRequest(prompt="go", system_prompt=None, model=FAKE_MODEL, work_dir=tmp_path,
                            codon_id=codon_id, run_id="run-1")
 
-    async def collect() -> list[dict[str, Any]]:
-        return [record async for record in FakeHarness().run_codon(request)]
-
-    return asyncio.run(collect())
+    return asyncio.run(collect(FakeHarness(), request, attempt_context(tmp_path, request)))
 
 
 def test_parser_over_fake_harness_output(tmp_path: Path, fake_script: Any) -> None:

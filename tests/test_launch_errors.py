@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hankweave.runtime.launch import LaunchError
+from hankweave.app.launch import LaunchError
 from tests.runtime_harness import Project, codon
 
 

@@ -27,6 +27,7 @@ from hankweave.checkpoints import BackendNotInstalledError, Checkpoint, Checkpoi
 from hankweave.cli.plugins_cmd import install_plugin_commands, plugins_command
 from hankweave.events import EventSink, SentinelTrigger
 from hankweave.harness import (
+    AttemptContext,
     CodonRequest,
     Harness,
     HarnessNotInstalledError,
@@ -48,6 +49,7 @@ from hankweave.registry import (
     Registry,
     get_registry,
 )
+from hankweave.testing import attempt_context
 
 PLUGIN_SWITCHES = (
     "HANKWEAVE_LOAD_PLUGINS",
@@ -66,7 +68,8 @@ class FakeHarness(Harness):
     name = "fake"
     package = "hankweave-testing"
 
-    async def run_codon(self, request: CodonRequest) -> AsyncIterator[dict[str, Any]]:
+    async def run_codon(self, request: CodonRequest, context: AttemptContext
+                        ) -> AsyncIterator[dict[str, Any]]:
         yield {"type": "system", "subtype": "init", "session_id": "s-1"}
         yield {"type": "result", "total_cost_usd": 0.0, "result": request.prompt}
 
@@ -639,7 +642,8 @@ def test_a_registered_harness_streams_codon_log_records(tmp_path: Path) -> None:
     )
 
     async def collect() -> list[dict[str, Any]]:
-        return [record async for record in FakeClaude().run_codon(request)]
+        context = attempt_context(tmp_path, request)
+        return [record async for record in FakeClaude().run_codon(request, context)]
 
     records = asyncio.run(collect())
     assert [r["type"] for r in records] == ["system", "result"]

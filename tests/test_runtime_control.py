@@ -41,6 +41,9 @@ def test_skipping_a_hanging_codon_records_it_skipped_and_runs_the_next(project):
 
     async def skip_a(runtime):
         await wait_for_status(runtime, "a", "running")
+        # Skip once the agent hangs: its three messages (two, then the write) are in.
+        while runtime.state.runs[0].codons[-1].assistant_message_count < 3:
+            await asyncio.sleep(0.002)
         assert runtime.skip()
 
     outcome = project.run_controlled(
@@ -79,7 +82,7 @@ def test_a_skip_during_a_state_write_keeps_the_state_log_in_step(project, slow_d
     seen = {}
 
     async def skip_while_initializing(runtime):
-        while not (runtime._runner is not None and runtime.state.runs[0].codons
+        while not (runtime.agent_running and runtime.state.runs[0].codons
                    and runtime.state.runs[0].codons[-1].status == "initializing"):
             await asyncio.sleep(0.002)
         runtime.skip()

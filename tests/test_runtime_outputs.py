@@ -175,9 +175,9 @@ def test_the_headless_log_reports_starts_and_ends(project):
 
 
 def test_a_state_snapshot_lists_at_most_the_newest_finished_codons(project, monkeypatch):
-    from hankweave.runtime import orchestrator
+    from hankweave.runtime import reporter
 
-    monkeypatch.setattr(orchestrator, "SNAPSHOT_COMPLETED_LIMIT", 2)
+    monkeypatch.setattr(reporter, "SNAPSHOT_COMPLETED_LIMIT", 2)
     project.write_hank([codon("a"), codon("b"), codon("c")])
     outcome = project.run()
     last = outcome.of_type("state.snapshot")[-1]

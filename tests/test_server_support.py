@@ -22,11 +22,11 @@ from unittest import mock
 
 from websockets.asyncio.client import ClientConnection, connect
 
+from hankweave.app.launch import prepare, run_prepared
 from hankweave.events.bus import EventBus
 from hankweave.events.journal import EventJournal, read_journal
 from hankweave.runtime import orchestrator
-from hankweave.runtime.launch import prepare, run_prepared
-from hankweave.server import ControlServer, serve_runtime
+from hankweave.server import ControlServer, server_of
 from hankweave.testing.fake_harness import use_script
 from tests.runtime_harness import Outcome, Project
 
@@ -127,30 +127,14 @@ def events_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @contextmanager
 def served_runtimes() -> Iterator[list[orchestrator.Runtime]]:
-    """While the block runs, every Runtime the launch path builds serves WebSocket clients.
-
-    The server starts right after boot, as ``hankweave run`` starts it, and stops when the
-    runtime finishes.  (``serve_runtime`` is idempotent, so a launch that starts the server
-    itself keeps that one.)
-    """
+    """While the block runs, collect every Runtime the launch path builds; each is served by
+    the control server the launch starts before boot (:func:`server_of` finds it)."""
     runtimes: list[orchestrator.Runtime] = []
 
     class Served(orchestrator.Runtime):
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             runtimes.append(self)
-
-        async def boot(self) -> None:
-            await super().boot()
-            bus = self.emit.__self__  # type: ignore[attr-defined]  # launch passes bus.emit
-            await serve_runtime(self, bus, self.owned, host="127.0.0.1", port=0)
-
-        async def finish(self) -> None:
-            try:
-                await super().finish()
-            finally:
-                if self.control_server is not None:
-                    await self.control_server.stop()
 
     with mock.patch.object(orchestrator, "Runtime", Served):
         yield runtimes
@@ -185,7 +169,7 @@ class ServedRun:
         def ready() -> bool:
             # Served, booted and, without autostart, waiting for its first command.
             runtime = runtimes[0] if runtimes else None
-            return runtime is not None and runtime.control_server is not None and \
+            return runtime is not None and server_of(runtime) is not None and \
                 runtime.run_id is not None and (runtime.waiting_for_command or not waits)
 
         async with asyncio.timeout(10):
@@ -195,7 +179,9 @@ class ServedRun:
                     raise AssertionError("the run ended before its server started")
                 await asyncio.sleep(0.005)
         self.runtime = runtimes[0]
-        self.server: ControlServer = self.runtime.control_server
+        served = server_of(self.runtime)
+        assert served is not None
+        self.server: ControlServer = served
         self.url = self.server.url
         self.token = self.runtime.owned.lock.token
         return self

@@ -394,9 +394,9 @@ def test_shim_idle_timeout_prefers_codon_then_settings_then_harness(tmp_path: Pa
     own = parse_hank({"hank": [codon(shimIdleTimeout=30)]}).hank[0]
     configured = resolve(tmp_path, cli={"shimIdleTimeout": 90})
 
-    assert effective_shim_idle_timeout(own, configured, 180) == 30
-    assert effective_shim_idle_timeout(plain, configured, 180) == 90
-    assert effective_shim_idle_timeout(plain, Settings(), 180) == 180
+    assert effective_shim_idle_timeout(own, configured.shim_idle_timeout, 180) == 30
+    assert effective_shim_idle_timeout(plain, configured.shim_idle_timeout, 180) == 90
+    assert effective_shim_idle_timeout(plain, Settings().shim_idle_timeout, 180) == 180
 
 
 # --- agent environment and requirements -------------------------------------------------------

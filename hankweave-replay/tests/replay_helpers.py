@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import hankweave_replay
-from hankweave.runtime.launch import LaunchRequest, launch
-from hankweave.state.store import load_state
-from hankweave.state.types import HankweaveState
+from hankweave.api import HankweaveState, LaunchRequest, launch, load_state
 from hankweave.testing.fake_harness import use_script
 from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
 from hankweave.testing.outcomes import codon_outcomes

@@ -11,8 +11,7 @@ from click.testing import CliRunner
 from replay_helpers import codon
 
 import hankweave_replay
-from hankweave.fsutil import utc_now_iso
-from hankweave.state.lock import LockInfo
+from hankweave.api import LockInfo, utc_now_iso
 
 FILES = ["**"]
 

@@ -7,8 +7,7 @@ import json
 import pytest
 from replay_helpers import codon, loop
 
-from hankweave.harness import Recording
-from hankweave_replay import RecordingError, ReplayHarness, unpack_recording
+from hankweave_replay import RecordingError, ReplayHarness, ReplayRecording, unpack_recording
 
 FILES = ["**"]
 
@@ -40,7 +39,7 @@ def test_each_codon_maps_to_its_log(project, tmp_path):
 
     recording = ReplayHarness.open_recording(root)
 
-    assert isinstance(recording, Recording)
+    assert isinstance(recording, ReplayRecording)
     assert sorted(recording.logs) == ["a", "w#0", "w#1"]
     assert recording.logs["w#1"] == log_of(root, "w#1")
     assert recording.hank_path == root / "hank" / "hank.json"

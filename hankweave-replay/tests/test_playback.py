@@ -11,7 +11,8 @@ import pytest
 from replay_helpers import codon
 
 import hankweave_replay
-from hankweave.harness import CodonRequest
+from hankweave.api import CodonRequest
+from hankweave.testing import attempt_context
 from hankweave.testing.fake_harness import FAKE_MODEL
 from hankweave_replay import ReplayHarness, apply_snapshot
 
@@ -23,7 +24,8 @@ def request(work_dir, codon_id="a"):
 
 def play(harness_class, req):
     async def collect():
-        return [record async for record in harness_class().run_codon(req)]
+        context = attempt_context(req.work_dir.parent, req)
+        return [record async for record in harness_class().run_codon(req, context)]
     return asyncio.run(collect())
 
 
@@ -34,7 +36,7 @@ def recorded_lines(project, codon_id="a"):
 
 
 def project_state(project):
-    from hankweave.state.store import load_state
+    from hankweave.api import load_state
 
     return load_state(project.exec_dir / ".hankweave")[0]
 
@@ -54,7 +56,8 @@ def test_records_are_streamed_unchanged_and_files_appear_before_the_result(proje
 
     async def collect():
         out = []
-        async for record in recording.harness().run_codon(request(work)):
+        req = request(work)
+        async for record in recording.harness().run_codon(req, attempt_context(work.parent, req)):
             if record["type"] in ("assistant", "result"):
                 seen_before_result.append((work / "out.md").exists())
             out.append(record)

@@ -6,10 +6,7 @@ import json
 
 from replay_helpers import checkpoint_files, codon, facts, loop
 
-from hankweave.codonlog import catalogue_price
-from hankweave.plugins import make_plugin_manager
-from hankweave.registry import Registry
-from hankweave.state.types import TokenUsage
+from hankweave.api import Registry, TokenUsage, catalogue_price, make_plugin_manager
 
 WRITE_ALL = ["**"]
 

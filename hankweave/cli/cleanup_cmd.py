@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hankweave.cli.errors import EXIT_FAILED, CLIError
+from hankweave.cli.errors import CLIError
 from hankweave.cli.options import execution_option
+from hankweave.exitcodes import EXIT_FAILED
 
 if TYPE_CHECKING:
     from hankweave.execution.layout import ExecutionLayout
-    from hankweave.state.lock import LockInfo
 
 CANCELLED = "Cancelled; nothing removed."
 
@@ -68,34 +68,6 @@ def cleanup_command(execution_dir: Path, yes: bool) -> None:
     click.echo(f"Removed {path}.")
 
 
-def live_runtime_lock(hankweave_dir: Path) -> LockInfo | None:
-    """The lock of a runtime that is still running on this execution, or ``None``.
-
-    A lock counts as live while its process exists and its heartbeat is not older than
-    :data:`~hankweave.state.lock.STALE_AFTER_S` (a lock without a heartbeat counts as live
-    while its process exists).
-
-    Raises:
-        LockCorruptError: the lock file exists but cannot be read; nobody can tell whether a
-            runtime holds the directory.
-    """
-    from hankweave.state.lock import read_lock
-
-    lock = read_lock(hankweave_dir)
-    return lock if lock is not None and lock_is_live(lock) else None
-
-
-def lock_is_live(lock: LockInfo) -> bool:
-    """Whether the runtime that wrote ``lock`` is presumably still running."""
-    from hankweave.fsutil import pid_alive
-    from hankweave.state.lock import STALE_AFTER_S
-
-    if not pid_alive(lock.pid):
-        return False
-    age = lock.heartbeat_age_s()
-    return age is None or age <= STALE_AFTER_S
-
-
 # ----- checks -----
 
 
@@ -133,7 +105,7 @@ def _check_removable(path: Path, managed_root: Path) -> None:
 
 def _refuse_live_lock(layout: ExecutionLayout) -> str | None:
     """Raise if a live runtime holds the directory; else describe a stale lock, if any."""
-    from hankweave.state.lock import LockCorruptError, read_lock
+    from hankweave.state.lock import LockCorruptError, lock_is_live, read_lock
 
     try:
         lock = read_lock(layout.hankweave_dir)
@@ -229,4 +201,4 @@ def format_size(size: int) -> str:
     raise AssertionError("unreachable")
 
 
-__all__ = ["cleanup_command", "disk_usage", "format_size", "live_runtime_lock", "lock_is_live"]
+__all__ = ["cleanup_command", "disk_usage", "format_size"]

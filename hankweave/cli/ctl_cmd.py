@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from hankweave.cli.errors import EXIT_FAILED, CLIError
+from hankweave.cli.errors import CLIError
+from hankweave.exitcodes import EXIT_FAILED
 
 __all__ = ["ctl_group"]
 

@@ -10,10 +10,7 @@ import sys
 
 import click
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+from hankweave.exitcodes import EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_USAGE
 
 
 class CLIError(click.ClickException):
@@ -34,14 +31,14 @@ def run_cli(group: click.Group) -> int:
         code = group.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)
-        return EXIT_INTERRUPTED
+        return EXIT_SIGINT
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return EXIT_SIGINT
     except Exception as exc:
         if debug:
             raise

@@ -180,7 +180,7 @@ def event_codon(data: Mapping[str, Any]) -> str | None:
 
 
 def _codon_filter(wanted: str | None) -> Callable[[Mapping[str, Any]], bool]:
-    from hankweave.runtime.planner import base_codon_id
+    from hankweave.config.hank import base_codon_id
 
     if wanted is None:
         return lambda _data: True
@@ -200,9 +200,8 @@ def _watch_follow(
 ) -> None:
     """Set ``stop`` when following should end: the timeout passed, or no live runtime holds the
     execution and the journal has not grown for :data:`FOLLOW_IDLE_S`."""
-    from hankweave.cli.cleanup_cmd import live_runtime_lock
     from hankweave.execution.layout import ExecutionLayout
-    from hankweave.state.lock import LockCorruptError
+    from hankweave.state.lock import LockCorruptError, live_runtime_lock
 
     hankweave_dir = ExecutionLayout(execution_dir).hankweave_dir
     started = last_change = time.monotonic()

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import click
 import pluggy
 
-from hankweave.cli.errors import EXIT_FAILED, CLIError
+from hankweave.cli.errors import CLIError
+from hankweave.exitcodes import EXIT_FAILED
 
 if TYPE_CHECKING:
     from hankweave.plugins import HankweavePluginManager

@@ -33,8 +33,8 @@ def replay_command(ctx: click.Context, source: str, hank: str | None, data: str 
     recorded agent messages and file changes, so the new execution's state, logs and
     checkpoints match the recording's. Needs the replay plugin (pip install hankweave-replay).
     """
+    from hankweave.app.launch import LaunchRequest
     from hankweave.cli.run_cmd import launch_with_progress
-    from hankweave.runtime.launch import LaunchRequest
 
     if json_events and not headless:
         raise click.UsageError("--json needs --headless")

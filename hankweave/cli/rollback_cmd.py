@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from hankweave.cli.errors import EXIT_USAGE, CLIError
+from hankweave.cli.errors import CLIError
 from hankweave.cli.options import execution_option
+from hankweave.exitcodes import EXIT_USAGE
 
 
 @click.command("rollback")

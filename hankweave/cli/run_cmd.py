@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hankweave.cli.errors import EXIT_USAGE, CLIError
+from hankweave.cli.errors import CLIError
+from hankweave.exitcodes import EXIT_USAGE
 
 if TYPE_CHECKING:
-    from hankweave.runtime.launch import LaunchRequest
+    from hankweave.app.launch import LaunchRequest
 
 _CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS", "CIRCLECI", "TRAVIS")
 
@@ -80,7 +81,7 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
     An execution directory that holds state is resumed: a crashed or failed run is rolled back
     to its last successful codon and continues from there; completed codons never run again.
     """
-    from hankweave.runtime.launch import LaunchRequest
+    from hankweave.app.launch import LaunchRequest
 
     if json_events and not headless:
         raise click.UsageError("--json needs --headless")
@@ -103,9 +104,9 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
 
 def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
     """Run a launch request with the live view (or plain lines when headless)."""
+    from hankweave.app.launch import LaunchError, launch
     from hankweave.cli.progress import HeadlessLog, LiveView
     from hankweave.config.errors import ConfigError
-    from hankweave.runtime.launch import LaunchError, launch
 
     live = None
     if request.headless:

@@ -20,15 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hankweave.cli.errors import EXIT_USAGE, CLIError
+from hankweave.cli.errors import CLIError
+from hankweave.exitcodes import EXIT_USAGE
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from hankweave.app.preflight import PreflightReport
     from hankweave.config.errors import HankIssue
     from hankweave.config.hank import CodonBudget, ContainerBudget, HankFile
-    from hankweave.config.preflight import PreflightReport
-    from hankweave.config.settings import Settings
+    from hankweave.config.settings import ResolvedSettings, Settings
     from hankweave.registry import Registry
 
 # Values of HANKWEAVE_<X> variables are often credentials: show only enough to recognise one.
@@ -119,9 +120,10 @@ def build_report(
     Returns the ``--json`` report: ``valid``, ``errors`` (``[{path, message}]``), ``warnings``,
     ``codons``, ``loops``, ``executionDir`` and the other keys documented in ``docs/cli.md``.
     """
+    from hankweave.app.preflight import check_plugin_settings, run_preflight
     from hankweave.config.errors import ROOT_PATH, ConfigError, HankIssue, HankValidationError
     from hankweave.config.hank import load_hank
-    from hankweave.config.preflight import run_preflight
+    from hankweave.plugins import strict_plugins
 
     errors: list[HankIssue] = []
     warnings: list[str] = []
@@ -135,13 +137,18 @@ def build_report(
         errors.append(HankIssue(ROOT_PATH, str(exc)))
         load_failed = True
 
-    settings = _resolve_settings(cwd, loaded, env, model, errors, warnings)
+    resolved = _resolve_settings(cwd, loaded, env, model, errors, warnings)
+    settings = resolved.settings if resolved is not None else None
     override = settings.model_override if settings is not None else model
     preflight: PreflightReport | None = None
     if not load_failed:
         preflight = run_preflight(hank_path, env=env, registry=registry, model_override=override)
         errors += preflight.errors
         warnings += preflight.warnings
+    if resolved is not None:
+        plugin_check = check_plugin_settings(registry, resolved, strict=strict_plugins(env))
+        errors += plugin_check.errors
+        warnings += plugin_check.warnings
 
     data_hash = _hash_data(data_path, settings, errors)
     execution_dir: dict[str, Any] | None = None
@@ -174,7 +181,7 @@ def _resolve_settings(
     model: str | None,
     errors: list[HankIssue],
     warnings: list[str],
-) -> Settings | None:
+) -> ResolvedSettings | None:
     """The launch settings (hankweave.json, overrides, HANKWEAVE_RUNTIME_*, -m); problems with
     them become errors that name the file or variable."""
     from hankweave.config.errors import ROOT_PATH, ConfigError, ConfigValidationError, HankIssue
@@ -197,7 +204,7 @@ def _resolve_settings(
         errors.append(HankIssue(f"{RUNTIME_CONFIG_FILE}:{ROOT_PATH}", str(exc)))
         return None
     warnings.extend(resolved.warnings)
-    return resolved.settings
+    return resolved
 
 
 def _hash_data(data_path: Path, settings: Settings | None, errors: list[HankIssue]) -> str | None:
@@ -298,7 +305,6 @@ def _preview_execution_dir(
 def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> dict[str, Any]:
     """Codons, loops, files, rig operations and budgets of a loaded hank (empty when none)."""
     from hankweave.config.hank import Loop, RigCommand
-    from hankweave.config.preflight import all_codons
     from hankweave.config.refs import iter_hank_refs
 
     described: dict[str, Any] = {
@@ -315,13 +321,12 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
     if hank.meta is not None:
         described["meta"] = hank.meta.model_dump(by_alias=True, exclude_none=True)
 
-    loop_of = {
-        codon.id: item.id for item in hank.hank if isinstance(item, Loop) for codon in item.codons
-    }
-    # The preflight resolves codons in all_codons() order, one entry each.
-    resolved = preflight.models if len(preflight.models) == len(all_codons(hank)) else []
+    sites = list(hank.codon_sites())
+    # The preflight resolves codons in codon_sites() order, one entry each.
+    resolved = preflight.models if len(preflight.models) == len(sites) else []
     codons = []
-    for position, (path, codon) in enumerate(all_codons(hank)):
+    for position, site in enumerate(sites):
+        path, codon = site.path, site.codon
         entry = resolved[position] if resolved else None
         model = entry.model if entry is not None else None
         rig = codon.rig_setup or []
@@ -330,7 +335,7 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
                 "id": codon.id,
                 "name": codon.name,
                 "path": path,
-                "loop": loop_of.get(codon.id),
+                "loop": site.loop.id if site.loop is not None else None,
                 "model": codon.model,
                 "resolvedModel": model.full_id if model is not None else None,
                 "harness": entry.harness if entry is not None else None,
@@ -362,9 +367,9 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
     described["systemPromptFiles"] = _unique(
         site.relative for site in refs if site.kind == "system-prompt"
     )
-    described["rigOperations"] = sum(len(codon.rig_setup or []) for _, codon in all_codons(hank))
+    described["rigOperations"] = sum(len(site.codon.rig_setup or []) for site in sites)
     described["checkpointedCodons"] = [
-        codon.id for _, codon in all_codons(hank) if codon.checkpointed_files
+        site.codon.id for site in sites if site.codon.checkpointed_files
     ]
     return described
 
@@ -387,7 +392,6 @@ def _describe_run_budget(settings: Settings | None) -> dict[str, Any] | None:
 
 
 def _describe_env(env: Mapping[str, str], hank: HankFile | None) -> dict[str, Any]:
-    from hankweave.config.preflight import all_codons
     from hankweave.config.settings import PASSTHROUGH_ENV_PREFIX, hankweave_passthrough
 
     passthrough = hankweave_passthrough(env)
@@ -401,7 +405,7 @@ def _describe_env(env: Mapping[str, str], hank: HankFile | None) -> dict[str, An
     ]
     codon_env: dict[str, dict[str, str]] = {}
     if hank is not None:
-        for _, codon in all_codons(hank):
+        for codon in (site.codon for site in hank.codon_sites()):
             if codon.env:
                 codon_env[codon.id] = {k: mask_value(v) for k, v in sorted(codon.env.items())}
     return {"passthrough": variables, "codons": codon_env}

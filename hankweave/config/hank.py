@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, Union
 
@@ -138,6 +139,11 @@ ShimIdleTimeout = Annotated[
     ),
 ]
 ModelName = Annotated[str, _non_empty("Model cannot be empty")]
+HarnessName = Annotated[str, _non_empty("Harness name cannot be empty")]
+HarnessSections = dict[HarnessName, dict[str, Any]]
+"""``harnesses``: each harness's own settings by harness name (``{"claude": {...}}``).  Only the
+shape is checked here; each section is validated against its harness's ``Config`` model once
+the installed harnesses are known (``hankweave validate`` and ``run``)."""
 
 ContinuationMode = Literal["fresh", "continue-previous"]
 OnFailure = Literal["abort", "retry", "ignore"]
@@ -834,6 +840,8 @@ class HankOverrides(StrictModel):
     shim_idle_timeout: Opt[ShimIdleTimeout] = None
     budget: Opt[ContainerBudget] = None
     """Budget of the whole hank; `shares` keys are top-level codon or loop ids."""
+    harnesses: Opt[HarnessSections] = None
+    """Settings of the harnesses this hank runs on (a hankweave addition)."""
 
 
 EnvVarName = Annotated[
@@ -880,6 +888,35 @@ def _root_rule_violations(
     return violations
 
 
+_ITERATION_SUFFIX = re.compile(r"#\d+$")
+
+
+def runtime_codon_id(codon_id: str, iteration: int) -> str:
+    """The runtime id of a loop codon in one iteration: ``review`` + 3 → ``review#3``."""
+    return f"{codon_id}#{iteration}"
+
+
+def base_codon_id(runtime_id: str) -> str:
+    """The config id behind a runtime id: ``review#3`` → ``review``; top-level ids unchanged."""
+    return _ITERATION_SUFFIX.sub("", runtime_id)
+
+
+@dataclass(frozen=True)
+class CodonSite:
+    """One codon configuration of a hank and where it stands (:meth:`HankFile.codon_sites`)."""
+
+    codon: Codon
+    at: tuple[PathSegment, ...]
+    """Its JSON path as segments: ``("hank", 2)``, or ``("hank", 3, "codons", 0)`` in a loop."""
+    loop: Loop | None
+    """The loop it repeats in, if any."""
+
+    @property
+    def path(self) -> str:
+        """The JSON path as text: ``hank[3].codons[0]``."""
+        return format_path(self.at)
+
+
 class HankFile(StrictModel):
     """A hank file: codons and loops in execution order, with optional settings."""
 
@@ -896,6 +933,22 @@ class HankFile(StrictModel):
         Check(lambda items: None if items else "At least one codon required", minItems=1),
     ]
     """Codons and loops in execution order."""
+
+    def codon_sites(self) -> Iterator[CodonSite]:
+        """Every codon configuration in file order, loop codons included, with where it is.
+
+        The one walk over a hank's codons: everything that needs each codon uses it.
+        """
+        for index, item in enumerate(self.hank):
+            if isinstance(item, Loop):
+                for position, codon in enumerate(item.codons):
+                    yield CodonSite(codon, ("hank", index, "codons", position), item)
+            else:
+                yield CodonSite(item, ("hank", index), None)
+
+    def codon_configs(self) -> dict[str, Codon]:
+        """Codon configurations by configured id (a loop codon by its base id)."""
+        return {site.codon.id: site.codon for site in self.codon_sites()}
 
     @classmethod
     def unknown_field_issues(cls, keys: Sequence[str]) -> list[tuple[str | None, str]]:

@@ -31,7 +31,6 @@ from hankweave.config.errors import HankIssue, HankValidationError, PathSegment,
 from hankweave.config.hank import (
     Codon,
     HankFile,
-    Loop,
     RigCopy,
     escapes_base,
     forbidden_ref_spelling,
@@ -107,12 +106,8 @@ def iter_hank_refs(hank: HankFile) -> Iterator[RefSite]:
     yield from _ref_list(
         ("globalSystemPromptFile",), hank.global_system_prompt_file, "system-prompt"
     )
-    for index, item in enumerate(hank.hank):
-        if isinstance(item, Loop):
-            for position, codon in enumerate(item.codons):
-                yield from codon_refs(codon, ("hank", index, "codons", position))
-        else:
-            yield from codon_refs(item, ("hank", index))
+    for site in hank.codon_sites():
+        yield from codon_refs(site.codon, site.at)
 
 
 def codon_refs(codon: Codon, at: tuple[PathSegment, ...]) -> Iterator[RefSite]:

@@ -23,7 +23,7 @@ import os
 import posixpath
 import re
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,24 +108,15 @@ def validate_hank_semantics(
     for index, item in enumerate(hank.hank):
         if isinstance(item, Loop):
             _check_loop(item, ("hank", index), key, report)
-    for codon, at, _loop in _all_codons(hank):
-        _check_prompt_files(codon, at, Path(os.path.abspath(hank_dir)), report)
-        _check_rig(codon, at, agent_root, report)
+    for site in hank.codon_sites():
+        _check_prompt_files(site.codon, site.at, Path(os.path.abspath(hank_dir)), report)
+        _check_rig(site.codon, site.at, agent_root, report)
     _check_continuations(hank, key, report)
     _check_runtime_ids(hank, report)
-    if not any(True for _ in _all_codons(hank)):
+    if not any(True for _ in hank.codon_sites()):
         report.errors.append(HankIssue("hank", "At least one codon required"))
     _check_budgets(hank, root_budget, pricing_known, report)
     return report
-
-
-def _all_codons(hank: HankFile) -> Iterator[tuple[Codon, tuple[PathSegment, ...], Loop | None]]:
-    for index, item in enumerate(hank.hank):
-        if isinstance(item, Loop):
-            for position, codon in enumerate(item.codons):
-                yield codon, ("hank", index, "codons", position), item
-        else:
-            yield item, ("hank", index), None
 
 
 def _warn(report: SemanticReport, at: Sequence[PathSegment], message: str) -> None:
@@ -511,7 +502,8 @@ def _check_budgets(
                 report,
             )
 
-    for codon, at, loop in _all_codons(hank):
+    for site in hank.codon_sites():
+        codon, at, loop = site.codon, site.at, site.loop
         own = codon.budget
         loop_budget = loop.budget if loop is not None else None
         # W5: extensions run until the context is exhausted; a time budget may end them first.

@@ -20,6 +20,7 @@ The module also owns the agent side of the environment: the `HANKWEAVE_<X>` pass
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from hankweave.config.hank import (
     Check,
     Codon,
     HankFile,
+    HarnessSections,
     Loop,
     ModelName,
     OnExceeded,
@@ -126,6 +128,21 @@ class CheckpointConfig(StrictModel):
     """How many checkpoints of each run pruning keeps (default: 50)."""
 
 
+class SinkSpec(StrictModel):
+    """One event sink to enable: the registered sink's name and its own settings."""
+
+    name: Annotated[str, _non_empty("Sink name cannot be empty")]
+    config: Opt[dict[str, Any]] = None
+    """Validated against the sink's own `Config` model when the sinks are built."""
+
+
+class EventsConfig(StrictModel):
+    """Event delivery (a hankweave addition)."""
+
+    sinks: Opt[list[SinkSpec]] = None
+    """The event sinks to feed, in order; none by default."""
+
+
 class RuntimeConfig(StrictModel):
     """Runtime settings from `hankweave.json`. Defaults are applied when settings are resolved."""
 
@@ -161,6 +178,9 @@ class RuntimeConfig(StrictModel):
     """Telemetry settings; read by the telemetry component, never blocking startup."""
     budget: Opt[RuntimeBudget] = None
     checkpoints: Opt[CheckpointConfig] = None
+    harnesses: Opt[HarnessSections] = None
+    """Each harness's own settings, by harness name (a hankweave addition)."""
+    events: Opt[EventsConfig] = None
 
 
 def load_runtime_config(path: Path) -> RuntimeConfig:
@@ -223,6 +243,12 @@ class CheckpointSettings(_ResolvedModel):
     keep_last_per_run: int = 50
 
 
+class EventSettings(_ResolvedModel):
+    """Which event sinks are fed."""
+
+    sinks: list[SinkSpec] = Field(default_factory=list)
+
+
 class Settings(_ResolvedModel):
     """The settings of one launch, every layer merged and every default applied."""
 
@@ -251,6 +277,10 @@ class Settings(_ResolvedModel):
     telemetry: dict[str, Any] | None = None
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    harnesses: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each harness's settings section, merged over every layer (validated by the harness's
+    `Config` model at launch)."""
+    events: EventSettings = Field(default_factory=EventSettings)
     overwrite_output: bool = False
     """Output copies replace existing files instead of getting a numbered name (CLI only)."""
     headless: bool = False
@@ -271,6 +301,9 @@ class ResolvedSettings:
     """Non-fatal problems, e.g. unknown `HANKWEAVE_RUNTIME_*` variables."""
     runtime_config_path: Path | None = None
     """The `hankweave.json` that was read, if there was one."""
+    harness_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    """For each harness setting, the layer that gave its value (`hankweave.json`, `the hank's
+    overrides`, the variable's name, `the command line`), so errors can say where to fix it."""
 
     @property
     def model_override(self) -> str | None:
@@ -344,6 +377,7 @@ def resolve_settings(
     cli_layer = _dump(cli_config)
     budget = _resolve_budget(file_layer, override_layer, cli_layer)
 
+    harness_sources = _harness_sources(file_layer, override_layer, env_layer, cli_layer)
     merged: dict[str, Any] = {}
     for layer in (file_layer, override_layer, env_layer, cli_layer):
         layer.pop("budget", None)
@@ -357,7 +391,23 @@ def resolve_settings(
         settings=settings,
         warnings=warnings,
         runtime_config_path=config_path if file_config is not None else None,
+        harness_sources=harness_sources,
     )
+
+
+def _harness_sources(file_layer: Mapping[str, Any], override_layer: Mapping[str, Any],
+                     env_layer: Mapping[str, Any], cli_layer: Mapping[str, Any]
+                     ) -> dict[str, dict[str, str]]:
+    """Which layer set each `harnesses.<name>.<key>` last (the one whose value counts)."""
+    sources: dict[str, dict[str, str]] = {}
+    for label, layer in ((RUNTIME_CONFIG_FILE, file_layer), ("the hank's overrides",
+                                                              override_layer),
+                         (None, env_layer), ("the command line", cli_layer)):
+        for name, section in (layer.get("harnesses") or {}).items():
+            for key in section or {}:
+                sources.setdefault(name, {})[key] = label or runtime_env_variable(
+                    f"harnesses.{name}.{key}")
+    return sources
 
 
 def _dump(model: BaseModel | None) -> dict[str, Any]:
@@ -431,7 +481,7 @@ def _without_none(data: Mapping[str, Any]) -> dict[str, Any]:
 # HANKWEAVE_RUNTIME_* variables
 # --------------------------------------------------------------------------------------------
 
-_Kind = Literal["bool", "int", "str"]
+_Kind = Literal["bool", "int", "str", "raw"]
 
 # What each settable key parses as. Objects (budget, telemetry) cannot be set through the
 # environment; their scalar members are listed per section.
@@ -459,6 +509,7 @@ _SECTION_KINDS: dict[str, dict[str, _Kind]] = {
     },
     "checkpoints": {"backend": "str", "keepLastPerRun": "int"},
 }
+_HARNESSES_PREFIX = "HARNESSES_"
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 
@@ -478,7 +529,8 @@ def runtime_env_layer(env: Mapping[str, str], warnings: list[str]) -> dict[str, 
     """The settings layer given by `HANKWEAVE_RUNTIME_<NAME>` variables (§1.13).
 
     `<NAME>` is snake case (`SHOW_COSTS` -> `showCosts`); `SENTINEL_<X>` and `CHECKPOINTS_<X>`
-    set members of those sections. Booleans accept true/false, 1/0, yes/no, on/off; numbers
+    set members of those sections, `HARNESSES_<HARNESS>_<KEY>` a key of one harness's section
+    (its value typed by that harness's settings model; JSON when it starts with `[` or `{`). Booleans accept true/false, 1/0, yes/no, on/off; numbers
     must be whole numbers. An empty value counts as unset. Unknown variables are appended to
     `warnings` and ignored.
 
@@ -520,6 +572,12 @@ def runtime_env_layer(env: Mapping[str, str], warnings: list[str]) -> dict[str, 
 
 
 def _locate_env_key(name: str) -> tuple[tuple[str, ...], _Kind] | None:
+    if name.startswith(_HARNESSES_PREFIX):
+        # HARNESSES_<NAME>_<KEY>: the harness's own Config model types the value.
+        harness, _, key = name[len(_HARNESSES_PREFIX):].partition("_")
+        if not harness or not key:
+            return None
+        return ("harnesses", harness.lower(), to_camel(key.lower())), "raw"
     for section, kinds in _SECTION_KINDS.items():
         prefix = section.upper() + "_"
         if name.startswith(prefix):
@@ -553,6 +611,11 @@ def _parse_env_value(raw: str, kind: _Kind) -> tuple[Any, str | None]:
             return int(value, 10), None
         except ValueError:
             return None, f'expected a whole number, got "{raw}"'
+    if kind == "raw" and value[:1] in ("[", "{"):
+        try:
+            return json.loads(value), None
+        except ValueError as exc:
+            return None, f"expected JSON (the value starts with {value[0]!r}): {exc}"
     return raw, None
 
 
@@ -579,16 +642,18 @@ def apply_model_override(hank: HankFile, model: str | None) -> HankFile:
     return hank.model_copy(update={"hank": items})
 
 
-def effective_shim_idle_timeout(codon: Codon, settings: Settings, harness_default: int) -> int:
+def effective_shim_idle_timeout(codon: Codon, run_default: int | None,
+                                harness_default: int | None) -> int | None:
     """Seconds without an agent event before a codon's session is aborted (§2.7).
 
-    The codon's own `shimIdleTimeout`, else the merged settings' value, else the harness's
-    default (180 s for the Claude Agent SDK harness, 120 s for pi).
+    The codon's own `shimIdleTimeout`, else the run's setting (`Settings.shim_idle_timeout`,
+    from every settings layer), else the harness's default (180 s for the Claude Agent SDK
+    harness, 120 s for pi); None when none sets one.
     """
     if codon.shim_idle_timeout is not None:
         return codon.shim_idle_timeout
-    if settings.shim_idle_timeout is not None:
-        return settings.shim_idle_timeout
+    if run_default is not None:
+        return run_default
     return harness_default
 
 

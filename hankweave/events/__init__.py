@@ -4,7 +4,9 @@
   payload models;
 * :mod:`hankweave.events.journal`: ``events.jsonl``, its writer and its readers;
 * :mod:`hankweave.events.bus`: :class:`EventBus`, which numbers, journals and delivers events;
-* :mod:`hankweave.events.sink`: the base classes plugins implement (sinks, sentinel triggers).
+* :mod:`hankweave.events.sink`: the base classes plugins implement (sinks, sentinel triggers);
+* :mod:`hankweave.events.delivery`: :class:`QueuedSink`, which feeds a sink off the runtime's
+  path through a bounded queue.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ _EXPORTS: dict[str, str] = {
     "JournalBusyError": "journal",
     "JournalError": "journal",
     "JournalReadReport": "journal",
+    "QueuedSink": "delivery",
     "SENTINEL_EVENTS": "catalogue",
     "SERVER_STATE_EVENTS": "catalogue",
     "SentinelTrigger": "sink",
+    "SinkConfig": "sink",
+    "SinkFlushError": "delivery",
     "ServerEvent": "catalogue",
     "Subscriber": "bus",
     "UnknownEventTypeError": "catalogue",
@@ -78,8 +83,11 @@ __all__ = [
     "JournalBusyError",
     "JournalError",
     "JournalReadReport",
+    "QueuedSink",
     "SentinelTrigger",
     "ServerEvent",
+    "SinkConfig",
+    "SinkFlushError",
     "Subscriber",
     "UnknownEventTypeError",
     "category_of",

@@ -216,7 +216,8 @@ class EventBus:
 
 
 def _sink_name(sink: EventSink) -> str:
-    return getattr(sink, "name", None) or type(sink).__name__
+    label = getattr(sink, "label", None)
+    return label if isinstance(label, str) and label else type(sink).__name__
 
 
 def _failure(sink: EventSink, exc: Exception) -> dict[str, Any]:

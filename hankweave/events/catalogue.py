@@ -388,6 +388,8 @@ class CodonCompletedData(EventData):
     codon_id: str
     success: bool
     cost: Number
+    cost_complete: bool | None = None
+    """Ours: ``false`` when some usage had no known price, so ``cost`` is a lower bound."""
     duration: Number
     exit_status: ProcessExit
     failure_reason: FailureReason | None = None
@@ -445,6 +447,8 @@ class TokenUsageData(EventData):
     cache_creation_tokens: int
     cache_read_tokens: int
     total_cost: Number
+    cost_complete: bool | None = None
+    """Ours: ``false`` when the usage has no known price (``totalCost`` then counts none of it)."""
     model_id: str | None = None
     model_usage: dict[str, Any] | None = None
 
@@ -579,8 +583,10 @@ TransitionType: TypeAlias = Literal[
     "InitialCheckpointSet",
     "CodonFinalCostSet",
     "SentinelStatesUpdated",
-    # Beyond the original 14: lazy loop expansion is a transition here.
+    # Beyond the original 14: lazy loop expansion is a transition here, and so is the
+    # harness reporting its agent process.
     "ExecutionPlanUpdated",
+    "AgentProcessReported",
 ]
 TRANSITION_TYPES: tuple[str, ...] = get_args(TransitionType)
 """The transition types a ``state.transition`` event may carry (those of ``hankweave.state``)."""
@@ -796,15 +802,25 @@ class SentinelTriggeredData(EventData):
 
 
 class SinkFailedData(EventData):
-    """An event sink raised; it was detached for the rest of the run, and the run went on."""
+    """An event sink failed: it raised and was detached for the rest of the run
+    (``disabled: true``), or it fell behind and lost its oldest queued events (``disabled:
+    false``, ``dropped`` of them); either way the run went on."""
 
     sink: str
     error: str
-    disabled: Literal[True] = True
+    disabled: bool = True
+    dropped: int | None = Field(default=None, ge=1)
 
     def model_post_init(self, context: Any, /) -> None:
         # Always part of the payload, even when the emitter relied on the default.
         self.model_fields_set.add("disabled")
+
+    @model_validator(mode="after")
+    def _a_warning_counts_its_losses(self) -> SinkFailedData:
+        if not self.disabled and self.dropped is None:
+            raise ValueError("a sink.failed that leaves the sink attached is the overflow"
+                             " warning: it says how many events were dropped (dropped)")
+        return self
 
 
 # ----- categories -----

@@ -8,6 +8,7 @@
   .hankweave/
     execution-meta.json  archive-manifest.json  state.json  state.json.bak  state.wal
     runtime.lock  events/events.jsonl  runs/<runId>/<codonId>-claude.log
+    runs/<runId>/<codonId>-stderr.log  harnesses/<name>/
     logs/server.log  logs/websocket.log  checkpoints/  sentinels/
   .hankweave.backup-<ts>/       earlier state, set aside by `-n --force`
 ```
@@ -33,11 +34,17 @@ META_FILE = "execution-meta.json"
 ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
 BACKUP_PREFIX = ".hankweave.backup-"
 CODON_LOG_SUFFIX = "-claude.log"
+STDERR_LOG_SUFFIX = "-stderr.log"
 
 
 def codon_log_name(codon_id: str) -> str:
     """The log file name of a codon run: `review#1` -> `review-1-claude.log`."""
     return f"{codon_id.replace('#', '-')}{CODON_LOG_SUFFIX}"
+
+
+def codon_stderr_name(codon_id: str) -> str:
+    """The agent stderr file of a codon run: `review#1` -> `review-1-stderr.log`."""
+    return f"{codon_id.replace('#', '-')}{STDERR_LOG_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,18 @@ class ExecutionLayout:
     def codon_log_path(self, run_id: str, codon_id: str) -> Path:
         """`.hankweave/runs/<runId>/<codonId>-claude.log`, with `#` in the id replaced by `-`."""
         return self.run_folder(run_id) / codon_log_name(codon_id)
+
+    def codon_stderr_path(self, run_id: str, codon_id: str) -> Path:
+        """`.hankweave/runs/<runId>/<codonId>-stderr.log`: the agent's stderr, next to its log."""
+        return self.run_folder(run_id) / codon_stderr_name(codon_id)
+
+    @property
+    def harnesses_dir(self) -> Path:
+        return self.hankweave_dir / "harnesses"
+
+    def harness_state_dir(self, harness: str) -> Path:
+        """`.hankweave/harnesses/<name>/`: a harness's own state, kept across runs."""
+        return self.harnesses_dir / harness
 
     @property
     def checkpoints_dir(self) -> Path:

@@ -1,23 +1,28 @@
-"""One codon attempt: drive a harness, write its log, and turn its records into state and events.
+"""One codon attempt's agent: drive a harness, write its log, turn its records into state and events.
 
 The harness yields codon-log records; the runner writes each one to the codon log first (the
 log is the record of what the agent did), then feeds it to the kernel parser and acts on what it
 means: the session's first ``init`` moves the codon to ``running``, assistant messages count and
 cost, tool results are matched with their tool uses, and the result sets the final cost.
 
-Extensions (``exhaustWithPrompt``) resume the same session with the extension prompt, appending
-to the same log, until a stop condition holds.  The runner can be interrupted (skip, stop, a
-budget breach, an idle timeout); it then cancels the harness, which ends its agent.
+One harness instance serves the whole attempt: extensions (``exhaustWithPrompt``) call it again
+to resume the same session with the extension prompt, appending to the same log, until a stop
+condition holds; then its ``aclose()`` runs, bounded by the harness's ``close_timeout_s``, after
+which every process it reported is killed.  The runner can be interrupted (skip, stop, a budget
+breach, an idle timeout); it then cancels the harness's iteration, which ends its agent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
+import signal
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,14 +31,26 @@ from hankweave.codonlog import (
     CodonLogWriter,
     ToolResultBlock,
     catalogue_price,
+    error_result,
     final_cost_of,
 )
-from hankweave.harness import CodonRequest, Harness
-from hankweave.models import ModelEntry
+from hankweave.fsutil import pid_alive
+from hankweave.harness import (
+    AttemptContext,
+    AttemptPolicy,
+    CodonLogRecord,
+    CodonRequest,
+    Harness,
+    HarnessConfig,
+)
 from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.failures import classify_api_error_text
+from hankweave.runtime.reporter import Reporter
+from hankweave.state.costs import codon_cost_complete
 from hankweave.state.store import StateStore
 from hankweave.state.transitions import (
+    AgentProcessData,
+    AgentProcessReported,
     AssistantMessageCountData,
     AssistantMessageCountUpdated,
     CodonFinalCostData,
@@ -51,28 +68,24 @@ from hankweave.state.types import BudgetExceededData, FailureReason, TokenUsage,
 log = logging.getLogger(__name__)
 
 Interrupt = Literal["skip", "stop", "budget", "timeout", "idle"]
-Emit = Callable[[str, dict[str, Any]], Any]
 TOOL_RESULT_LIMIT = 2500
 
 
 @dataclass
 class AttemptSpec:
-    """What one codon attempt runs."""
+    """What one codon attempt runs: the first pass's request and what the attempt needs."""
 
-    run_id: str
-    codon_id: str
-    codon_name: str
+    request: CodonRequest
     harness: type[Harness]
-    model: ModelEntry
-    prompt: str
-    system_prompt: str | None
-    work_dir: Path
     log_path: Path
-    session_to_resume: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    stderr_path: Path
+    state_dir: Path
+    harness_config: HarnessConfig | None = None
+    """The validated ``harnesses.<name>`` settings (None: the harness's defaults)."""
     extension_prompt: str | None = None
     max_extensions: int = 100
     idle_timeout_s: float | None = None
+    policy: AttemptPolicy = dataclasses.field(default_factory=AttemptPolicy)
 
 
 @dataclass
@@ -92,36 +105,39 @@ class AttemptOutcome:
 
 
 class CodonRunner:
-    """Runs one attempt of one codon (extensions included)."""
+    """Runs the agent of one attempt of one codon (extensions included)."""
 
-    def __init__(self, spec: AttemptSpec, *, store: StateStore, emit: Emit,
+    def __init__(self, spec: AttemptSpec, *, store: StateStore, reporter: Reporter,
                  budget: CodonBudget | None = None) -> None:
         self.spec = spec
         self.store = store
-        self.emit = emit
+        self.reporter = reporter
         self.budget = budget
-        self._price = catalogue_price(spec.model)
+        self._price = catalogue_price(spec.request.model)
         self.parser = CodonLogParser(price=self._price)
         self.outcome = AttemptOutcome()
         self._interrupt: Interrupt | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._stop_signal: asyncio.Future[None] | None = None
         self._pending_tools: dict[str, tuple[str, float]] = {}
         self._crash: BaseException | None = None
-        self._awaiting_agent = False
+        self._warned_unpriced = False
+
+    @property
+    def codon_id(self) -> str:
+        return self.spec.request.codon_id
 
     # -- control --
 
     def interrupt(self, kind: Interrupt) -> None:
-        """Stop the agent: the attempt ends as soon as the harness is cancelled."""
+        """Stop the agent: the attempt stops waiting for it at once, and its iteration is
+        cancelled (the harness then ends its agent, within ``close_timeout_s``)."""
         if self._interrupt is None:
             self._interrupt = kind
-        # Cancel only while the attempt waits for the agent's next record.  Elsewhere the task
-        # may be inside a state write, and a cancellation there would leave the state log ahead
-        # of the in-memory state; the record loop sees the flag once the record in hand is done.
-        task = self._task
-        if (task is not None and self._awaiting_agent and not task.done()
-                and task is not asyncio.current_task()):
-            task.cancel()
+        # Only the wait for the agent's next record is woken; a state write in progress is
+        # never cancelled, and the record loop sees the flag once the record in hand is done.
+        stop = self._stop_signal
+        if stop is not None and not stop.done():
+            stop.set_result(None)
 
     @property
     def interrupted(self) -> Interrupt | None:
@@ -132,71 +148,139 @@ class CodonRunner:
     async def run(self) -> AttemptOutcome:
         spec = self.spec
         writer = CodonLogWriter(spec.log_path, append=False)
+        context = AttemptContext(
+            request=spec.request, log_path=spec.log_path, stderr_path=spec.stderr_path,
+            state_dir=spec.state_dir, on_process=self._process_reported, policy=spec.policy,
+            idle_timeout_s=spec.idle_timeout_s)
+        harness: Harness | None = None
         try:
-            prompt, session = spec.prompt, spec.session_to_resume
-            while True:
-                ended_cleanly = await self._one_pass(writer, prompt, session)
-                if not ended_cleanly or not self._should_extend():
-                    break
+            # Without a settings section a harness is built with no arguments (its defaults).
+            harness = spec.harness(spec.harness_config) if spec.harness_config is not None \
+                else spec.harness()
+            request = spec.request
+            while await self._one_pass(harness, context, writer, request) \
+                    and self._should_extend():
                 self.outcome.extension_count += 1
                 await self._extended()
                 # The next pass resumes this session with the extension prompt; its evidence
                 # starts afresh, the session stays established.
                 self.parser.begin_extension()
-                prompt = spec.extension_prompt or ""
-                session = self.parser.session_id
+                request = dataclasses.replace(
+                    spec.request, prompt=spec.extension_prompt or "",
+                    session_id_to_resume=self.parser.session_id, extension=True)
+        except Exception as exc:  # the harness could not be built (a broken config or plugin)
+            log.exception("harness %s could not start", spec.harness.name)
+            self._crash = exc
         finally:
+            if harness is not None:
+                await self._bounded(harness.aclose(), "aclose()", context)
+            context.stderr.close()
             writer.close()
         return self._finish()
 
-    async def _one_pass(self, writer: CodonLogWriter, prompt: str, session: str | None) -> bool:
-        spec = self.spec
+    async def _one_pass(self, harness: Harness, context: AttemptContext,
+                        writer: CodonLogWriter, request: CodonRequest) -> bool:
+        """One call of the harness; True when it ended by itself, without a failure."""
         if self._interrupt is not None:
             return False  # interrupted between passes
-        request = CodonRequest(prompt=prompt, system_prompt=spec.system_prompt, model=spec.model,
-                               work_dir=spec.work_dir, session_id_to_resume=session,
-                               env=dict(spec.env), codon_id=spec.codon_id, run_id=spec.run_id)
-        try:
-            records = spec.harness().run_codon(request)
-        except Exception as exc:  # the harness could not start its agent (no SDK, no CLI, ...)
-            log.exception("harness %s could not start", spec.harness.name)
-            self._crash = exc
-            return False
-        stream = _with_idle_timeout(records, spec.idle_timeout_s)
-        self._task = asyncio.current_task()
+        records = harness.run_codon(request, context)
+        iterator = records.__aiter__()
+        pending: asyncio.Future[Any] | None = None
         try:
             while True:
-                self._awaiting_agent = True
-                try:
-                    record = await anext(stream)
-                except StopAsyncIteration:
+                pending = self._next_record(iterator)
+                record = await self._wait_for(pending)
+                if record is _END:
                     break
-                finally:
-                    self._awaiting_agent = False
                 if record is _IDLE:
                     self._idle_timeout(writer)
                     return False
+                if record is _STOPPED:
+                    return False
+                pending = None
                 await self._handle(writer.write(record))
                 if self._interrupt is not None:
                     return False
-        except asyncio.CancelledError:
-            if self._interrupt is None:
-                raise  # cancelled from outside: let it propagate
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()  # our own interrupt: consumed here
-            return False
         except Exception as exc:  # the harness itself broke
-            log.exception("harness %s failed", spec.harness.name)
+            pending = None
+            if self.parser.success:
+                # The session already succeeded (a known SDK quirk raises after its result):
+                # the codon keeps its success; the error is only reported.
+                log.warning("harness %s raised after its success result: %s",
+                            self.spec.harness.name, exc)
+                self.reporter.error(
+                    f"The agent reported an error after its result, ignored: "
+                    f"{type(exc).__name__}: {exc}", codon=self.codon_id, severity="warning")
+                return True
+            log.exception("harness %s failed", self.spec.harness.name)
             self._crash = exc
             return False
         finally:
-            self._task = None
-            with contextlib.suppress(Exception):
-                await stream.aclose()  # type: ignore[attr-defined]
-            with contextlib.suppress(Exception):
-                await records.aclose()  # type: ignore[attr-defined]
+            await self._close_iteration(records, pending, context)
         return True
+
+    def _next_record(self, iterator: AsyncIterator[CodonLogRecord]) -> asyncio.Future[Any]:
+        """The harness's next record (or :data:`_END`), fetched in a task of its own so that
+        an interrupt or the idle timeout can stop waiting for it at once."""
+        async def fetch() -> Any:
+            try:
+                return await iterator.__anext__()
+            except StopAsyncIteration:
+                return _END
+
+        return asyncio.ensure_future(fetch())
+
+    async def _wait_for(self, pending: asyncio.Future[Any]) -> Any:
+        """The record ``pending`` brings, or :data:`_STOPPED` / :data:`_IDLE` when an interrupt
+        or the idle timeout comes first (``pending`` is then cancelled)."""
+        self._stop_signal = stop = asyncio.get_running_loop().create_future()
+        if self._interrupt is not None:
+            stop.set_result(None)
+        try:
+            done, _ = await asyncio.wait({pending, stop}, timeout=self.spec.idle_timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            pending.cancel()
+            raise
+        finally:
+            self._stop_signal = None
+        if pending in done:
+            return pending.result()  # what the harness raised propagates from here
+        pending.cancel()
+        return _STOPPED if stop.done() else _IDLE
+
+    async def _close_iteration(self, records: Any, pending: asyncio.Future[Any] | None,
+                               context: AttemptContext) -> None:
+        """Let the harness end its iteration (cancelled, or left at a record), within its
+        ``close_timeout_s``; past that, kill what it reported."""
+        harness = self.spec.harness
+        if pending is not None and not pending.done():
+            done, _ = await asyncio.wait({pending}, timeout=harness.close_timeout_s)
+            if not done:
+                log.warning("harness %s did not stop within %.1fs; killing its processes",
+                            harness.name, harness.close_timeout_s)
+                pending.add_done_callback(_consume)
+                _kill(context.reported_pids)
+                return
+        if pending is not None:
+            _consume(pending)
+        aclose = getattr(records, "aclose", None)
+        if aclose is not None:
+            await self._bounded(aclose(), "closing its iteration", context)
+
+    async def _bounded(self, closing: Any, what: str, context: AttemptContext) -> None:
+        """Await a harness's cleanup for at most ``close_timeout_s``; past that (or if it
+        fails), kill every process the harness reported, so none outlives the attempt."""
+        harness = self.spec.harness
+        try:
+            await asyncio.wait_for(closing, harness.close_timeout_s)
+            return
+        except TimeoutError:
+            log.warning("harness %s: %s took longer than %.1fs; killing its processes",
+                        harness.name, what, harness.close_timeout_s)
+        except Exception as exc:
+            log.warning("harness %s: %s failed: %s", harness.name, what, exc)
+        _kill(context.reported_pids)
 
     def _should_extend(self) -> bool:
         spec = self.spec
@@ -210,32 +294,37 @@ class CodonRunner:
         )
 
     async def _extended(self) -> None:
-        spec = self.spec
+        request = self.spec.request
         count = self.outcome.extension_count
         await self.store.transition(ExtensionCountUpdated(data=ExtensionCountData(
-            run_id=spec.run_id, codon_id=spec.codon_id, extension_count=count)))
+            run_id=request.run_id, codon_id=request.codon_id, extension_count=count)))
         codon = self._record()
         tokens = getattr(codon, "current_tokens", None) or TokenUsage()
-        self.emit("codon.extended", {
-            "codonId": spec.codon_id, "codonName": spec.codon_name, "extensionNumber": count,
-            "exhaustWithPrompt": spec.extension_prompt or "",
+        self.reporter.codon_extended(
+            codon_id=request.codon_id, codon_name=request.codon_name, number=count,
+            prompt=self.spec.extension_prompt or "",
             # A number, as in the catalogue: the session's input + output tokens so far.
-            "cumulativeTokens": tokens.input_tokens + tokens.output_tokens,
-            "cumulativeCost": getattr(codon, "current_cost", None) or 0.0,
-        })
+            cumulative_tokens=tokens.input_tokens + tokens.output_tokens,
+            cumulative_cost=getattr(codon, "current_cost", None) or 0.0)
 
     def _idle_timeout(self, writer: CodonLogWriter) -> None:
         ms = int((self.spec.idle_timeout_s or 0) * 1000)
-        record = writer.write({"type": "result", "subtype": "error", "is_error": True,
-                               "result": f"Idle timeout: no events received for {ms}ms"})
+        record = writer.write(error_result(f"Idle timeout: no events received for {ms}ms",
+                                           session_id=self.parser.session_id))
         self.parser.feed(record)
         self._interrupt = self._interrupt or "idle"
+
+    async def _process_reported(self, pid: int) -> None:
+        request = self.spec.request
+        await self.store.transition(AgentProcessReported(data=AgentProcessData(
+            run_id=request.run_id, codon_id=request.codon_id, pid=pid)))
 
     # -- records --
 
     def _record(self) -> Any:
-        run = self.store.state.run_by_id(self.spec.run_id)
-        found = last_record(run, self.spec.codon_id) if run else None
+        request = self.spec.request
+        run = self.store.state.run_by_id(request.run_id)
+        found = last_record(run, request.codon_id) if run else None
         return found[1] if found else None
 
     async def _handle(self, record: dict[str, Any]) -> None:
@@ -245,9 +334,8 @@ class CodonRunner:
         elif parsed.kind == "assistant":
             await self._assistant(parsed.blocks, parsed.usage)
             if parsed.synthetic_timeout:
-                self.emit("error", {"message": "API Error: Request timed out.",
-                                    "codon": self.spec.codon_id, "fatal": False,
-                                    "severity": "codon"})
+                self.reporter.error("API Error: Request timed out.", codon=self.codon_id,
+                                    severity="codon")
                 self.interrupt("timeout")
         elif parsed.kind == "user":
             self._tool_results(parsed.blocks)
@@ -258,54 +346,52 @@ class CodonRunner:
         codon = self._record()
         if codon is None or codon.status != "initializing":
             return  # an extension's init: the session is already established
-        spec = self.spec
+        request = self.spec.request
         await self.store.transition(CodonTransitioned(data=CodonTransitionedData.model_validate({
-            "runId": spec.run_id, "codonId": spec.codon_id, "from": "initializing",
+            "runId": request.run_id, "codonId": request.codon_id, "from": "initializing",
             "to": "running", "metadata": CodonMetadata(claude_session_id=self.parser.session_id),
         })))
         self.outcome.session_established = True
-        codon = self._record()
-        self.emit("codon.started", {
-            "codonId": spec.codon_id, "codonName": spec.codon_name,
-            "sessionId": self.parser.session_id,
-            "previousSessionId": spec.session_to_resume, "startTime": codon.start_time,
-        })
+        self.reporter.codon_started(
+            codon_id=request.codon_id, codon_name=request.codon_name,
+            session_id=self.parser.session_id or "",
+            previous_session_id=request.session_id_to_resume,
+            start_time=self._record().start_time)
 
     async def _assistant(self, blocks: tuple[dict[str, Any], ...],
                          usage: TokenUsage | None) -> None:
-        spec = self.spec
+        request = self.spec.request
+        now = time.monotonic()
         for block in blocks:
-            kind = block.get("type")
-            if kind == "tool_use":
-                tool_id = str(block.get("id", ""))
-                self._pending_tools[tool_id] = (str(block.get("name", "")), time.monotonic())
-                self.emit("assistant.action", {
-                    "codonId": spec.codon_id, "action": "tool_use", "content": "",
-                    "toolName": block.get("name"), "toolInput": block.get("input"),
-                    "toolUseId": tool_id})
-            elif kind in ("text", "thinking"):
-                text = block.get("text") if kind == "text" else block.get("thinking")
-                self.emit("assistant.action", {
-                    "codonId": spec.codon_id,
-                    "action": "message" if kind == "text" else "thinking",
-                    "content": str(text or "")})
+            if block.get("type") == "tool_use":
+                self._pending_tools[str(block.get("id", ""))] = (str(block.get("name", "")), now)
+        self.reporter.assistant_blocks(request.codon_id, blocks)
         codon = self._record()
         if codon is None or codon.status != "running":
             return
         await self.store.transition(AssistantMessageCountUpdated(data=AssistantMessageCountData(
-            run_id=spec.run_id, codon_id=spec.codon_id,
+            run_id=request.run_id, codon_id=request.codon_id,
             new_count=(codon.assistant_message_count or 0) + 1)))
         if usage is None:
             return
-        # State records 0 for a model without a price (as the original); the parser keeps
-        # the cost unknown for whoever reads the log.
-        cost = self._price(usage) or 0.0
+        cost = self._price(usage)  # None: the model has no price; never counted as 0
+        if cost is None:
+            self._warn_unpriced()
         await self.store.transition(CostsIncremented(data=CostsIncrementedData(
-            run_id=spec.run_id, codon_id=spec.codon_id, cost_delta=cost, tokens_delta=usage)))
-        self.emit("token.usage", {"codonId": spec.codon_id, **_token_dict(usage),
-                                  "totalCost": cost, "modelId": spec.model.full_id})
-        if self.budget is not None and self.budget.add_usage(cost, usage) is not None:
+            run_id=request.run_id, codon_id=request.codon_id, cost_delta=cost,
+            tokens_delta=usage)))
+        self.reporter.token_usage(codon_id=request.codon_id, usage=usage, cost=cost,
+                                  model_id=request.model.full_id)
+        if self.budget is not None and self.budget.add_usage(cost or 0.0, usage) is not None:
             self.interrupt("budget")
+
+    def _warn_unpriced(self) -> None:
+        if not self._warned_unpriced:
+            self._warned_unpriced = True
+            self.reporter.error(
+                f"Model {self.spec.request.model.full_id} has no price in the model catalogue:"
+                " this codon's cost is unknown (recorded as such, not as $0), and dollar"
+                " budgets cannot count it", codon=self.codon_id, severity="warning")
 
     def _tool_results(self, blocks: tuple[dict[str, Any], ...]) -> None:
         for block in blocks:
@@ -318,15 +404,12 @@ class CodonRunner:
                 continue
             name, seen = pending
             result = ToolResultBlock.model_validate(block)
-            text, is_error = result.text, result.failed
-            self.emit("tool.result", {
-                "codonId": self.spec.codon_id, "toolUseId": tool_id, "toolName": name,
-                "result": text if len(text) <= TOOL_RESULT_LIMIT else text[:TOOL_RESULT_LIMIT]
-                + "...",
-                "truncated": len(text) > TOOL_RESULT_LIMIT, "originalLength": len(text),
-                "executionTimeMs": int((time.monotonic() - seen) * 1000), "isError": is_error})
+            self.reporter.tool_result(
+                codon_id=self.codon_id, tool_use_id=tool_id, tool_name=name, text=result.text,
+                limit=TOOL_RESULT_LIMIT, elapsed_ms=int((time.monotonic() - seen) * 1000),
+                is_error=result.failed)
 
-    async def _result(self, record: dict[str, Any], usage: TokenUsage | None) -> None:
+    async def _result(self, record: Mapping[str, Any], usage: TokenUsage | None) -> None:
         # Error results never set a final cost (the original's rule); success results
         # (disguised errors included) do.
         if record.get("subtype") != "success" or usage is None:
@@ -334,19 +417,21 @@ class CodonRunner:
         codon = self._record()
         if codon is None or codon.status != "running":
             return
-        spec = self.spec
+        request = self.spec.request
+        # The result's own total, else the price of its usage, else the running sum if that
+        # is complete: an unknown cost stays unknown.
         final = final_cost_of(record)
         if final is None:
-            final = self._price(usage) or codon.current_cost
+            final = self._price(usage)
+        if final is None and codon_cost_complete(codon):
+            final = codon.current_cost
         await self.store.transition(CodonFinalCostSet(data=CodonFinalCostData(
-            run_id=spec.run_id, codon_id=spec.codon_id, final_cost=final, final_tokens=usage)))
-        event: dict[str, Any] = {"codonId": spec.codon_id, **_token_dict(usage),
-                                 "totalCost": final}
-        if isinstance(record.get("modelUsage"), dict):
-            event["modelUsage"] = record["modelUsage"]
-        else:
-            event["modelId"] = spec.model.full_id
-        self.emit("token.usage", event)
+            run_id=request.run_id, codon_id=request.codon_id, final_cost=final,
+            final_tokens=usage)))
+        model_usage = record.get("modelUsage")
+        self.reporter.token_usage(
+            codon_id=request.codon_id, usage=usage, cost=final, model_id=request.model.full_id,
+            model_usage=model_usage if isinstance(model_usage, Mapping) else None)
 
     # -- the outcome --
 
@@ -376,29 +461,26 @@ class CodonRunner:
         return out
 
 
+def _kill(pids: tuple[int, ...]) -> None:
+    """SIGKILL each reported process still alive (never this process)."""
+    for pid in pids:
+        if pid != os.getpid() and pid_alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                log.warning("killed agent process %d", pid)
+
+
+_END = object()
+"""The harness's iteration ended."""
 _IDLE = object()
+"""No record came within the idle timeout."""
+_STOPPED = object()
+"""An interrupt came before the next record."""
 
 
-async def _with_idle_timeout(records: AsyncIterator[dict[str, Any]],
-                             timeout: float | None) -> AsyncIterator[Any]:
-    """Yield the harness's records; yield :data:`_IDLE` once if none comes within ``timeout``."""
-    iterator = records.__aiter__()
-    while True:
-        try:
-            if timeout is None:
-                record = await iterator.__anext__()
-            else:
-                record = await asyncio.wait_for(iterator.__anext__(), timeout)
-        except StopAsyncIteration:
-            return
-        except TimeoutError:
-            yield _IDLE
-            return
-        yield record
-
-
-def _token_dict(usage: TokenUsage | None) -> dict[str, int]:
-    usage = usage or TokenUsage()
-    return {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
-            "cacheCreationTokens": usage.cache_creation_tokens,
-            "cacheReadTokens": usage.cache_read_tokens}
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a finished fetch's outcome, so an abandoned one logs no "never retrieved"."""
+    if future.done() and not future.cancelled():
+        error = future.exception()
+        if error is not None:
+            log.debug("a cancelled harness iteration ended with %r", error)

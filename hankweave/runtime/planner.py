@@ -19,12 +19,18 @@ Deliberate differences from Hankweave 0.10.0:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hankweave.config.hank import Codon, HankFile, IterationLimit, Loop
+from hankweave.config.hank import (
+    Codon,
+    HankFile,
+    IterationLimit,
+    Loop,
+    base_codon_id,
+    runtime_codon_id,
+)
 from hankweave.state.types import ExecutionCodonEntry, LoopBudget, PlanCodon, PlanLoopContext
 
 __all__ = [
@@ -50,9 +56,6 @@ ExpandOutcome = Literal["completed", "skipped", "failed-ignored"]
 TerminationReason = Literal["iteration_limit", "context_exceeded", "budget_exceeded"]
 
 _EXPAND_OUTCOMES: frozenset[str] = frozenset({"completed", "skipped", "failed-ignored"})
-_ITERATION_SUFFIX = re.compile(r"#\d+$")
-
-
 class PlanError(ValueError):
     """The plan is inconsistent, or names a codon it does not hold."""
 
@@ -83,16 +86,6 @@ class Expansion:
 # --------------------------------------------------------------------------------------------
 # Ids and lookups
 # --------------------------------------------------------------------------------------------
-
-
-def runtime_codon_id(codon_id: str, iteration: int) -> str:
-    """The runtime id of a loop codon in one iteration: ``review`` + 3 → ``review#3``."""
-    return f"{codon_id}#{iteration}"
-
-
-def base_codon_id(runtime_id: str) -> str:
-    """The config id behind a runtime id: ``review#3`` → ``review``; top-level ids unchanged."""
-    return _ITERATION_SUFFIX.sub("", runtime_id)
 
 
 def loop_of(hank: HankFile, loop_id: str) -> Loop | None:

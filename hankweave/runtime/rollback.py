@@ -1,17 +1,40 @@
-"""Rollback targets: which checkpoint a rollback restores, and the checkpoints a codon left.
+"""Rollbacks: which checkpoint a rollback restores, restoring it, and the checkpoints to list.
 
-Pure functions over the execution thread, shared by the runtime's rollback commands, the
-WebSocket ``checkpoint.list`` reply and ``hankweave rollback``.
+The target functions are pure, over the execution thread, and shared by the runtime's rollback
+commands, boot recovery and ``hankweave rollback``.  :class:`Rollbacks` performs them on a live
+runtime: it restores the checkpoint, ends the current run and starts a continuation run from
+the restored point (reason ``rollback``).  :func:`rollback_offline` does the same while no
+runtime runs.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import TYPE_CHECKING, Literal, cast, get_args
 
+from hankweave.checkpoints import CheckpointError, CheckpointStore
+from hankweave.execution.layout import ExecutionLayout
+from hankweave.runtime.completion import report_snapshot
+from hankweave.runtime.control import LiveControl, Phase, StartRequest
 from hankweave.runtime.errors import RuntimeCommandError
-from hankweave.state.thread import ExecutionThread
-from hankweave.state.types import CheckpointType, CodonExecution, HankweaveState
+from hankweave.runtime.lifecycle import new_run_id
+from hankweave.state.thread import ExecutionThread, analyze_execution_thread
+from hankweave.state.transitions import RunCompleted, RunRef, RunStarted, RunStartedData
+from hankweave.state.types import (
+    CheckpointType,
+    ContinuationSource,
+    ContinuationStart,
+    FreshStart,
+    HankweaveState,
+    end_checkpoint,
+    record_checkpoints,
+)
+
+if TYPE_CHECKING:
+    from hankweave.runtime.context import RunContext
+    from hankweave.runtime.lifecycle import RunLifecycle
+    from hankweave.state.boot import OwnedExecution
 
 
 @dataclass(frozen=True)
@@ -52,22 +75,6 @@ class RollbackTarget:
     checkpoint_type: CheckpointType | Literal["initial"]
     sha: str
 
-
-
-def record_checkpoints(codon: CodonExecution) -> list[tuple[CheckpointType, str]]:
-    """A record's checkpoints, newest first: its terminal one, then its rig-setup one."""
-    found: list[tuple[CheckpointType, str]] = []
-    terminal = {"completed": ("completed", "completion_checkpoint"),
-                "failed": ("error", "error_checkpoint"),
-                "skipped": ("skipped", "skip_checkpoint")}.get(codon.status)
-    if terminal is not None:
-        sha = getattr(codon, terminal[1], None)
-        if sha and sha != "none":
-            found.append((terminal[0], sha))  # type: ignore[arg-type]
-    rig = getattr(codon, "rig_setup_checkpoint", None)
-    if rig:
-        found.append(("rig-setup", rig))
-    return found
 
 
 _CHECKPOINT_PREFERENCE: dict[str, tuple[CheckpointType, ...]] = {
@@ -171,11 +178,189 @@ def find_rollback_target(thread: ExecutionThread, codon_id: str) -> tuple[str, s
         codon = item.codon
         if codon.codon_id != codon_id:
             continue
-        sha = getattr(codon, "completion_checkpoint", None) or getattr(
-            codon, "skip_checkpoint", None)
+        sha = end_checkpoint(codon) if codon.status in ("completed", "skipped") else None
         if sha:
             return item.run_id, sha
         raise RuntimeCommandError(f"No completed checkpoint found for codon {codon_id!r}"
                             f" (its newest record is {codon.status})")
     known = ", ".join(dict.fromkeys(t.codon.codon_id for t in thread.codons)) or "none"
     raise RuntimeCommandError(f"Codon {codon_id!r} is not in the execution thread (codons: {known})")
+
+
+# ----- performing rollbacks -----
+
+
+class Rollbacks:
+    """The rollback commands of a live runtime, and boot recovery."""
+
+    def __init__(self, ctx: RunContext, lifecycle: RunLifecycle, control: LiveControl) -> None:
+        self.ctx = ctx
+        self.lifecycle = lifecycle
+        self.control = control
+
+    async def to_last_success(self, *, auto_restart: bool = False) -> RollbackTarget:
+        """Restore the newest successful point (``rollback.toLastSuccess``); see
+        :func:`last_success_target`.  Refused while a codon runs."""
+        self._refuse()
+        target = last_success_target(self.ctx.thread(), self.ctx.state.initial_checkpoint)
+        return await self._command(target, auto_restart)
+
+    async def to_codon(self, codon_id: str, checkpoint_type: str = "end", *,
+                       auto_restart: bool = False) -> RollbackTarget:
+        """Restore a checkpoint of the newest record of ``codon_id`` (``rollback.toCodon``).
+
+        ``checkpoint_type``: ``end`` (completed, else error, else skipped, else rig-setup),
+        ``start`` (rig-setup, else completed, error, skipped) or one exact type.
+        """
+        self._refuse()
+        target = codon_checkpoint_target(self.ctx.thread(), codon_id, checkpoint_type)
+        return await self._command(target, auto_restart)
+
+    async def to_checkpoint(self, sha_prefix: str, *,
+                            auto_restart: bool = False) -> RollbackTarget:
+        """Restore the checkpoint whose id starts with ``sha_prefix`` (``rollback.toCheckpoint``).
+
+        Searched in the execution thread first, then in every run (an abandoned timeline), then
+        the initial checkpoint; no match and several matches are refused.
+        """
+        self._refuse()
+        target = checkpoint_prefix_target(self.ctx.thread(), self.ctx.state, sha_prefix)
+        return await self._command(target, auto_restart)
+
+    async def recover(self, thread: ExecutionThread) -> None:
+        """Boot recovery: restore the last success of a failed thread (no command checks)."""
+        await self._restore(last_success_target(thread, self.ctx.state.initial_checkpoint))
+
+    def _refuse(self) -> None:
+        control = self.control
+        control.refuse_if_stopping()
+        attempt = control.attempt
+        if (attempt is not None and attempt.agent_running) or \
+                self.ctx.codon_in_progress() is not None:
+            raise RuntimeCommandError("Cannot rollback while a codon is running; skip or stop it"
+                                      " first")
+        if control.phase is not Phase.WAITING:
+            raise RuntimeCommandError("Cannot rollback now: the runtime is between codons. It"
+                                      " rolls back while it waits for a command"
+                                      " (--no-autostart, after a force stop)")
+
+    async def _command(self, target: RollbackTarget, auto_restart: bool) -> RollbackTarget:
+        """Restore ``target`` while the drive loop waits, then restart or stay idle."""
+        ctx, control = self.ctx, self.control
+        known = ctx.checkpoints.data()
+        if known is not None and target.sha not in known:
+            raise RuntimeCommandError(f"Checkpoint {target.sha[:12]} is no longer in the"
+                                      " checkpoint store (pruned?); choose another")
+        control.enter(Phase.ROLLING_BACK)  # before the first await: concurrent commands see it
+        try:
+            async with control.command_lock:
+                thread = ctx.thread()
+                from_run = ctx.run_id or (ctx.state.runs[0].run_id if ctx.state.runs else "")
+                checkpoint_type = event_checkpoint_type(target)
+                ctx.reporter.rollback_started(
+                    from_run=from_run,
+                    from_codon=thread.codons[0].codon.codon_id if thread.codons else None,
+                    to_codon=target.codon_id or "", checkpoint=target.sha,
+                    checkpoint_type=checkpoint_type, undone=codons_newer_than(thread, target))
+                try:
+                    await self._restore(target)
+                except CheckpointError as exc:
+                    raise RuntimeCommandError(f"Rollback to {target.sha[:12]} failed: {exc}"
+                                              ) from exc
+                ctx.reporter.rollback_completed(
+                    from_run=from_run, to_run=ctx.run_id or "", checkpoint=target.sha,
+                    codon_id=target.codon_id or "",
+                    codon_name=ctx.codon_name(target.codon_id) if target.codon_id else "",
+                    checkpoint_type=checkpoint_type, auto_restart=auto_restart)
+                report_snapshot(ctx)
+        finally:
+            control.enter(Phase.WAITING)
+        if auto_restart:
+            control.queue_start(StartRequest())
+        else:
+            ctx.reporter.idle("rollback-completed",
+                              "Rollback completed. Use 'codon.next' to continue.")
+        return target
+
+    async def _restore(self, target: RollbackTarget) -> None:
+        """Restore the checkpoint, end the current run, and start the continuation run."""
+        ctx = self.ctx
+        if target.sha:
+            await ctx.checkpoints.restore(target.sha)
+        current = ctx.state.run_by_id(ctx.run_id or "")
+        if current is not None and current.status == "running":
+            await ctx.transition(RunCompleted(data=RunRef(run_id=current.run_id)))
+        source_run = target.run_id or (ctx.state.runs[0].run_id if ctx.state.runs else None)
+        if source_run is None:
+            await self.lifecycle.start_run(
+                FreshStart(initial_checkpoint_sha=ctx.state.initial_checkpoint))
+            return
+        if target.checkpoint_type == "rig-setup":
+            self.control.rig_ready_for = target.codon_id  # it re-runs with its rig in place
+        await self.lifecycle.start_run(ContinuationStart(
+            source=ContinuationSource(run_id=source_run, after_codon=target.codon_id,
+                                      checkpoint_sha=target.sha),
+            reason="rollback"))
+        ctx.reporter.info(f"Rolled back to {target.codon_id or 'the start'}"
+                          f" (checkpoint {target.sha[:8]})")
+
+
+def list_checkpoints(ctx: RunContext, run_id: str | None = None) -> CheckpointListing:
+    """Checkpoints recorded in state, newest first (``checkpoint.list``).
+
+    Without ``run_id``: every run's, reported under the current run.  Only checkpoints the
+    store still holds are listed (pruned ones cannot be restored), as far as the runtime knows
+    them: the store itself is not read here, since the runtime may be using it in a worker
+    thread (before boot has read it, nothing is filtered).
+    """
+    state = ctx.state
+    if run_id is not None:
+        run = state.run_by_id(run_id)
+        if run is None:
+            raise RuntimeCommandError(f"Run {run_id} not found")
+        runs = [run]
+    else:
+        if not state.runs:
+            raise RuntimeCommandError("No active run")
+        runs = list(state.runs)
+        run = state.run_by_id(ctx.run_id or "") or state.runs[0]
+    known = ctx.checkpoints.peek()
+    entries: list[CheckpointEntry] = []
+    for listed in runs:
+        for codon in reversed(listed.codons):
+            for kind, sha in record_checkpoints(codon):
+                if known is not None and sha not in known:
+                    continue
+                timestamp = (known[sha].get("timestamp") if known is not None else None) or (
+                    getattr(codon, "end_time", None) or codon.start_time)
+                entries.append(CheckpointEntry(
+                    run_id=listed.run_id, codon_id=codon.codon_id,
+                    codon_name=ctx.codon_name(codon.codon_id), checkpoint_type=kind,
+                    sha=sha, status=codon.status, timestamp=timestamp))
+    return CheckpointListing(run_id=run.run_id, current_branch=run.git_branch,
+                             checkpoints=entries)
+
+
+async def rollback_offline(owned: OwnedExecution, checkpoints: CheckpointStore,
+                           codon_id: str) -> tuple[str, str]:
+    """``hankweave rollback``: restore a codon's checkpoint while no runtime runs.
+
+    The work tree goes back to the codon's completion checkpoint and an empty continuation run
+    after it (reason ``rollback``) is recorded, so the next ``hankweave run -e`` continues
+    right after that codon.  Returns the new run's id and the checkpoint.
+    """
+    store = owned.store
+    data = checkpoints.checkpoint_data()
+    source_run, sha = find_rollback_target(analyze_execution_thread(store.state, data), codon_id)
+    checkpoints.restore(sha)
+    run_id = new_run_id()
+    folder = ExecutionLayout(checkpoints.execution_dir).run_folder(run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    await store.transition(RunStarted(data=RunStartedData(
+        run_id=run_id, run_folder=str(folder), git_branch=f"run-{run_id}",
+        starting_conditions=ContinuationStart(
+            source=ContinuationSource(run_id=source_run, after_codon=codon_id,
+                                      checkpoint_sha=sha), reason="rollback"),
+        server_pid=os.getpid())))
+    await store.transition(RunCompleted(data=RunRef(run_id=run_id)))
+    return run_id, sha

@@ -17,6 +17,7 @@ from hankweave.server.control import (
     ControlServerError,
     is_loopback,
     serve_runtime,
+    server_of,
 )
 from hankweave.server.protocol import DEFAULT_MAX_FRAME
 
@@ -27,4 +28,5 @@ __all__ = [
     "ControlServerError",
     "is_loopback",
     "serve_runtime",
+    "server_of",
 ]

@@ -35,6 +35,7 @@ import json
 import logging
 import secrets
 import threading
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from http import HTTPStatus
@@ -918,6 +919,14 @@ def _server_info(runtime: Runtime) -> dict[str, Any]:
     return info
 
 
+_SERVERS: weakref.WeakKeyDictionary[Runtime, ControlServer] = weakref.WeakKeyDictionary()
+
+
+def server_of(runtime: Runtime) -> ControlServer | None:
+    """The control server :func:`serve_runtime` started for ``runtime`` (stopped or not)."""
+    return _SERVERS.get(runtime)
+
+
 async def serve_runtime(
     runtime: Runtime,
     bus: EventBus,
@@ -928,7 +937,7 @@ async def serve_runtime(
     max_frame: int = DEFAULT_MAX_FRAME,
     notify: Callable[[str], None] | None = None,
 ) -> ControlServer:
-    """Start the live-control server of a booted runtime; ``hankweave run`` calls this.
+    """Start the live-control server of a runtime; ``hankweave run`` calls this before boot.
 
     Binds ``host:port`` (port 0: a free one), writes the port into ``runtime.lock`` (whose
     token authorises control), and tells the user where it listens, with a warning when the
@@ -940,8 +949,9 @@ async def serve_runtime(
         ControlServerError: the address cannot be bound.
         LockLostError: the lock is no longer ours (the server is stopped again).
     """
-    if runtime.control_server is not None:
-        return runtime.control_server  # type: ignore[no-any-return]
+    running = _SERVERS.get(runtime)
+    if running is not None:
+        return running
     if notify is not None and not is_loopback(host):
         notify(f"warning: the WebSocket server listens on {host}, reachable from other"
                " machines; anyone who can reach it can watch the run, and the control token"
@@ -949,12 +959,12 @@ async def serve_runtime(
     server = ControlServer(bus, runtime=runtime, token=owned.lock.token, host=host, port=port,
                            max_frame=max_frame, server_info=_server_info(runtime))
     await server.start()
-    runtime.control_server = server
+    _SERVERS[runtime] = server
     try:
         owned.lock.update(port=server.port)
     except Exception:
         await server.stop()
-        runtime.control_server = None
+        _SERVERS.pop(runtime, None)
         raise
     if notify is not None:
         notify(f"WebSocket server: {server.url} (watch: hankweave attach -e"

@@ -15,7 +15,9 @@ preparing, starting, initializing         0                   0
 ========================================  ==================  ==================
 
 A skipped record may still carry a ``partialCost``; the runtime counts that status as zero
-cost, while its token totals use ``partialTokens``.  Sentinel LLM costs
+cost, while its token totals use ``partialTokens``.  Usage without a known price adds tokens but
+no cost, and marks the record ``costComplete: false`` (:func:`codon_cost_complete`): such a cost
+is a lower bound, never a made-up zero.  Sentinel LLM costs
 (``sentinels.totalCost``) are kept apart and are part of no total here.
 
 These are the runtime's view of persisted state, not a provider invoice.
@@ -50,6 +52,11 @@ def codon_cost(codon: CodonExecution) -> float:
         return codon.current_cost
     # Skipped (even with a partialCost) and the statuses before the agent runs.
     return 0.0
+
+
+def codon_cost_complete(codon: CodonExecution) -> bool:
+    """False when the record's cost is a lower bound: some of its usage had no known price."""
+    return getattr(codon, "cost_complete", None) is not False
 
 
 def codon_tokens(codon: CodonExecution) -> TokenUsage:

@@ -56,6 +56,8 @@ __all__ = [
     "LockLostError",
     "RuntimeLock",
     "heartbeat_forever",
+    "live_runtime_lock",
+    "lock_is_live",
     "lock_path",
     "read_lock",
 ]
@@ -531,6 +533,30 @@ class RuntimeLock:
 
 
 OnLost = Callable[[LockLostError], Awaitable[None] | None]
+
+
+def lock_is_live(lock: LockInfo) -> bool:
+    """Whether the runtime that wrote ``lock`` is presumably still running: its process exists
+    and its heartbeat is not older than :data:`STALE_AFTER_S` (a lock without a heartbeat
+    counts as live while its process exists)."""
+    if not pid_alive(lock.pid):
+        return False
+    age = lock.heartbeat_age_s()
+    return age is None or age <= STALE_AFTER_S
+
+
+def live_runtime_lock(hankweave_dir: Path) -> LockInfo | None:
+    """The lock of a runtime that is still running on this execution, or ``None``.
+
+    For readers that must not act while a runtime owns the directory (cleanup, export, journal
+    following); it takes no lock itself.
+
+    Raises:
+        LockCorruptError: the lock file exists but cannot be read; nobody can tell whether a
+            runtime holds the directory.
+    """
+    lock = read_lock(hankweave_dir)
+    return lock if lock is not None and lock_is_live(lock) else None
 
 
 async def heartbeat_forever(

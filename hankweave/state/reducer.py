@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hankweave.state.transitions import (
+    AgentProcessReported,
     AssistantMessageCountUpdated,
     CheckpointCreated,
     CodonFinalCostSet,
@@ -357,25 +358,38 @@ def _costs_updated(state: HankweaveState, t: CostsUpdated) -> HankweaveState:
 
 
 def _costs_incremented(state: HankweaveState, t: CostsIncremented) -> HankweaveState:
-    return _update_running(
-        state,
-        t.data.run_id,
-        t.data.codon_id,
-        lambda c: {
-            "current_cost": c.current_cost + t.data.cost_delta,
-            "current_tokens": c.current_tokens + t.data.tokens_delta,
-        },
-    )
+    delta = t.data.cost_delta
+
+    def change(c: Any) -> dict[str, Any]:
+        update: dict[str, Any] = {"current_tokens": c.current_tokens + t.data.tokens_delta}
+        if delta is None:
+            update["cost_complete"] = False  # unknown, never counted as 0
+        else:
+            update["current_cost"] = c.current_cost + delta
+        return update
+
+    return _update_running(state, t.data.run_id, t.data.codon_id, change)
 
 
 def _final_cost_set(state: HankweaveState, t: CodonFinalCostSet) -> HankweaveState:
     # The result message's totals are authoritative: they replace, not add to, the running sums.
-    return _update_running(
-        state,
-        t.data.run_id,
-        t.data.codon_id,
-        lambda c: {"current_cost": t.data.final_cost, "current_tokens": t.data.final_tokens},
-    )
+    final = t.data.final_cost
+
+    def change(c: Any) -> dict[str, Any]:
+        if final is None:
+            return {"current_tokens": t.data.final_tokens, "cost_complete": False}
+        return {"current_cost": final, "current_tokens": t.data.final_tokens,
+                "cost_complete": None}
+
+    return _update_running(state, t.data.run_id, t.data.codon_id, change)
+
+
+def _agent_process(state: HankweaveState, t: AgentProcessReported) -> HankweaveState:
+    run_index, codon_index, codon = _target(state, t.data.run_id, t.data.codon_id)
+    if codon.status not in ("initializing", "running", "completing-sentinels"):
+        return state  # the attempt already ended; its record keeps the pid it had
+    return _with_codon(state, run_index, codon_index,
+                       codon.model_copy(update={"claude_pid": t.data.pid}))
 
 
 def _message_count(state: HankweaveState, t: AssistantMessageCountUpdated) -> HankweaveState:
@@ -463,4 +477,5 @@ _HANDLERS: dict[str, Callable[[HankweaveState, Any], HankweaveState]] = {
     "CodonFinalCostSet": _final_cost_set,
     "SentinelStatesUpdated": _sentinels_updated,
     "ExecutionPlanUpdated": _plan_updated,
+    "AgentProcessReported": _agent_process,
 }

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 
 from hankweave.state.types import (
     CheckpointInfo,
-    CheckpointType,
     CodonExecution,
     CodonId,
     ContinuationStart,
@@ -37,6 +36,7 @@ from hankweave.state.types import (
     SessionId,
     is_terminal_status,
     last_record,
+    record_checkpoints,
 )
 
 CheckpointData = Mapping[str, Mapping[str, str]]
@@ -254,14 +254,6 @@ def _next_codon_id(
     return successor(source.after_codon)
 
 
-# Which terminal status owns which checkpoint field, and the type it is reported as.
-_TERMINAL_CHECKPOINTS: tuple[tuple[str, str, CheckpointType], ...] = (
-    ("completed", "completion_checkpoint", "completed"),
-    ("failed", "error_checkpoint", "error"),
-    ("skipped", "skip_checkpoint", "skipped"),
-)
-
-
 def _validated_checkpoints(
     codon: CodonExecution, checkpoint_data: CheckpointData | None
 ) -> list[CheckpointInfo]:
@@ -272,15 +264,7 @@ def _validated_checkpoints(
     """
     if not checkpoint_data:
         return []
-    candidates: list[tuple[CheckpointType, str]] = []
-    rig_setup = getattr(codon, "rig_setup_checkpoint", None)
-    if rig_setup:
-        candidates.append(("rig-setup", rig_setup))
-    for status, field_name, kind in _TERMINAL_CHECKPOINTS:
-        if codon.status == status:
-            sha = getattr(codon, field_name, None)
-            if sha:
-                candidates.append((kind, sha))
+    candidates = reversed(record_checkpoints(codon))
     confirmed: list[CheckpointInfo] = []
     for kind, sha in candidates:
         data = checkpoint_data.get(sha)

@@ -221,7 +221,9 @@ class CostsUpdated(_TransitionBase):
 class CostsIncrementedData(StateModel):
     run_id: RunId
     codon_id: CodonId
-    cost_delta: float
+    cost_delta: float | None
+    """None when the usage has no known price: the tokens count, the cost stays unknown (the
+    record is marked ``costComplete: false``) rather than counted as 0."""
     tokens_delta: TokenUsage
 
 
@@ -277,13 +279,33 @@ class InitialCheckpointSet(_TransitionBase):
 class CodonFinalCostData(StateModel):
     run_id: RunId
     codon_id: CodonId
-    final_cost: float
+    final_cost: float | None
+    """The session's total cost; None when neither the result nor the price list knows it (the
+    running sum stays, marked incomplete)."""
     final_tokens: TokenUsage
 
 
 class CodonFinalCostSet(_TransitionBase):
     type: Literal["CodonFinalCostSet"] = "CodonFinalCostSet"
     data: CodonFinalCostData
+
+
+class AgentProcessData(StateModel):
+    run_id: RunId
+    codon_id: CodonId
+    pid: int = Field(gt=0)
+
+
+class AgentProcessReported(_TransitionBase):
+    """Beyond the original: the harness started its agent process (a CLI, say), so the record's
+    ``claudePid`` names that process instead of the runtime that hosts the harness.
+
+    A lifecycle transition: it is on disk before the harness goes on, so whoever finds the run
+    crashed knows which process may still be running.
+    """
+
+    type: Literal["AgentProcessReported"] = "AgentProcessReported"
+    data: AgentProcessData
 
 
 class SentinelStatesData(StateModel):
@@ -336,7 +358,8 @@ StateTransition: TypeAlias = Annotated[
     | InitialCheckpointSet
     | CodonFinalCostSet
     | SentinelStatesUpdated
-    | ExecutionPlanUpdated,
+    | ExecutionPlanUpdated
+    | AgentProcessReported,
     Field(discriminator="type"),
 ]
 

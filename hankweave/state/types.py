@@ -201,6 +201,9 @@ class RunningCodon(_CodonBase):
     previous_session_id: SessionId | None = None
     current_cost: float = 0.0
     current_tokens: TokenUsage = Field(default_factory=TokenUsage)
+    cost_complete: bool | None = None
+    """``false`` when some usage had no known price: the cost is then a lower bound.  Absent
+    when every token is priced (beyond the original, which counted such usage as $0)."""
     assistant_message_count: int = 0
     extension_count: int = 0
     sentinels: LoadedSentinels | None = None
@@ -226,6 +229,8 @@ class CompletedCodon(_CodonBase):
     exit_code: Literal[0] = 0
     final_cost: float
     final_tokens: TokenUsage
+    cost_complete: bool | None = None
+    """As on the running record: ``false`` when ``finalCost`` is a lower bound."""
     result_message_received: bool = False
     rig_setup_checkpoint: str | None = None
     completion_checkpoint: str
@@ -250,6 +255,7 @@ class FailedCodon(_CodonBase):
     failure_reason: FailureReason
     partial_cost: float = 0.0
     partial_tokens: TokenUsage = Field(default_factory=TokenUsage)
+    cost_complete: bool | None = None
     assistant_message_count: int | None = None
     extension_count: int | None = None
     rig_setup_checkpoint: str | None = None
@@ -274,6 +280,7 @@ class SkippedCodon(_CodonBase):
     previous_session_id: SessionId | None = None
     partial_cost: float = 0.0
     partial_tokens: TokenUsage = Field(default_factory=TokenUsage)
+    cost_complete: bool | None = None
     assistant_message_count: int | None = None
     extension_count: int | None = None
     rig_setup_checkpoint: str | None = None
@@ -420,6 +427,47 @@ def last_record(run: Run, codon_id: CodonId) -> tuple[int, CodonExecution] | Non
         if codons[index].codon_id == codon_id:
             return index, codons[index]
     return None
+
+
+NO_CHECKPOINT = "none"
+"""``completionCheckpoint`` of a codon that completed before it had a checkpoint (the original's
+placeholder, kept for its readers): no checkpoint to restore."""
+
+_TERMINAL_CHECKPOINT_FIELDS: dict[str, tuple[CheckpointType, str]] = {
+    "completed": ("completed", "completion_checkpoint"),
+    "failed": ("error", "error_checkpoint"),
+    "skipped": ("skipped", "skip_checkpoint"),
+}
+
+
+def record_checkpoints(record: CodonExecution) -> list[tuple[CheckpointType, str]]:
+    """The checkpoints a codon record refers to, newest first: the one its terminal status
+    made (completed, error or skipped), then its rig-setup one.  Placeholders are left out."""
+    found: list[tuple[CheckpointType, str]] = []
+    terminal = _TERMINAL_CHECKPOINT_FIELDS.get(record.status)
+    if terminal is not None:
+        sha = getattr(record, terminal[1], None)
+        if sha and sha != NO_CHECKPOINT:
+            found.append((terminal[0], sha))
+    rig = getattr(record, "rig_setup_checkpoint", None)
+    if rig:
+        found.append(("rig-setup", rig))
+    return found
+
+
+def end_checkpoint(record: CodonExecution) -> str | None:
+    """The checkpoint where a finished record left the workspace (its terminal one), if any."""
+    found = record_checkpoints(record)
+    return found[0][1] if found and found[0][0] != "rig-setup" else None
+
+
+def referenced_checkpoint_ids(state: HankweaveState) -> frozenset[str]:
+    """Every checkpoint the state refers to, the initial one included: what pruning keeps."""
+    ids = {sha for run in state.runs for record in run.codons
+           for _, sha in record_checkpoints(record)}
+    if state.initial_checkpoint:
+        ids.add(state.initial_checkpoint)
+    return frozenset(ids)
 
 
 def dump_state(state: HankweaveState, *, indent: int | None = 2) -> bytes:

@@ -1,1 +1,76 @@
-"""Fakes and contract suites for testing hankweave and its plugins."""
+"""Fakes and contract suites for testing hankweave and its plugins.
+
+* :class:`FakeHarness` (``hankweave.testing.fake_harness``): a scripted agent, a real harness;
+* :class:`MemorySink` (``hankweave.testing.sinks``) and the in-memory checkpoint backend
+  (``hankweave.testing.memory_checkpoints``): real plugins that keep things in memory;
+* the contract suites every implementation subclasses: :class:`HarnessContract`,
+  :class:`EventSinkContract`, :class:`CheckpointStoreContract`;
+* helpers: :func:`attempt_context` and :func:`run_attempt` (a harness called directly, or one
+  attempt through the kernel's runner), :func:`codon_outcomes` (what a run left, per codon).
+
+Names resolve lazily: loading the fake harness as a plugin does not import pytest.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hankweave.testing.checkpoints import CheckpointStoreContract
+    from hankweave.testing.fake_harness import FakeHarness, FakeScript, use_script
+    from hankweave.testing.harness import (
+        Arranged,
+        HarnessContract,
+        RecordingPolicy,
+        attempt_context,
+        collect,
+        run_attempt,
+    )
+    from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
+    from hankweave.testing.outcomes import codon_outcomes
+    from hankweave.testing.sinks import EventSinkContract, MemorySink
+
+_EXPORTS = {
+    "Arranged": "harness",
+    "CheckpointStoreContract": "checkpoints",
+    "EventSinkContract": "sinks",
+    "FakeHarness": "fake_harness",
+    "FakeScript": "fake_harness",
+    "HarnessContract": "harness",
+    "MemoryCheckpointStore": "memory_checkpoints",
+    "MemorySink": "sinks",
+    "RecordingPolicy": "harness",
+    "attempt_context": "harness",
+    "codon_outcomes": "outcomes",
+    "collect": "harness",
+    "run_attempt": "harness",
+    "use_script": "fake_harness",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"hankweave.testing.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Arranged",
+    "CheckpointStoreContract",
+    "EventSinkContract",
+    "FakeHarness",
+    "FakeScript",
+    "HarnessContract",
+    "MemoryCheckpointStore",
+    "MemorySink",
+    "RecordingPolicy",
+    "attempt_context",
+    "codon_outcomes",
+    "collect",
+    "run_attempt",
+    "use_script",
+]

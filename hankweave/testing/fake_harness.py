@@ -24,6 +24,13 @@ restarted process continues with the next attempt.
 With ``HANKWEAVE_FAKE_ALL=1`` the fake harness also claims every other model (``select_harness``),
 so a hank written for a real model (``haiku``) runs unchanged with fake agents, and its costs are
 computed with that model's catalogue prices.  This is how the bundled example recordings are made.
+
+The fake exercises the whole harness contract: ``"process": true`` starts a real child process
+(an idle ``sleep``) and reports it with ``report_process``, so cancellation and ``aclose()`` are
+proven to leave none behind; ``"tools"`` makes tool calls that go through ``authorize_tool``
+(a denied call gets the denial as its error result); ``"askHuman"`` asks ``ask_human``;
+``"raiseAfterResult"`` raises after the success result, as a known SDK bug does.  Its settings
+(``harnesses.fake``) are :class:`FakeHarness.Config`.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import subprocess
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -38,10 +47,22 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from hankweave.codonlog import (
+    AssistantRecord,
+    LogModel,
+    assistant_text,
+    assistant_tool_use,
+    compact_boundary_record,
+    init_record,
+    result_record,
+    tool_result_record,
+)
+from hankweave.config.hank import base_codon_id
 from hankweave.fsutil import atomic_write_bytes
-from hankweave.harness import CodonRequest, Harness
+from hankweave.harness import AttemptContext, CodonRequest, Harness, HarnessConfig
 from hankweave.hookspecs import hookimpl
 from hankweave.models import ModelCost, ModelEntry, ProviderEntry
+from hankweave.state.types import TokenUsage
 
 SCRIPT_ENV = "HANKWEAVE_FAKE_SCRIPT"
 CLAIM_ALL_ENV = "HANKWEAVE_FAKE_ALL"
@@ -57,6 +78,20 @@ class FakeUsage(_Model):
     output_tokens: int = 20
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+
+    def tokens(self, times: int = 1) -> TokenUsage:
+        return TokenUsage(input_tokens=self.input_tokens * times,
+                          output_tokens=self.output_tokens * times,
+                          cache_creation_tokens=self.cache_creation_input_tokens * times,
+                          cache_read_tokens=self.cache_read_input_tokens * times)
+
+
+class FakeToolCall(_Model):
+    """A tool call the fake agent makes (asked of ``authorize_tool`` first)."""
+
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    result: str = "ok"
 
 
 class FakeAttempt(_Model):
@@ -75,6 +110,13 @@ class FakeAttempt(_Model):
     delay_ms: int = 0
     hang: bool = False
     context_exceeded: bool = False
+    process: bool = False
+    """Start a real (idle) child process and report it, as a CLI-driving harness would."""
+    tools: list[FakeToolCall] = Field(default_factory=list)
+    ask_human: str | None = None
+    """A question for ``ask_human``; the reply becomes the tool result."""
+    raise_after_result: str | None = None
+    """Raise this error after the success result (an SDK bug the runtime must shrug off)."""
 
 
 class FakeScript(_Model):
@@ -82,7 +124,7 @@ class FakeScript(_Model):
     default: FakeAttempt = Field(default_factory=FakeAttempt)
 
     def attempts_for(self, codon_id: str) -> list[FakeAttempt]:
-        script = self.codons.get(codon_id) or self.codons.get(codon_id.split("#", 1)[0])
+        script = self.codons.get(codon_id) or self.codons.get(base_codon_id(codon_id))
         if script is None:
             return [self.default]
         return script if isinstance(script, list) else [script]
@@ -101,69 +143,117 @@ class FakeHarness(Harness):
     script: ClassVar[FakeScript | None] = None
     """Set by tests in-process; otherwise the script comes from ``HANKWEAVE_FAKE_SCRIPT``."""
 
-    async def run_codon(self, request: CodonRequest) -> AsyncIterator[dict[str, Any]]:
+    class Config(HarnessConfig):
+        tools: list[str] = Field(default_factory=lambda: ["Read", "Write", "Bash"])
+        """The tool names the fake's ``init`` record lists."""
+        session_prefix: str = "fake"
+        """How the fake names sessions it makes up: ``<prefix>-<codon>-<pid>``."""
+
+    config: Config
+
+    def __init__(self, config: HarnessConfig | None = None) -> None:
+        super().__init__(config)
+        self._children: list[subprocess.Popen[bytes]] = []
+
+    async def run_codon(self, request: CodonRequest, context: AttemptContext
+                        ) -> AsyncIterator[LogModel]:
         attempt = _next_attempt(request.codon_id)
         session = attempt.session_id or request.session_id_to_resume or (
-            f"fake-{request.codon_id.replace('#', '-')}-{os.getpid()}")
-        yield {"type": "system", "subtype": "init", "session_id": session,
-               "cwd": str(request.work_dir), "tools": ["Read", "Write", "Bash"],
-               "model": request.model.model_id, "permissionMode": "bypassPermissions",
-               "apiKeySource": "none"}
+            f"{self.config.session_prefix}-{request.codon_id.replace('#', '-')}-{os.getpid()}")
+        if attempt.process:
+            await self._start_process(context)
+        yield init_record(session, cwd=request.work_dir, tools=self.config.tools,
+                          model=request.model.model_id)
         if attempt.raise_error:
             raise RuntimeError(attempt.raise_error)
+        usage = attempt.usage.tokens() if attempt.usage is not None else None
         for number in range(attempt.messages):
             await _pause(attempt.delay_ms)
-            yield _assistant(f"{attempt.text} ({number + 1}/{attempt.messages})",
-                             attempt.usage, number)
+            yield _message(assistant_text(f"{attempt.text} ({number + 1}/{attempt.messages})",
+                                          model=FAKE_MODEL.model_id, usage=usage), number)
         for index, (path, content) in enumerate(sorted(attempt.write_files.items())):
             target = request.work_dir / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content, encoding="utf-8")
             tool_id = f"toolu_fake{index}"
-            yield _assistant(None, attempt.usage, index, tool={
-                "type": "tool_use", "id": tool_id, "name": "Write",
-                "input": {"file_path": path, "content": content}})
-            yield {"type": "user", "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tool_id,
-                 "content": f"File written: {path}"}]}}
+            yield _message(assistant_tool_use("Write", {"file_path": path, "content": content},
+                                              tool_use_id=tool_id, model=FAKE_MODEL.model_id,
+                                              usage=usage), index)
+            yield tool_result_record(tool_id, f"File written: {path}")
+        async for record in self._tool_calls(attempt, context, usage):
+            yield record
         for path in attempt.delete_files:
             (request.work_dir / path).unlink(missing_ok=True)
         if attempt.context_exceeded:
-            yield {"type": "system", "subtype": "compact_boundary", "session_id": session,
-                   "compact_metadata": {"trigger": "auto"}}
+            yield compact_boundary_record(session)
         if attempt.hang:
             await asyncio.Event().wait()  # until cancelled
         if attempt.result == "none":
             return
         yield _result(attempt, session)
+        if attempt.raise_after_result:
+            raise RuntimeError(attempt.raise_after_result)
+
+    async def _tool_calls(self, attempt: FakeAttempt, context: AttemptContext,
+                          usage: TokenUsage | None) -> AsyncIterator[LogModel]:
+        """The scripted tool calls and question, each decided by the kernel's policies."""
+        calls = [(call.name, call.input, call.result) for call in attempt.tools]
+        if attempt.ask_human is not None:
+            calls.append(("ask_human", {"question": attempt.ask_human}, ""))
+        for index, (name, tool_input, result) in enumerate(calls):
+            tool_id = f"toolu_fakecall{index}"
+            yield _message(assistant_tool_use(name, tool_input, tool_use_id=tool_id,
+                                              model=FAKE_MODEL.model_id, usage=usage), index)
+            if name == "ask_human":
+                reply = await context.ask_human(str(tool_input["question"]))
+                yield tool_result_record(tool_id, reply.answer if reply.available
+                                         else reply.message, is_error=not reply.available)
+                continue
+            decision = await context.authorize_tool(name, tool_input)
+            yield tool_result_record(tool_id, result if decision.allowed else decision.message,
+                                     is_error=not decision.allowed)
+
+    async def _start_process(self, context: AttemptContext) -> None:
+        child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL, stderr=context.stderr)
+        self._children.append(child)
+        try:
+            await context.report_process(child.pid)
+        except BaseException:
+            self._stop_children()
+            raise
+
+    def _stop_children(self) -> None:
+        for child in self._children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+                try:
+                    child.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+        self._children.clear()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._stop_children)
 
 
-def _assistant(text: str | None, usage: FakeUsage | None, number: int,
-               tool: dict[str, Any] | None = None) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [tool] if tool else [{"type": "text", "text": text}]
-    message: dict[str, Any] = {"id": f"msg_fake{number}", "type": "message", "role": "assistant",
-                               "model": FAKE_MODEL.model_id, "content": content,
-                               "stop_reason": "tool_use" if tool else "end_turn"}
-    if usage is not None:
-        message["usage"] = usage.model_dump()
-    return {"type": "assistant", "message": message}
-
-
-def _result(attempt: FakeAttempt, session: str) -> dict[str, Any]:
-    usage = attempt.usage or FakeUsage()
-    messages = attempt.messages + len(attempt.write_files)
-    total = {k: v * messages for k, v in usage.model_dump().items()}
-    record: dict[str, Any] = {"type": "result", "session_id": session, "num_turns": messages,
-                              "duration_ms": attempt.delay_ms * messages, "usage": total}
-    if attempt.result == "success":
-        record.update(subtype="success", is_error=False, result="Done.")
-    elif attempt.result == "disguised-error":
-        record.update(subtype="success", is_error=True, result=attempt.error_text)
-    else:
-        record.update(subtype="error", is_error=True, result=attempt.error_text)
-    if attempt.cost is not None:
-        record["total_cost_usd"] = attempt.cost
+def _message(record: AssistantRecord, number: int) -> AssistantRecord:
+    """Give a scripted message the fake's stable id (``msg_fake<n>``)."""
+    record.message.id = f"msg_fake{number}"
     return record
+
+
+def _result(attempt: FakeAttempt, session: str) -> LogModel:
+    usage = attempt.usage or FakeUsage()
+    messages = attempt.messages + len(attempt.write_files) + len(attempt.tools) + (
+        attempt.ask_human is not None)
+    success = attempt.result == "success"
+    return result_record(
+        session_id=session, success=attempt.result != "error",
+        is_error=not success, text="Done." if success else attempt.error_text,
+        usage=usage.tokens(messages), total_cost_usd=attempt.cost, num_turns=messages,
+        duration_ms=attempt.delay_ms * messages)
 
 
 async def _pause(ms: int) -> None:

@@ -40,8 +40,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import ClassVar
 
-from hankweave import hookimpl
-from hankweave.checkpoints import (
+from hankweave.api import (
+    DATA_LINK,
     AmbiguousCheckpointError,
     Checkpoint,
     CheckpointKind,
@@ -51,10 +51,14 @@ from hankweave.checkpoints import (
     FileChange,
     RetentionPolicy,
     checkpoint_message,
+    fsync_dir,
+    hookimpl,
+    parse_iso,
+    pid_alive,
+    resolve_patterns,
     run_branch,
+    utc_now_iso,
 )
-from hankweave.fsutil import fsync_dir, parse_iso, pid_alive, utc_now_iso
-from hankweave.workspace import DATA_LINK, resolve_patterns
 
 __all__ = ["GIT_MISSING", "GitCheckpointStore", "register_checkpoint_backends"]
 

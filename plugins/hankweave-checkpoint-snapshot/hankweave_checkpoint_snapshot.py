@@ -50,8 +50,8 @@ from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from hankweave import hookimpl
-from hankweave.checkpoints import (
+from hankweave.api import (
+    DATA_LINK,
     AmbiguousCheckpointError,
     Checkpoint,
     CheckpointKind,
@@ -60,11 +60,15 @@ from hankweave.checkpoints import (
     CheckpointStore,
     FileChange,
     RetentionPolicy,
+    atomic_write_bytes,
     checkpoint_message,
+    fsync_dir,
+    hookimpl,
+    pid_alive,
+    resolve_patterns,
     run_branch,
+    utc_now_iso,
 )
-from hankweave.fsutil import atomic_write_bytes, fsync_dir, pid_alive, utc_now_iso
-from hankweave.workspace import DATA_LINK, resolve_patterns
 
 __all__ = [
     "FileEntry",

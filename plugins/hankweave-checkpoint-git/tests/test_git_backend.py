@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hankweave.checkpoints import (
+from hankweave.api import (
     CheckpointNotFoundError,
     CheckpointStorageError,
     FileChange,
@@ -762,8 +762,7 @@ def test_a_legacy_dot_git_directory_is_moved_into_place(tmp_path):
 
 
 def test_the_plugin_registers_the_git_backend():
-    from hankweave.plugins import make_plugin_manager
-    from hankweave.registry import Registry
+    from hankweave.api import Registry, make_plugin_manager
 
     pm = make_plugin_manager(env={"HANKWEAVE_LOAD_PLUGINS": "checkpoint-git"}, strict=True)
     registry = Registry(pm)

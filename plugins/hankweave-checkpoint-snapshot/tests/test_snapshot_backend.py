@@ -15,7 +15,7 @@ import hankweave_checkpoint_snapshot as snapshot
 import pytest
 from hankweave_checkpoint_snapshot import SnapshotCheckpointStore
 
-from hankweave.checkpoints import (
+from hankweave.api import (
     CheckpointStorageError,
     CheckpointStore,
     FileChange,
@@ -594,8 +594,7 @@ def test_prune_keeps_each_run_separately(store, work):
 
 
 def test_the_plugin_registers_the_snapshot_backend():
-    from hankweave.plugins import make_plugin_manager
-    from hankweave.registry import Registry
+    from hankweave.api import Registry, make_plugin_manager
 
     pm = make_plugin_manager(load_entrypoints=False)
     pm.register(snapshot, name="checkpoint-snapshot")

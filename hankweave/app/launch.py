@@ -1,10 +1,13 @@
 """``hankweave run``, end to end: from command-line options to a finished (or stopped) run.
 
 The steps, each with its own module: find the data and the hank (``execution.setup``), load the
-hank and the settings layers (``config``), preflight every rule, prepare the execution directory,
-take ownership of it (lock + state + crash repair), open the event journal and sinks, then boot
-and drive the :class:`~hankweave.runtime.orchestrator.Runtime` until the plan is done, a failure
-stops it, or a signal asks it to stop.
+hank and the settings layers (``config``), preflight every rule (``app.preflight``), build what
+settings enable from the plugins (``app.plugin_settings``), prepare the execution directory,
+take ownership of it (lock + state + crash repair), open the event journal and sinks, start the
+live-control server, then boot and drive the :class:`~hankweave.runtime.orchestrator.Runtime`
+until the plan is done, a failure stops it, or a signal asks it to stop.
+
+This module sits above the runtime and the server: it is what puts the two together.
 """
 
 from __future__ import annotations
@@ -14,16 +17,50 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hankweave.config.errors import ConfigError
+from hankweave.exitcodes import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from hankweave.checkpoints import CheckpointStore
+    from hankweave.config.hank import HankFile
+    from hankweave.config.settings import Settings
+    from hankweave.events.sink import EventSink
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.execution.setup import ExecutionSetup
+    from hankweave.harness import Harness, HarnessConfig
+    from hankweave.registry import Registry
+    from hankweave.runtime.orchestrator import Runtime
+    from hankweave.state.boot import OwnedExecution
+    from hankweave.state.types import HankweaveState
 
 log = logging.getLogger("hankweave")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+REPLAY_HARNESS = "replay"
+"""The registered name of the harness that plays recordings (``hankweave-replay``)."""
+
+
+class Playback(Protocol):
+    """A recording opened for ``run --replay``: what the launch needs to play it back.
+
+    The harness registered as :data:`REPLAY_HARNESS` opens one with its ``open_recording``
+    class method (``hankweave-replay`` defines both); the kernel knows no more of replay.
+    """
+
+    hank_path: Path
+    data_path: Path | None
+    harness: type[Harness]
+    warnings: list[str]
+
+    def missing_logs(self, codon_ids: Sequence[str]) -> list[str]:
+        """The planned codons the recording has no log for."""
+
+    def close(self) -> None:
+        """Remove whatever opening the recording unpacked."""
 
 
 class LaunchError(ConfigError):
@@ -73,13 +110,22 @@ class LaunchRequest:
 class Prepared:
     """What a launch prepared before the runtime starts (used by ``run`` and tests)."""
 
-    hank: Any
+    hank: HankFile
     hank_path: Path
-    settings: Any
-    setup: Any
-    registry: Any
-    recording: Any = None
-    checkpoint_backend: Any = None
+    settings: Settings
+    setup: ExecutionSetup
+    registry: Registry
+    checkpoint_backend: type[CheckpointStore]
+    harness_configs: dict[str, HarnessConfig] = field(default_factory=dict)
+    sinks: list[EventSink] = field(default_factory=list)
+    recording: Playback | None = None
+
+    def release(self) -> None:
+        """Give back what preparing took (sinks, an unpacked recording) if no run follows."""
+        for sink in self.sinks:
+            _close_quietly(sink)
+        if self.recording is not None:
+            self.recording.close()
 
 
 def prepare(request: LaunchRequest) -> Prepared:
@@ -98,12 +144,11 @@ def prepare(request: LaunchRequest) -> Prepared:
         raise
 
 
-def _open_recording(request: LaunchRequest, registry: Any) -> Any:
+def _open_recording(request: LaunchRequest, registry: Registry) -> Playback:
     """Open the replay source; replay always starts a new execution directory."""
-    from hankweave.harness import REPLAY_HARNESS, RecordingHarness
-
     harness = registry.harnesses().get(REPLAY_HARNESS)
-    if harness is None or not issubclass(harness, RecordingHarness):
+    opener = getattr(harness, "open_recording", None)
+    if opener is None:
         raise LaunchError("Replay needs the replay plugin: pip install hankweave-replay")
     if request.execution:
         state = Path(request.cwd, request.execution) / ".hankweave" / "state.json"
@@ -112,8 +157,8 @@ def _open_recording(request: LaunchRequest, registry: Any) -> Any:
                               " starts a fresh one (omit -e, or give a new directory)")
     limit = request.env.get("HANKWEAVE_REPLAY_MAX_DELAY_MS")
     try:
-        recording = harness.open_recording(
-            Path(request.cwd, request.replay), speed=request.replay_speed,
+        recording: Playback = opener(
+            Path(request.cwd, request.replay or ""), speed=request.replay_speed,
             max_delay_ms=int(limit) if limit else None)
     except (ValueError, OSError) as exc:
         raise LaunchError(f"Cannot replay {request.replay}: {exc}") from None
@@ -123,8 +168,10 @@ def _open_recording(request: LaunchRequest, registry: Any) -> Any:
     return recording
 
 
-def _prepare(request: LaunchRequest, registry: Any, recording: Any) -> Prepared:
-    from hankweave.config.preflight import run_preflight
+def _prepare(request: LaunchRequest, registry: Registry,
+             recording: Playback | None) -> Prepared:
+    from hankweave.app.preflight import check_plugin_settings, run_preflight
+    from hankweave.config.hank import load_hank
     from hankweave.config.settings import resolve_settings
     from hankweave.execution.setup import (
         SetupRequest,
@@ -132,6 +179,7 @@ def _prepare(request: LaunchRequest, registry: Any, recording: Any) -> Prepared:
         resolve_data_and_hank_paths,
         setup_execution,
     )
+    from hankweave.plugins import strict_plugins
 
     hank_arg, data_arg = request.hank, request.data
     if recording is not None:
@@ -145,8 +193,6 @@ def _prepare(request: LaunchRequest, registry: Any, recording: Any) -> Prepared:
     if not paths.hank_path.is_file():
         raise LaunchError(f"{paths.hank_path}: no hank file here (give HANK as a hank.json or"
                           " a directory holding one)")
-    from hankweave.config.hank import load_hank
-
     try:
         raw_hank = load_hank(paths.hank_path)
     except ConfigError:
@@ -159,35 +205,72 @@ def _prepare(request: LaunchRequest, registry: Any, recording: Any) -> Prepared:
     report = run_preflight(paths.hank_path, env=request.env, registry=registry,
                            model_override=settings.model_override,
                            check_harnesses=recording is None)
-    for warning in report.warnings:
+    strict = strict_plugins(request.env)
+    plugins = check_plugin_settings(registry, resolved, strict=strict)
+    report.errors += plugins.errors
+    for warning in report.warnings + plugins.warnings:
         request.notify(f"warning: {warning}")
     report.raise_for_errors()
+    hank = report.hank
+    assert hank is not None  # raise_for_errors() passed
+    backend = _checkpoint_backend(registry, settings.checkpoints.backend)
+    if recording is not None:
+        _check_recording(recording, hank)
+    sinks = _build_sinks(registry, settings, request, strict=strict)
+    try:
+        setup = setup_execution(SetupRequest(
+            data_path=paths.data_path, hank_path=paths.hank_path,
+            execution_path=(Path(os.path.abspath(request.cwd / request.execution))
+                            if request.execution else None),
+            start_new=request.start_new or recording is not None, force=request.force,
+            yes=request.yes,
+            no_wipe=request.no_wipe, copy_data=request.copy or paths.inline_data,
+            data_hash_time_limit_ms=settings.data_hash_time_limit,
+            confirm=request.confirm or decline, env=request.env))
+    except BaseException:
+        for sink in sinks:
+            _close_quietly(sink)
+        raise
+    for notice in setup.notices:
+        request.notify(notice)
+    return Prepared(hank, paths.hank_path, settings, setup, registry, backend,
+                    plugins.harness_configs, sinks, recording)
+
+
+def _checkpoint_backend(registry: Registry, name: str) -> type[CheckpointStore]:
     from hankweave.checkpoints import CheckpointError
 
     try:
-        backend = registry.checkpoint_backend(settings.checkpoints.backend)
+        return registry.checkpoint_backend(name)
     except CheckpointError as exc:
         raise LaunchError(str(exc)) from None
-    if recording is not None:
-        from hankweave.runtime.planner import expected_codon_ids
 
-        missing = recording.missing_logs(expected_codon_ids(report.hank))
-        if missing:
-            raise LaunchError(f"Cannot replay: {len(missing)} codon log(s) not found in the"
-                              f" recording: {', '.join(missing)} (was it recorded from another"
-                              " version of this hank?)")
-    setup = setup_execution(SetupRequest(
-        data_path=paths.data_path, hank_path=paths.hank_path,
-        execution_path=(Path(os.path.abspath(request.cwd / request.execution))
-                        if request.execution else None),
-        start_new=request.start_new or recording is not None, force=request.force,
-        yes=request.yes,
-        no_wipe=request.no_wipe, copy_data=request.copy or paths.inline_data,
-        data_hash_time_limit_ms=settings.data_hash_time_limit,
-        confirm=request.confirm or decline, env=request.env))
-    for notice in setup.notices:
-        request.notify(notice)
-    return Prepared(report.hank, paths.hank_path, settings, setup, registry, recording, backend)
+
+def _check_recording(recording: Playback, hank: HankFile) -> None:
+    from hankweave.runtime.planner import expected_codon_ids
+
+    missing = recording.missing_logs(expected_codon_ids(hank))
+    if missing:
+        raise LaunchError(f"Cannot replay: {len(missing)} codon log(s) not found in the"
+                          f" recording: {', '.join(missing)} (was it recorded from another"
+                          " version of this hank?)")
+
+
+def _build_sinks(registry: Registry, settings: Settings, request: LaunchRequest, *,
+                 strict: bool) -> list[EventSink]:
+    """The enabled event sinks, built before anything is created: one that cannot be built is
+    reported and skipped, or stops the launch under ``HANKWEAVE_STRICT_PLUGINS=1``."""
+    from hankweave.app.plugin_settings import build_sinks
+
+    built = build_sinks(registry, settings.events.sinks)
+    if built.problems and strict:
+        built.close()
+        raise LaunchError("Cannot start: an enabled event sink cannot be built"
+                          " (HANKWEAVE_STRICT_PLUGINS=1):\n"
+                          + "\n".join(f"  - {problem}" for problem in built.problems))
+    for problem in built.problems:
+        request.notify(f"warning: {problem}; the sink is skipped")
+    return built.sinks
 
 
 def _empty_data_dir(request: LaunchRequest) -> Path:
@@ -202,8 +285,8 @@ def _empty_data_dir(request: LaunchRequest) -> Path:
 def _cli_layer(request: LaunchRequest) -> dict[str, Any]:
     budget = {"maxDollars": request.max_cost, "maxTimeSeconds": request.max_time}
     return {
-        "port": request.port, "host": request.host, "model": request.model, "outputDirectory": request.output,
-        "shimIdleTimeout": request.shim_idle_timeout,
+        "port": request.port, "host": request.host, "model": request.model,
+        "outputDirectory": request.output, "shimIdleTimeout": request.shim_idle_timeout,
         "ignoreRigFailures": request.ignore_rig_failures or None,
         "overwriteOutput": request.overwrite_output or None,
         "headless": request.headless or None, "autostart": request.autostart,
@@ -221,8 +304,7 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
     try:
         owned = await take_ownership(layout.hankweave_dir)
     except LockError as exc:
-        if prepared.recording is not None:
-            prepared.recording.close()
+        prepared.release()
         raise LaunchError(str(exc)) from None
     try:
         for run_id in owned.crashed_run_ids:
@@ -232,6 +314,8 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
                 and not thread.has_running_codon:
             request.notify(f"Nothing to do: every codon of {layout.path} has finished. Start"
                            " a new execution with -n (or roll back with `hankweave rollback`).")
+            for sink in prepared.sinks:
+                _close_quietly(sink)
             return EXIT_OK
         heartbeat = asyncio.create_task(heartbeat_forever(owned.lock))
         try:
@@ -246,22 +330,14 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
             prepared.recording.close()
 
 
-async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
-    from hankweave.events.bus import EventBus
-    from hankweave.events.journal import EventJournal
+def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
+             checkpoints: CheckpointStore, emit: Callable[[str, Any], Any]) -> Runtime:
     from hankweave.runtime.budget import RunBudget
     from hankweave.runtime.orchestrator import PromptBuilder, Runtime, RuntimeConfig
     from hankweave.runtime.planner import build_initial_plan
-    from hankweave.server import ControlServerError, serve_runtime
     from hankweave.state.costs import total_cost
 
-    settings, layout, registry = prepared.settings, prepared.setup.layout, prepared.registry
-    handler = _server_log(layout.server_log)
-    checkpoints = prepared.checkpoint_backend(layout.path)
-    sinks = [sink_class() for sink_class in registry.event_sinks().values()]
-    bus = EventBus(EventJournal(layout.events_file), sinks=sinks)
-    if request.on_event is not None:
-        bus.subscribe(lambda event: request.on_event(event.to_wire()))  # type: ignore[misc]
+    settings, layout = prepared.settings, prepared.setup.layout
     state = owned.store.state
     budget = RunBudget(
         max_dollars=settings.budget.max_dollars, max_seconds=settings.budget.max_time_seconds,
@@ -274,14 +350,32 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
         output_dir=settings.output_directory, overwrite_output=settings.overwrite_output,
         shim_idle_timeout=settings.shim_idle_timeout,
         keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run, env=request.env,
-        harness_override=prepared.recording.harness if prepared.recording else None)
-    runtime = Runtime(
+        harness_override=prepared.recording.harness if prepared.recording else None,
+        harness_configs=prepared.harness_configs)
+    return Runtime(
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
-        owned=owned, checkpoints=checkpoints, registry=registry, emit=bus.emit, config=config,
-        budget=budget,
+        owned=owned, checkpoints=checkpoints, registry=prepared.registry, emit=emit, config=config, budget=budget,
         prompt_builder=PromptBuilder(prepared.hank, prepared.hank_path.parent,
                                      layout.agent_root, request.env),
         plan_builder=build_initial_plan)
+
+
+async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution) -> int:
+    from hankweave.events.bus import EventBus
+    from hankweave.events.delivery import QueuedSink
+    from hankweave.events.journal import EventJournal
+    from hankweave.server import ControlServerError, serve_runtime
+
+    settings, layout = prepared.settings, prepared.setup.layout
+    handler = _server_log(layout.server_log)
+    checkpoints = prepared.checkpoint_backend(layout.path)
+    bus = EventBus(EventJournal(layout.events_file))
+    for sink in prepared.sinks:  # each fed from its own worker thread, never blocking a codon
+        bus.add_sink(QueuedSink(sink, report=bus.emit))
+    on_event = request.on_event
+    if on_event is not None:
+        bus.subscribe(lambda event: on_event(event.to_wire()))
+    runtime = _runtime(prepared, request, owned, checkpoints, bus.emit)
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, runtime)
     server = None
@@ -302,29 +396,28 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: Any) -> int:
             await server.stop()  # after the run's last events, before the bus closes
         for signum in installed:
             loop.remove_signal_handler(signum)
-        bus.close()
+        bus.close()  # flushes every sink's queue
         checkpoints.close()
         logging.getLogger("hankweave").removeHandler(handler)
         handler.close()
 
 
-def _where(layout: Any, notify: Callable[[str], None]) -> None:
+def _where(layout: ExecutionLayout, notify: Callable[[str], None]) -> None:
     """Tell the user where everything this run recorded is, and how to look at it."""
-    hw = layout.hankweave_dir
     notify(
         f"\nExecution directory: {layout.path}\n"
-        f"  state        {hw / 'state.json'}\n"
-        f"  journal      {hw / 'events' / 'events.jsonl'}\n"
-        f"  codon logs   {hw / 'runs'}/<run>/<codon>-claude.log\n"
-        f"  checkpoints  {hw / 'checkpoints'}\n"
+        f"  state        {layout.state_file}\n"
+        f"  journal      {layout.events_file}\n"
+        f"  codon logs   {layout.runs_dir}/<run>/<codon>-claude.log\n"
+        f"  checkpoints  {layout.checkpoints_dir}\n"
         f"  workspace    {layout.agent_root}\n"
         f"Inspect it:   hankweave inspect thread -e {layout.path}\n"
         f"              hankweave inspect state -e {layout.path}\n"
         f"              hankweave journal -e {layout.path}")
 
 
-def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Any) -> list[int]:
-    installed = []
+def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Runtime) -> list[int]:
+    installed: list[int] = []
     for signum, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
         try:
             loop.add_signal_handler(signum, runtime.request_shutdown, name)
@@ -344,19 +437,26 @@ def _server_log(path: Path) -> logging.Handler:
     return handler
 
 
-def _elapsed_before(state: Any) -> float:
+def _elapsed_before(state: HankweaveState) -> float:
     """Wall time of earlier runs, so a time ceiling counts across resumes."""
     from hankweave.fsutil import parse_iso
 
     total = 0.0
     for run in state.runs:
-        end = run.end_time or (run.codons[-1].__dict__.get("end_time") if run.codons else None)
+        end = run.end_time or (getattr(run.codons[-1], "end_time", None) if run.codons else None)
         if end:
             try:
                 total += (parse_iso(end) - parse_iso(run.start_time)).total_seconds()
             except ValueError:
                 continue
     return max(total, 0.0)
+
+
+def _close_quietly(sink: EventSink) -> None:
+    try:
+        sink.close()
+    except Exception:
+        log.exception("event sink %r failed to close", sink.label)
 
 
 def launch(request: LaunchRequest) -> int:

@@ -3,8 +3,10 @@
 Used by ``hankweave validate`` (which stops here) and ``hankweave run`` (which stops on errors).
 Checks, in order, collecting every problem rather than stopping at the first: the hank file's
 schema, the global model override, ``requirements.env``, the strict file-reference rules, that
-referenced files exist, the semantic rules (ids, loops, continuation, rig, budgets), and that
-every codon's model resolves through the model catalogue to an installed harness.
+referenced files exist, the semantic rules (ids, loops, continuation, rig, budgets), that every
+codon's model resolves through the model catalogue to an installed harness that can do what the
+codon asks (resume a session), and, with :func:`check_plugin_settings`, the settings sections
+plugins define (``harnesses.<name>``, ``events.sinks``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hankweave.app.plugin_settings import build_sinks, harness_settings
 from hankweave.config.errors import ConfigError, HankIssue
-from hankweave.config.hank import Codon, HankFile, Loop, load_hank
+from hankweave.config.hank import Codon, HankFile, load_hank
 
 if TYPE_CHECKING:
+    from hankweave.config.settings import ResolvedSettings
+    from hankweave.harness import HarnessConfig
     from hankweave.models import ModelEntry
     from hankweave.registry import Registry
 
@@ -56,17 +61,6 @@ class PreflightError(ConfigError):
                  " prevent this hank from running:"]
         lines += [f"  - {issue.path}: {issue.message}" for issue in report.errors]
         super().__init__("\n".join(lines))
-
-
-def all_codons(hank: HankFile) -> list[tuple[str, Codon]]:
-    """Every codon config with its JSON path (loop codons included)."""
-    out: list[tuple[str, Codon]] = []
-    for index, item in enumerate(hank.hank):
-        if isinstance(item, Loop):
-            out += [(f"hank[{index}].codons[{j}]", codon) for j, codon in enumerate(item.codons)]
-        else:
-            out.append((f"hank[{index}]", item))
-    return out
 
 
 def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry,
@@ -112,7 +106,7 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
                                        pricing_known=pricing_known)
     report.errors += semantic.errors
     report.warnings += semantic.warnings
-    if any(codon.sentinels for _, codon in all_codons(hank)):
+    if any(site.codon.sentinels for site in hank.codon_sites()):
         report.warnings.append("sentinels are accepted but not run yet by this version of"
                                " hankweave; codons run without them")
     return report
@@ -147,7 +141,8 @@ def _check_models(hank: HankFile, registry: Registry, report: PreflightReport,
     from hankweave.models import UnknownModelError
 
     problems: list[HankIssue] = []
-    for path, codon in all_codons(hank):
+    for site in hank.codon_sites():
+        path, codon = site.path, site.codon
         try:
             model = registry.resolve_model(codon.model)
         except UnknownModelError as exc:
@@ -157,8 +152,55 @@ def _check_models(hank: HankFile, registry: Registry, report: PreflightReport,
         harness = None
         if check_harnesses:  # a replay plays every codon, whatever its model's harness
             try:
-                harness = registry.select_harness(model).name
+                selected = registry.select_harness(model)
             except HarnessSelectionError as exc:
                 problems.append(HankIssue(f"{path}.model", str(exc)))
+            else:
+                harness = selected.name
+                problems += _resume_problems(path, codon, selected.name, selected.supports_resume)
         report.models.append(ResolvedCodonModel(codon.id, model, harness))
     return problems
+
+
+def _resume_problems(path: str, codon: Codon, harness: str, supports_resume: bool
+                     ) -> list[HankIssue]:
+    """A codon that continues an agent session needs a harness that can resume one."""
+    if supports_resume:
+        return []
+    found = []
+    if codon.continuation_mode == "continue-previous":
+        found.append(HankIssue(f"{path}.continuationMode", f'"continue-previous" needs a harness'
+                               f' that resumes sessions; "{harness}" cannot'))
+    if codon.exhaust_with_prompt is not None:
+        found.append(HankIssue(f"{path}.exhaustWithPrompt", f'extensions resume the session;'
+                               f' harness "{harness}" cannot'))
+    return found
+
+
+@dataclass
+class PluginSettingsCheck:
+    """What :func:`check_plugin_settings` found."""
+
+    harness_configs: dict[str, HarnessConfig] = field(default_factory=dict)
+    errors: list[HankIssue] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_plugin_settings(registry: Registry, resolved: ResolvedSettings, *,
+                          strict: bool) -> PluginSettingsCheck:
+    """Validate the ``harnesses.<name>`` sections and the enabled sinks' settings.
+
+    A bad harness section is an error.  A sink that cannot be built is a warning (it would be
+    skipped), an error when ``strict`` (``HANKWEAVE_STRICT_PLUGINS=1``, where it is fatal).
+    """
+    settings = resolved.settings
+    harnesses = harness_settings(registry, settings.harnesses, resolved.harness_sources)
+    check = PluginSettingsCheck(harnesses.configs, list(harnesses.errors),
+                                list(harnesses.warnings))
+    for problem in build_sinks(registry, settings.events.sinks, construct=False).problems:
+        if strict:
+            path, _, message = problem.partition(": ")
+            check.errors.append(HankIssue(path, message))
+        else:
+            check.warnings.append(f"{problem}; the sink would be skipped")
+    return check

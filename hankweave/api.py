@@ -1,0 +1,329 @@
+"""The public kernel API: everything a plugin may import from hankweave, in one module.
+
+Sibling packages (harnesses, checkpoint backends, sinks, replay, executors) import from here and
+from nowhere else in the kernel; their tests may also use :mod:`hankweave.testing`.  Every other
+module of the kernel is internal and free to change.  A test enforces the rule
+(``tests/test_layers.py``); ``docs/api.md`` describes each name.
+
+Names resolve lazily, so a plugin that imports this module at start-up (every installed plugin
+is imported when ``hankweave`` starts, ``--help`` included) pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hankweave import __version__, hookimpl
+    from hankweave.app.launch import (
+        REPLAY_HARNESS,
+        LaunchError,
+        LaunchRequest,
+        Playback,
+        launch,
+    )
+    from hankweave.checkpoints import (
+        AmbiguousCheckpointError,
+        BackendNotInstalledError,
+        Checkpoint,
+        CheckpointError,
+        CheckpointKind,
+        CheckpointNotFoundError,
+        CheckpointStorageError,
+        CheckpointStore,
+        FileChange,
+        RetentionPolicy,
+        checkpoint_message,
+        run_branch,
+    )
+    from hankweave.cli.errors import CLIError
+    from hankweave.codonlog import (
+        CodonLogParser,
+        LogModel,
+        LogReadReport,
+        UnknownRecord,
+        assistant_record,
+        assistant_text,
+        assistant_tool_use,
+        catalogue_price,
+        compact_boundary_record,
+        error_result,
+        init_record,
+        parse_record,
+        read_log,
+        result_record,
+        summarize_log,
+        text_block,
+        thinking_block,
+        tool_result_record,
+        tool_use_block,
+    )
+    from hankweave.config.errors import ConfigError
+    from hankweave.config.hank import HankFile, base_codon_id, load_hank, runtime_codon_id
+    from hankweave.config.settings import resolve_settings
+    from hankweave.events.catalogue import ServerEvent
+    from hankweave.events.journal import read_journal
+    from hankweave.events.sink import EventSink, SentinelTrigger, SinkConfig
+    from hankweave.execution.layout import ExecutionLayout, codon_log_name
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+    from hankweave.fsutil import atomic_write_bytes, fsync_dir, parse_iso, pid_alive, utc_now_iso
+    from hankweave.harness import (
+        AttemptContext,
+        AttemptPolicy,
+        CodonLogRecord,
+        CodonRequest,
+        Harness,
+        HarnessConfig,
+        HarnessNotInstalledError,
+        HarnessSelectionError,
+        HumanReply,
+        StderrLog,
+        ToolDecision,
+    )
+    from hankweave.models import ModelCost, ModelEntry, ProviderEntry, UnknownModelError
+    from hankweave.plugins import make_plugin_manager
+    from hankweave.registry import Registry, get_registry
+    from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
+    from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
+    from hankweave.state.lock import LockCorruptError, LockInfo, live_runtime_lock
+    from hankweave.state.store import StateLoadError, load_state, read_state_strict
+    from hankweave.state.thread import ExecutionThread, analyze_execution_thread
+    from hankweave.state.types import (
+        CodonExecution,
+        HankweaveState,
+        TokenUsage,
+        dump_state,
+        end_checkpoint,
+        record_checkpoints,
+    )
+    from hankweave.workspace import DATA_LINK, resolve_patterns
+
+_EXPORTS: dict[str, str] = {
+    # plugins
+    "__version__": "hankweave",
+    "hookimpl": "hankweave",
+    "make_plugin_manager": "hankweave.plugins",
+    "Registry": "hankweave.registry",
+    "get_registry": "hankweave.registry",
+    # the harness contract
+    "AttemptContext": "hankweave.harness",
+    "AttemptPolicy": "hankweave.harness",
+    "CodonLogRecord": "hankweave.harness",
+    "CodonRequest": "hankweave.harness",
+    "Harness": "hankweave.harness",
+    "HarnessConfig": "hankweave.harness",
+    "HarnessNotInstalledError": "hankweave.harness",
+    "HarnessSelectionError": "hankweave.harness",
+    "HumanReply": "hankweave.harness",
+    "StderrLog": "hankweave.harness",
+    "ToolDecision": "hankweave.harness",
+    # codon logs: the records a harness yields, and reading them back
+    "CodonLogParser": "hankweave.codonlog",
+    "LogModel": "hankweave.codonlog",
+    "LogReadReport": "hankweave.codonlog",
+    "UnknownRecord": "hankweave.codonlog",
+    "assistant_record": "hankweave.codonlog",
+    "assistant_text": "hankweave.codonlog",
+    "assistant_tool_use": "hankweave.codonlog",
+    "catalogue_price": "hankweave.codonlog",
+    "compact_boundary_record": "hankweave.codonlog",
+    "error_result": "hankweave.codonlog",
+    "init_record": "hankweave.codonlog",
+    "parse_record": "hankweave.codonlog",
+    "read_log": "hankweave.codonlog",
+    "result_record": "hankweave.codonlog",
+    "summarize_log": "hankweave.codonlog",
+    "text_block": "hankweave.codonlog",
+    "thinking_block": "hankweave.codonlog",
+    "tool_result_record": "hankweave.codonlog",
+    "tool_use_block": "hankweave.codonlog",
+    # models
+    "ModelCost": "hankweave.models",
+    "ModelEntry": "hankweave.models",
+    "ProviderEntry": "hankweave.models",
+    "UnknownModelError": "hankweave.models",
+    # checkpoint backends
+    "AmbiguousCheckpointError": "hankweave.checkpoints",
+    "BackendNotInstalledError": "hankweave.checkpoints",
+    "Checkpoint": "hankweave.checkpoints",
+    "CheckpointError": "hankweave.checkpoints",
+    "CheckpointKind": "hankweave.checkpoints",
+    "CheckpointNotFoundError": "hankweave.checkpoints",
+    "CheckpointStorageError": "hankweave.checkpoints",
+    "CheckpointStore": "hankweave.checkpoints",
+    "FileChange": "hankweave.checkpoints",
+    "RetentionPolicy": "hankweave.checkpoints",
+    "checkpoint_message": "hankweave.checkpoints",
+    "run_branch": "hankweave.checkpoints",
+    "DATA_LINK": "hankweave.workspace",
+    "resolve_patterns": "hankweave.workspace",
+    # events
+    "EventSink": "hankweave.events.sink",
+    "SentinelTrigger": "hankweave.events.sink",
+    "SinkConfig": "hankweave.events.sink",
+    "ServerEvent": "hankweave.events.catalogue",
+    "read_journal": "hankweave.events.journal",
+    # an execution directory, its state and the execution thread (reading)
+    "ExecutionLayout": "hankweave.execution.layout",
+    "codon_log_name": "hankweave.execution.layout",
+    "ExecutionMetaError": "hankweave.execution.meta",
+    "load_execution_meta": "hankweave.execution.meta",
+    "CodonExecution": "hankweave.state.types",
+    "HankweaveState": "hankweave.state.types",
+    "TokenUsage": "hankweave.state.types",
+    "dump_state": "hankweave.state.types",
+    "end_checkpoint": "hankweave.state.types",
+    "record_checkpoints": "hankweave.state.types",
+    "StateLoadError": "hankweave.state.store",
+    "load_state": "hankweave.state.store",
+    "read_state_strict": "hankweave.state.store",
+    "ExecutionThread": "hankweave.state.thread",
+    "analyze_execution_thread": "hankweave.state.thread",
+    "codon_cost": "hankweave.state.costs",
+    "codon_cost_complete": "hankweave.state.costs",
+    "codon_tokens": "hankweave.state.costs",
+    "total_cost": "hankweave.state.costs",
+    # lock liveness: is a runtime using an execution directory?
+    "LockCorruptError": "hankweave.state.lock",
+    "LockInfo": "hankweave.state.lock",
+    "live_runtime_lock": "hankweave.state.lock",
+    # durable file writing
+    "atomic_write_bytes": "hankweave.fsutil",
+    "fsync_dir": "hankweave.fsutil",
+    "parse_iso": "hankweave.fsutil",
+    "pid_alive": "hankweave.fsutil",
+    "utc_now_iso": "hankweave.fsutil",
+    # hanks, settings and plans
+    "ConfigError": "hankweave.config.errors",
+    "HankFile": "hankweave.config.hank",
+    "base_codon_id": "hankweave.config.hank",
+    "load_hank": "hankweave.config.hank",
+    "runtime_codon_id": "hankweave.config.hank",
+    "resolve_settings": "hankweave.config.settings",
+    "checkpoint_patterns_through": "hankweave.runtime.planner",
+    "expected_codon_ids": "hankweave.runtime.planner",
+    # running a hank, and commands
+    "LaunchError": "hankweave.app.launch",
+    "LaunchRequest": "hankweave.app.launch",
+    "Playback": "hankweave.app.launch",
+    "REPLAY_HARNESS": "hankweave.app.launch",
+    "launch": "hankweave.app.launch",
+    "CLIError": "hankweave.cli.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(_EXPORTS)
+
+
+__all__ = [
+    "DATA_LINK",
+    "REPLAY_HARNESS",
+    "AmbiguousCheckpointError",
+    "AttemptContext",
+    "AttemptPolicy",
+    "BackendNotInstalledError",
+    "CLIError",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointKind",
+    "CheckpointNotFoundError",
+    "CheckpointStorageError",
+    "CheckpointStore",
+    "CodonExecution",
+    "CodonLogParser",
+    "CodonLogRecord",
+    "CodonRequest",
+    "ConfigError",
+    "EventSink",
+    "ExecutionLayout",
+    "ExecutionMetaError",
+    "ExecutionThread",
+    "FileChange",
+    "HankFile",
+    "HankweaveState",
+    "Harness",
+    "HarnessConfig",
+    "HarnessNotInstalledError",
+    "HarnessSelectionError",
+    "HumanReply",
+    "LaunchError",
+    "LaunchRequest",
+    "LockCorruptError",
+    "LockInfo",
+    "LogModel",
+    "LogReadReport",
+    "ModelCost",
+    "ModelEntry",
+    "Playback",
+    "ProviderEntry",
+    "Registry",
+    "RetentionPolicy",
+    "SentinelTrigger",
+    "ServerEvent",
+    "SinkConfig",
+    "StateLoadError",
+    "StderrLog",
+    "TokenUsage",
+    "ToolDecision",
+    "UnknownModelError",
+    "UnknownRecord",
+    "__version__",
+    "analyze_execution_thread",
+    "assistant_record",
+    "assistant_text",
+    "assistant_tool_use",
+    "atomic_write_bytes",
+    "base_codon_id",
+    "catalogue_price",
+    "checkpoint_message",
+    "checkpoint_patterns_through",
+    "codon_cost",
+    "codon_cost_complete",
+    "codon_log_name",
+    "codon_tokens",
+    "compact_boundary_record",
+    "dump_state",
+    "end_checkpoint",
+    "error_result",
+    "expected_codon_ids",
+    "fsync_dir",
+    "get_registry",
+    "hookimpl",
+    "init_record",
+    "launch",
+    "live_runtime_lock",
+    "load_execution_meta",
+    "load_hank",
+    "load_state",
+    "make_plugin_manager",
+    "parse_iso",
+    "parse_record",
+    "pid_alive",
+    "read_journal",
+    "read_log",
+    "read_state_strict",
+    "record_checkpoints",
+    "resolve_patterns",
+    "resolve_settings",
+    "result_record",
+    "run_branch",
+    "runtime_codon_id",
+    "summarize_log",
+    "text_block",
+    "thinking_block",
+    "tool_result_record",
+    "tool_use_block",
+    "total_cost",
+    "utc_now_iso",
+]

@@ -1,0 +1,249 @@
+"""One attempt of one codon, from its rig setup to its outcome.
+
+:class:`CodonAttempt` takes a codon of the plan through the state machine in the current run:
+
+* ``preparing``: the rig setup runs and a ``rig-setup`` checkpoint is made;
+* ``starting``: the session to continue is found (``continue-previous``), the harness is chosen
+  and the prompts are built;
+* ``initializing`` → ``running``: the :class:`~hankweave.runtime.codon_runner.CodonRunner`
+  drives the harness, under the codon's budget and idle timeout;
+* the outcome: :func:`~hankweave.runtime.completion.complete` decides the final status, makes
+  the end checkpoint and does what follows a success.
+
+What can stop it early (a failed rig, no session to continue, a stop while preparing) ends the
+record ``failed`` with the status it failed during.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from hankweave.checkpoints import CheckpointError, CheckpointKind
+from hankweave.config.hank import Codon
+from hankweave.config.settings import effective_shim_idle_timeout
+from hankweave.harness import CodonRequest
+from hankweave.runtime.budget import CodonBudget
+from hankweave.runtime.codon_runner import AttemptSpec, CodonRunner, Interrupt
+from hankweave.runtime.completion import CodonResult, complete
+from hankweave.runtime.context import RunContext, elapsed_ms
+from hankweave.state.thread import find_continuation_session_id
+from hankweave.state.transitions import CodonStarted, CodonStartedData
+from hankweave.state.types import FailureReason, LoopContext
+
+StopReason = Callable[[], str | None]
+"""Why the runtime is shutting down (None while it is not)."""
+
+
+class CodonAttempt:
+    """Runs one attempt of ``codon_id`` in the current run (see the module docstring)."""
+
+    def __init__(self, ctx: RunContext, codon_id: str, *, skip_rig: bool = False,
+                 stop_reason: StopReason) -> None:
+        self.ctx = ctx
+        self.codon_id = codon_id
+        self.skip_rig = skip_rig
+        self.codon: Codon = ctx.codon_config(codon_id)
+        self.entry = ctx.plan_entry(codon_id)
+        self.force_stop_reason: str | None = None
+        """Why a client force-stopped this attempt (it is then neither retried nor fatal)."""
+        self._stop_reason = stop_reason
+        self._runner: CodonRunner | None = None
+        self._started = time.monotonic()
+
+    # ----- control -----
+
+    @property
+    def agent_running(self) -> bool:
+        """Whether the harness is driving the agent now (what skip and force stop act on)."""
+        return self._runner is not None
+
+    def interrupt(self, kind: Interrupt) -> None:
+        """Stop the agent, if it runs; a stop before it runs is seen at the next step."""
+        if self._runner is not None:
+            self._runner.interrupt(kind)
+
+    def force_stop(self, reason: str) -> None:
+        self.force_stop_reason = reason
+        self.interrupt("stop")
+
+    def interrupted_reason(self) -> FailureReason:
+        """The failure of an attempt stopped by a shutdown or a client."""
+        stopping = self._stop_reason()
+        if stopping is None and self.force_stop_reason is not None:
+            return FailureReason(type="unknown", retriable=True,
+                                 message=f"Force stopped: {self.force_stop_reason}")
+        return FailureReason(type="unknown", retriable=True, message=f"Interrupted: {stopping}")
+
+    # ----- running -----
+
+    async def run(self) -> CodonResult:
+        ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
+        context = self.entry.loop_context
+        loop_context = (LoopContext.model_validate(context.model_dump(
+            include={"loop_id", "iteration", "codon_index_in_loop"})) if context else None)
+        await ctx.transition(CodonStarted(data=CodonStartedData(
+            run_id=ctx.run_id or "", codon_id=codon_id, loop_context=loop_context)))
+        self._started = time.monotonic()
+
+        rig_sha: str | None = None
+        if codon.rig_setup is not None and not self.skip_rig:
+            failure = await self._rig_setup()
+            if failure is not None:
+                return await self._fail_early("preparing", failure)
+            rig_sha = await self.checkpoint("rig-setup")
+            if rig_sha is None:
+                return await self._fail_early("preparing", FailureReason(
+                    type="unknown", retriable=False, message="Rig-setup checkpoint failed"))
+        await ctx.move(codon_id, "starting", checkpoint_sha=rig_sha)
+
+        session: str | None = None
+        if codon.continuation_mode == "continue-previous":
+            session = find_continuation_session_id(ctx.thread(), codon_id, ctx.state)
+            if session is None:
+                return await self._fail_early("starting", FailureReason(
+                    type="unknown", retriable=False,
+                    message=f"Codon {codon_id} requires continuation from previous codon but no"
+                            " valid session found"))
+            ctx.reporter.info(f"Continuing from previous session: {session}")
+
+        try:
+            spec = self._spec(session)
+        except Exception as exc:  # a prompt that cannot be built, a model with no harness
+            return await self._fail_early("starting", FailureReason(
+                type="unknown", retriable=False, message=str(exc)))
+        if self._stop_reason() is not None:  # stopped while preparing: no agent starts
+            return await self._fail_early("starting", self.interrupted_reason())
+
+        # The agent runs in this process until the harness reports a process of its own.
+        await ctx.move(codon_id, "initializing", claude_pid=os.getpid(),
+                       claude_log_path=str(spec.log_path.relative_to(ctx.layout.path)),
+                       previous_session_id=session)
+        outcome = await self._drive(spec)
+        return await complete(self, outcome)
+
+    async def _drive(self, spec: AttemptSpec) -> object:
+        ctx, limits = self.ctx, self.codon.budget
+        budget = ctx.budget.track(
+            self.codon_id, self.codon.id,
+            max_dollars=limits.max_dollars if limits else None,
+            max_seconds=limits.max_time_seconds if limits else None,
+            max_output_tokens=limits.max_output_tokens if limits else None,
+            max_context_tokens=limits.max_context_tokens if limits else None,
+            on_exceeded=limits.on_exceeded if limits else None)
+        runner = CodonRunner(spec, store=ctx.store, reporter=ctx.reporter, budget=budget)
+        self._runner = runner
+        if self._stop_reason() is not None:  # a stop that came during the last state write
+            runner.interrupt("stop")
+        watchdog = asyncio.create_task(_watch_time(runner, budget))
+        try:
+            return await runner.run()
+        finally:
+            watchdog.cancel()
+            self._runner = None
+
+    def _spec(self, session: str | None) -> AttemptSpec:
+        """What the runner runs: the harness, its settings, the request and where logs go."""
+        ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
+        model = ctx.registry.resolve_model(codon.model)
+        harness = ctx.config.harness_override or ctx.registry.select_harness(model)
+        needs_resume = session is not None or codon.exhaust_with_prompt is not None
+        if needs_resume and not harness.supports_resume:
+            raise ValueError(f"Codon {codon_id} continues an agent session"
+                             f" ({'continue-previous' if session else 'exhaustWithPrompt'}), but"
+                             f" harness {harness.name!r} cannot resume sessions")
+        run_id = ctx.run_id or ""
+        request = CodonRequest(
+            prompt=ctx.prompts.user(codon), system_prompt=ctx.prompts.system(codon), model=model,
+            work_dir=ctx.layout.agent_root, session_id_to_resume=session,
+            env=ctx.prompts.env(codon), codon_id=codon_id, run_id=run_id, codon_name=codon.name)
+        return AttemptSpec(
+            request=request, harness=harness,
+            harness_config=ctx.config.harness_configs.get(harness.name),
+            log_path=ctx.layout.codon_log_path(run_id, codon_id),
+            stderr_path=ctx.layout.codon_stderr_path(run_id, codon_id),
+            state_dir=ctx.layout.harness_state_dir(harness.name),
+            extension_prompt=(ctx.prompts.extension(codon.exhaust_with_prompt)
+                              if codon.exhaust_with_prompt else None),
+            max_extensions=codon.max_extensions,
+            idle_timeout_s=effective_shim_idle_timeout(
+                codon, ctx.config.shim_idle_timeout, harness.default_idle_timeout_s),
+            policy=ctx.config.policy)
+
+    # ----- rig setup and checkpoints -----
+
+    async def _rig_setup(self) -> FailureReason | None:
+        from hankweave.runtime.rig import run_rig
+
+        ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
+        reporter = ctx.reporter
+        ops = codon.rig_setup or []
+        reporter.info(f"Rig setup started for codon '{codon.name}': {len(ops)} operation(s)")
+        started = time.monotonic()
+        result = await run_rig(
+            ops, agent_root=ctx.layout.agent_root, hank_dir=ctx.hank_dir,
+            env=ctx.prompts.env(codon), ignore_failures=ctx.config.ignore_rig_failures,
+            timeout_s=ctx.config.rig_timeout_s,
+            on_output=lambda index, stream, line: reporter.rig_output(
+                codon_id, index, stream, line),
+            on_operation=lambda index, total, description: reporter.info(
+                f"Rig operation {index + 1}/{total}: {description}"),
+            on_failure=lambda failure: reporter.rig_failed(codon_id, failure))
+        duration = elapsed_ms(started)
+        reporter.rig_completed(codon_id, commands=len(ops), duration_ms=duration,
+                               created_checkpoint=result.failed is None)
+        if result.failed is None:
+            reporter.info(f"Rig setup completed for codon '{codon.name}' ({duration}ms)")
+            return None
+        failed = result.failed
+        reporter.error(f"Rig setup failed: {failed.message}", codon=codon_id, fatal=True,
+                       severity="codon")
+        return FailureReason(type="unknown", retriable=True,
+                             message=f"Rig setup failed at {failed.op_type} operation:"
+                                     f" {failed.message}")
+
+    async def checkpoint(self, kind: CheckpointKind) -> str | None:
+        """Checkpoint the work tree through this codon's patterns; None (reported) on failure."""
+        from hankweave.runtime.planner import checkpoint_patterns_through
+
+        ctx = self.ctx
+        patterns = checkpoint_patterns_through(ctx.state.execution_plan, self.codon_id, True)
+        try:
+            made = await ctx.checkpoints.create(
+                kind=kind, run_id=ctx.run_id or "", codon_id=self.codon_id,
+                codon_name=self.codon.name, patterns=patterns,
+                duration_ms=elapsed_ms(self._started))
+        except CheckpointError as exc:
+            ctx.reporter.error(f"Checkpoint ({kind}) failed: {exc}", codon=self.codon_id,
+                               severity="codon")
+            return None
+        return made.id
+
+    async def _fail_early(self, during: Literal["preparing", "starting"],
+                          reason: FailureReason) -> CodonResult:
+        """End the record ``failed`` before any agent ran (exit code 1, no cost)."""
+        await self.ctx.move(self.codon_id, "failed", exit_code=1, failure_reason=reason,
+                            failed_during=during)
+        self.ctx.reporter.codon_completed(
+            codon_id=self.codon_id, success=False, cost=0.0, duration_ms=0, exit_code=1,
+            failure_reason=reason, failure_ignored=self.codon.on_failure == "ignore")
+        return CodonResult(self.codon_id, "failed", reason)
+
+    @property
+    def started(self) -> float:
+        """When the attempt started (``time.monotonic()``)."""
+        return self._started
+
+
+async def _watch_time(runner: CodonRunner, budget: CodonBudget) -> None:
+    """Interrupt the runner once the codon's time budget is spent."""
+    if budget.limits.seconds is None:
+        return
+    while True:
+        await asyncio.sleep(min(1.0, max(0.05, budget.limits.seconds / 10)))
+        if budget.check() is not None:
+            runner.interrupt("budget")
+            return

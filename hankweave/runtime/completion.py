@@ -1,0 +1,206 @@
+"""How a codon attempt ends: its final status, its end checkpoint, and what follows a success.
+
+The final status follows the original's priority order (docs/behaviour.md §3.6): a force stop
+or shutdown fails the codon, a skip skips it, a budget breach completes it (or fails it under
+``onExceeded: "fail"``), a clean exit with a success result completes it, an exceeded context
+completes it where that is acceptable, anything else fails it.  After a success the outputs are
+copied and ``archiveOnSuccess`` runs; after a success or a skip the plan grows (loops).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from hankweave.fsutil import parse_iso
+from hankweave.runtime.codon_runner import AttemptOutcome
+from hankweave.runtime.context import RunContext, elapsed_ms
+from hankweave.runtime.failures import synthesize_missing_failure_reason
+from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
+from hankweave.state.reducer import plan_splice
+from hankweave.state.transitions import ExecutionPlanData, ExecutionPlanUpdated
+from hankweave.state.types import NO_CHECKPOINT, FailureReason, is_terminal_status
+
+if TYPE_CHECKING:
+    from hankweave.runtime.attempt import CodonAttempt
+
+Status = Literal["completed", "failed", "skipped"]
+_CHECKPOINT_KIND: dict[str, Literal["completed", "error", "skipped"]] = {
+    "completed": "completed", "failed": "error", "skipped": "skipped"}
+
+
+@dataclass
+class CodonResult:
+    """How one codon attempt ended."""
+
+    codon_id: str
+    status: Status
+    failure_reason: FailureReason | None = None
+    checkpoint: str | None = None
+    ends_run: bool = False
+    """The run cannot go on after this codon (a failed output copy)."""
+
+
+async def complete(attempt: CodonAttempt, outcome: AttemptOutcome) -> CodonResult:
+    """Record how ``attempt`` ended, report it, and do what its outcome calls for."""
+    ctx, codon_id = attempt.ctx, attempt.codon_id
+    record = ctx.current(codon_id)
+    status, reason, note = _final_status(attempt, outcome)
+    during = record.status
+    sha = await attempt.checkpoint(_CHECKPOINT_KIND[status])
+    if sha is None and status == "completed":
+        status, reason = "failed", FailureReason(type="unknown", retriable=False,
+                                                 message="Checkpoint creation failed")
+    if note:
+        ctx.reporter.info(note)
+    metadata: dict[str, Any] = {
+        "exit_code": outcome.exit_code, "checkpoint_sha": sha,
+        "result_message_received": outcome.result_received,
+        "context_exceeded": outcome.context_exceeded,
+        "extension_count": outcome.extension_count,
+    }
+    if status == "completed":
+        metadata["budget_exceeded"] = outcome.budget_exceeded
+        if record.status == "initializing" and not sha:
+            metadata["checkpoint_sha"] = NO_CHECKPOINT
+    elif status == "failed":
+        metadata.update(exit_code=outcome.exit_code or 1, failure_reason=reason,
+                        failed_during=during)
+    else:
+        metadata["skipped_during"] = during
+    await ctx.move(codon_id, status, **metadata)
+    _report_completion(attempt, status, reason, outcome)
+    report_snapshot(ctx)
+    if status == "completed" and not await _after_success(attempt, sha):
+        return CodonResult(codon_id, status, reason, sha, ends_run=True)
+    if status in ("completed", "skipped"):
+        await expand_plan(ctx, codon_id, status, outcome.context_exceeded,
+                          outcome.budget_exceeded is not None)
+    return CodonResult(codon_id, status, reason, sha)
+
+
+def _report_completion(attempt: CodonAttempt, status: Status, reason: FailureReason | None,
+                       outcome: AttemptOutcome) -> None:
+    """``codon.completed``; its cost includes what the codon's failed attempts cost before."""
+    ctx, codon_id = attempt.ctx, attempt.codon_id
+    final = ctx.current(codon_id)
+    cost = codon_cost(final)
+    ctx.budget.record(codon_id, getattr(final, "final_cost", None)
+                      or getattr(final, "partial_cost", 0.0) or 0.0)
+    reported = 0.0 if status == "skipped" else cost + ctx.retry_costs.pop(codon_id, 0.0)
+    if status == "failed":
+        ctx.retry_costs[codon_id] = ctx.retry_costs.get(codon_id, 0.0) + cost
+    ctx.reporter.codon_completed(
+        codon_id=codon_id, success=status == "completed", cost=reported,
+        duration_ms=elapsed_ms(attempt.started), exit_code=outcome.exit_code or 1,
+        failure_reason=reason if status == "failed" else None,
+        failure_ignored=status == "failed" and attempt.codon.on_failure == "ignore",
+        budget_exceeded=outcome.budget_exceeded, cost_complete=codon_cost_complete(final))
+
+
+def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
+                  ) -> tuple[Status, FailureReason | None, str | None]:
+    """The status, the failure reason and a note for the user, in the original's order."""
+    from hankweave.runtime.planner import is_context_exceeded_acceptable
+
+    ctx, codon = attempt.ctx, attempt.codon
+    if outcome.interrupted == "stop":
+        return "failed", attempt.interrupted_reason(), None
+    if outcome.interrupted == "skip":
+        return "skipped", None, None
+    if outcome.budget_exceeded is not None:
+        on_exceeded = ctx.budget.on_exceeded
+        if codon.budget and codon.budget.on_exceeded:
+            on_exceeded = codon.budget.on_exceeded
+        note = outcome.budget_message or "budget exceeded"
+        if on_exceeded == "fail":
+            return "failed", FailureReason(type="unknown", retriable=False,
+                                           message=f"Budget exceeded: {note}"), (
+                f"Codon failed (budget limit reached: {note})")
+        return "completed", None, f"Codon completed (budget limit reached: {note})"
+    if outcome.exit_code == 0 and outcome.success:
+        return "completed", None, None
+    if outcome.context_exceeded and is_context_exceeded_acceptable(ctx.hank, attempt.entry):
+        return "completed", None, ("Codon completed successfully due to context exceeded"
+                                   " (loop termination condition met)")
+    reason = outcome.failure_reason or synthesize_missing_failure_reason(
+        outcome.exit_code, outcome.session_established)
+    return "failed", reason, None
+
+
+async def _after_success(attempt: CodonAttempt, sha: str | None) -> bool:
+    """Copy the outputs and archive; False when a failed copy ends the run (§3.6)."""
+    ctx, codon, codon_id = attempt.ctx, attempt.codon, attempt.codon_id
+    if codon.output_files and ctx.config.output_dir is not None:
+        from hankweave.runtime.outputs import OutputCopyError, copy_outputs
+        from hankweave.runtime.rig import run_command
+
+        try:
+            copied = await copy_outputs(
+                codon.output_files, agent_root=ctx.layout.agent_root,
+                output_dir=ctx.config.output_dir, env=ctx.prompts.env(codon),
+                overwrite=ctx.config.overwrite_output, run_command=run_command)
+        except OutputCopyError as exc:
+            ctx.reporter.error(str(exc), codon=codon_id, fatal=True, severity="operation")
+            return False
+        for original, resolved in copied.renamed:
+            ctx.reporter.info(f"Output {original.name} exists; copied as {resolved.name}")
+    if codon.archive_on_success:
+        from hankweave.runtime.archive import ArchiveManifest, archive_on_success
+
+        archived = archive_on_success(
+            codon.archive_on_success, agent_root=ctx.layout.agent_root,
+            execution_dir=ctx.layout.path, codon_id=codon_id,
+            loop_context=attempt.entry.loop_context, checkpoint_sha=sha or "orphan",
+            manifest=ArchiveManifest.load(ctx.layout.archive_manifest))
+        ctx.reporter.archived(codon_id, archived.archived,
+                              [(failure.path, failure.error) for failure in archived.failed])
+    return True
+
+
+async def expand_plan(ctx: RunContext, codon_id: str,
+                      outcome: Literal["completed", "skipped", "failed-ignored"],
+                      context_exceeded: bool, budget_exceeded: bool) -> None:
+    """Grow the plan after ``codon_id`` (the next loop iteration) and report a finished
+    iteration."""
+    from hankweave.runtime.planner import expand_after
+
+    expansion = expand_after(ctx.state.execution_plan, ctx.hank, codon_id, outcome=outcome,
+                             context_exceeded=context_exceeded,
+                             budget_exceeded=budget_exceeded)
+    position, remove, entries = plan_splice(ctx.state.execution_plan, expansion.plan)
+    if remove or entries:
+        await ctx.transition(ExecutionPlanUpdated(data=ExecutionPlanData(
+            position=position, remove=remove, entries=entries)))
+    entry = next((e for e in ctx.state.execution_plan if e.codon_id == codon_id), None)
+    if expansion.iteration_completed and entry is not None and entry.loop_context:
+        loop_id, iteration = entry.loop_context.loop_id, entry.loop_context.iteration
+        duration_ms, cost, tokens = _iteration_totals(ctx, loop_id, iteration)
+        ctx.reporter.loop_iteration_completed(
+            loop_id=loop_id, iteration=iteration, duration_ms=duration_ms, cost=cost,
+            tokens=tokens, is_final=expansion.is_final,
+            termination_reason=expansion.termination_reason)
+
+
+def _iteration_totals(ctx: RunContext, loop_id: str, iteration: int) -> tuple[int, float, int]:
+    """Duration (ms), cost and input+output tokens of one loop iteration's finished records
+    in the thread (failed retry attempts included: their time and money were spent)."""
+    duration_ms, cost, tokens = 0, 0.0, 0
+    for item in ctx.thread().codons:
+        record, context = item.codon, item.codon.loop_context
+        if (context is None or context.loop_id != loop_id or context.iteration != iteration
+                or not is_terminal_status(record.status)):
+            continue
+        end = getattr(record, "end_time", None)
+        if end:
+            elapsed = parse_iso(end) - parse_iso(record.start_time)
+            duration_ms += int(elapsed.total_seconds() * 1000)
+        cost += codon_cost(record)
+        used = codon_tokens(record)
+        tokens += used.input_tokens + used.output_tokens
+    return duration_ms, cost, tokens
+
+
+def report_snapshot(ctx: RunContext) -> None:
+    """``state.snapshot`` of the thread as it is now."""
+    ctx.reporter.snapshot(ctx.thread(), total_cost(ctx.state), ctx.elapsed_ms())

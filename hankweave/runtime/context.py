@@ -1,0 +1,173 @@
+"""What the parts of one runtime share: the hank, the execution directory, its state, its settings.
+
+:class:`RunContext` is built once per ``hankweave run`` and handed to every part of the runtime
+(the run lifecycle, live control, rollbacks, each codon attempt).  It holds no control flow of
+its own: it answers questions about the execution ("which codon config is ``review#2``?",
+"what is the thread now?") and performs the one way state changes, a typed transition.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hankweave.config.hank import Codon, HankFile, base_codon_id
+from hankweave.execution.layout import ExecutionLayout
+from hankweave.harness import AttemptPolicy, Harness, HarnessConfig
+from hankweave.runtime.checkpointing import KnownCheckpoints
+from hankweave.runtime.errors import RuntimeCommandError
+from hankweave.state.thread import ExecutionThread, analyze_execution_thread
+from hankweave.state.transitions import (
+    CodonMetadata,
+    CodonTransitioned,
+    CodonTransitionedData,
+    StateTransition,
+)
+from hankweave.state.types import (
+    CodonExecution,
+    ExecutionCodonEntry,
+    HankweaveState,
+    is_terminal_status,
+    last_record,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from hankweave.checkpoints import CheckpointStore
+    from hankweave.registry import Registry
+    from hankweave.runtime.budget import RunBudget
+    from hankweave.runtime.prompts import PromptBuilder
+    from hankweave.runtime.reporter import Reporter
+    from hankweave.state.boot import OwnedExecution
+
+
+@dataclass
+class RuntimeConfig:
+    """The settings the runtime acts on (already resolved from every layer)."""
+
+    headless: bool = True
+    autostart: bool = True
+    ignore_rig_failures: bool = False
+    output_dir: Path | None = None
+    overwrite_output: bool = False
+    shim_idle_timeout: int | None = None
+    """The run-wide idle timeout (seconds); a codon's own wins, the harness default applies
+    when neither is set."""
+    rig_timeout_s: float | None = None
+    keep_checkpoints_per_run: int = 50
+    harness_override: type[Harness] | None = None
+    """Plays every codon whatever its model (replay); None lets the plugins choose."""
+    harness_configs: Mapping[str, HarnessConfig] = field(default_factory=dict)
+    """Validated ``harnesses.<name>`` settings by harness name (absent: the defaults)."""
+    policy: AttemptPolicy = field(default_factory=AttemptPolicy)
+    """What harnesses' ``authorize_tool`` and ``ask_human`` calls are answered by."""
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class RunContext:
+    """The shared dependencies and queries of one runtime (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        hank: HankFile,
+        hank_dir: Path,
+        layout: ExecutionLayout,
+        owned: OwnedExecution,
+        checkpoints: CheckpointStore,
+        registry: Registry,
+        reporter: Reporter,
+        config: RuntimeConfig,
+        budget: RunBudget,
+        prompts: PromptBuilder,
+        plan_builder: Callable[[HankFile], list[ExecutionCodonEntry]],
+    ) -> None:
+        self.hank = hank
+        self.hank_dir = hank_dir
+        self.layout = layout
+        self.owned = owned
+        self.store = owned.store
+        self.checkpoints = KnownCheckpoints(checkpoints)
+        self.registry = registry
+        self.reporter = reporter
+        self.config = config
+        self.budget = budget
+        self.prompts = prompts
+        self.plan_builder = plan_builder
+        self.started_at = time.monotonic()
+        self.run_id: str | None = None
+        """The run this runtime is recording, once it started one."""
+        self.retry_costs: dict[str, float] = {}
+        """What failed attempts of a codon cost so far; its ``codon.completed`` reports them."""
+        self._codons = hank.codon_configs()
+
+    # ----- state -----
+
+    @property
+    def state(self) -> HankweaveState:
+        return self.store.state
+
+    def thread(self) -> ExecutionThread:
+        return analyze_execution_thread(self.state, self.checkpoints.data())
+
+    async def transition(self, transition: StateTransition) -> None:
+        """Apply one transition; it is durable when this returns."""
+        await self.store.transition(transition)
+
+    def current(self, codon_id: str) -> CodonExecution:
+        """The newest record of ``codon_id`` in the current run."""
+        run = self.state.run_by_id(self.run_id or "")
+        found = last_record(run, codon_id) if run else None
+        if found is None:
+            raise RuntimeCommandError(f"codon {codon_id!r} has no record in run {self.run_id}")
+        return found[1]
+
+    async def move(self, codon_id: str, to: str, **metadata: Any) -> None:
+        """Move the codon's current record to status ``to`` (a ``CodonTransitioned``)."""
+        codon = self.current(codon_id)
+        await self.transition(CodonTransitioned(data=CodonTransitionedData.model_validate({
+            "runId": self.run_id, "codonId": codon_id, "from": codon.status, "to": to,
+            "metadata": CodonMetadata(**metadata)})))
+
+    def codon_in_progress(self) -> tuple[str, str] | None:
+        """``(codon id, status)`` of the current run's unfinished codon record, if any."""
+        run = self.state.run_by_id(self.run_id or "")
+        if run is not None and run.codons and not is_terminal_status(run.codons[-1].status):
+            return run.codons[-1].codon_id, run.codons[-1].status
+        return None
+
+    # ----- the hank and the plan -----
+
+    def codon_config(self, codon_id: str) -> Codon:
+        """The configuration a runtime codon id (``review#2``) runs."""
+        try:
+            return self._codons[base_codon_id(codon_id)]
+        except KeyError:
+            raise RuntimeCommandError(f"codon {codon_id!r} is not in the hank") from None
+
+    def codon_name(self, codon_id: str) -> str:
+        """The configured name of a codon (its id when the hank does not know it)."""
+        try:
+            return self.codon_config(codon_id).name
+        except RuntimeCommandError:
+            return codon_id
+
+    def plan_entry(self, codon_id: str) -> ExecutionCodonEntry:
+        for entry in self.state.execution_plan:
+            if entry.codon_id == codon_id:
+                return entry
+        raise RuntimeCommandError(f"Unknown codon {codon_id!r}: not in the execution plan")
+
+    def elapsed_ms(self) -> int:
+        """Milliseconds since this runtime started."""
+        return elapsed_ms(self.started_at)
+
+
+def elapsed_ms(since: float) -> int:
+    """Milliseconds since the ``time.monotonic()`` reading ``since``."""
+    return int((time.monotonic() - since) * 1000)

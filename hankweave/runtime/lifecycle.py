@@ -1,0 +1,194 @@
+"""The life of one run: where it starts, how it ends, what it leaves, how the process exits.
+
+A ``hankweave run`` records one run (more after rollbacks).  :class:`RunLifecycle` prepares the
+checkpoint store, chooses where a new run continues the execution (fresh, or after the newest
+finished codon of the thread), records the run's start and end, prunes checkpoints at the end
+and turns the way the runtime stopped into the exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hankweave.exitcodes import EXIT_FAILED, EXIT_OK, SIGNAL_EXIT_CODES
+from hankweave.fsutil import parse_iso, utc_now_iso
+from hankweave.runtime.context import RunContext
+from hankweave.state.costs import codon_cost, codon_tokens, current_run_cost
+from hankweave.state.thread import ExecutionThread
+from hankweave.state.transitions import (
+    InitialCheckpointData,
+    InitialCheckpointSet,
+    RunCompleted,
+    RunFailed,
+    RunRef,
+    RunStarted,
+    RunStartedData,
+)
+from hankweave.state.types import (
+    ContinuationSource,
+    ContinuationStart,
+    FreshStart,
+    StartingConditions,
+    end_checkpoint,
+    is_terminal_status,
+)
+
+ALL_DONE = "all codons completed"
+CODON_FAILURE = "codon failure"
+CLIENT_REQUEST = "client request"
+"""The shutdown reason of ``server.shutdown``: exit 0, as in the original (docs/websocket.md)."""
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Why the runtime is stopping, and whether it was escalated to a forced stop."""
+
+    reason: str
+    forced: bool = False
+
+
+def new_run_id() -> str:
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    return f"{int(time.time() * 1000)}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
+
+
+class RunLifecycle:
+    """Starts, ends and sums up the runs of one runtime (see the module docstring)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    async def prepare_checkpoints(self) -> None:
+        """Initialize the checkpoint store; record the initial checkpoint the first time."""
+        initial = await self.ctx.checkpoints.initialize()
+        if self.ctx.state.initial_checkpoint != initial:
+            await self.ctx.transition(InitialCheckpointSet(data=InitialCheckpointData(sha=initial)))
+
+    def resume_point(self, thread: ExecutionThread) -> StartingConditions:
+        """Where a new run continues: after the newest finished codon of the thread, or fresh."""
+        state = self.ctx.state
+        for item in thread.codons:
+            codon = item.codon
+            sha = end_checkpoint(codon)
+            if codon.status in ("completed", "skipped") and sha:
+                return ContinuationStart(
+                    source=ContinuationSource(run_id=item.run_id, after_codon=codon.codon_id,
+                                              checkpoint_sha=sha),
+                    reason="continue")
+        newest = state.runs[0] if state.runs else None
+        if newest is not None and not thread.codons and \
+                isinstance(newest.starting_conditions, ContinuationStart):
+            # An empty continuation (e.g. left by `hankweave rollback`): continue from it.
+            return ContinuationStart(source=newest.starting_conditions.source, reason="continue")
+        return FreshStart(initial_checkpoint_sha=state.initial_checkpoint)
+
+    async def start_run(self, conditions: StartingConditions) -> str:
+        """Record a new run (the plan is built afresh for a fresh start) and make it current."""
+        ctx = self.ctx
+        run_id = new_run_id()
+        folder = ctx.layout.run_folder(run_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        plan = None
+        if conditions.type == "fresh" or not ctx.state.execution_plan:
+            plan = ctx.plan_builder(ctx.hank)
+        await ctx.transition(RunStarted(data=RunStartedData(
+            run_id=run_id, run_folder=str(folder), git_branch=f"run-{run_id}",
+            starting_conditions=conditions, server_pid=os.getpid(), execution_plan=plan)))
+        ctx.run_id = run_id
+        ctx.owned.lock.update(run_id=run_id)
+        return run_id
+
+    async def end_run(self, *, failed: bool) -> None:
+        """Record the end of the current run, unless a codon of it is still finishing (its own
+        completion ends the run) or it already ended."""
+        ctx = self.ctx
+        run = ctx.state.run_by_id(ctx.run_id or "")
+        if run is None or run.status != "running":
+            return
+        if run.codons and not is_terminal_status(run.codons[-1].status):
+            return
+        self.report_budget()
+        end = RunFailed if failed else RunCompleted
+        await ctx.transition(end(data=RunRef(run_id=run.run_id)))
+
+    async def finish(self, shutdown: Shutdown | None) -> None:
+        """After the drive loop: end the run if it is still open, then prune checkpoints."""
+        run = self.ctx.state.run_by_id(self.ctx.run_id or "")
+        if run is not None and run.status == "running":
+            last = run.codons[-1] if run.codons else None
+            if last is None or is_terminal_status(last.status):
+                reason = shutdown.reason if shutdown else None
+                # A client that shuts down a finished plan ends it as completed.
+                done = reason == ALL_DONE or (reason == CLIENT_REQUEST and self.plan_finished())
+                await self.end_run(failed=not done)
+        await self.ctx.checkpoints.prune(self.ctx.state, self.ctx.config.keep_checkpoints_per_run)
+
+    def plan_finished(self) -> bool:
+        thread = self.ctx.thread()
+        return (bool(thread.codons) and not thread.failed and not thread.has_running_codon
+                and thread.next_codon_id is None)
+
+    def exit_code(self, shutdown: Shutdown | None) -> int:
+        """The process exit code for the way the runtime stopped (docs/cli.md)."""
+        if shutdown is None:
+            return EXIT_FAILED
+        if shutdown.forced:
+            return EXIT_FAILED
+        if shutdown.reason == ALL_DONE:
+            run = self.ctx.state.run_by_id(self.ctx.run_id or "")
+            return EXIT_FAILED if run is not None and run.status in ("failed", "crashed") \
+                else EXIT_OK
+        if shutdown.reason in SIGNAL_EXIT_CODES:
+            return SIGNAL_EXIT_CODES[shutdown.reason]
+        return EXIT_OK if shutdown.reason == CLIENT_REQUEST else EXIT_FAILED
+
+    # ----- the budget summary -----
+
+    def report_budget(self) -> None:
+        """``budget.summary`` at the end of a run that has limits."""
+        ctx = self.ctx
+        budget = ctx.budget
+        if not budget.has_limits:
+            return
+        ctx.reporter.budget_summary(
+            ceiling={"maxDollars": budget.max_dollars, "maxTimeSeconds": budget.max_seconds},
+            allocation=budget.allocation, rows=self._budget_rows(),
+            totals={"budgetDollars": budget.max_dollars,
+                    "actualDollars": current_run_cost(ctx.state),
+                    "actualTimeSeconds": time.monotonic() - ctx.started_at})
+
+    def _budget_rows(self) -> list[dict[str, Any]]:
+        """One row per plan entry this run worked on: its limits and what it used."""
+        ctx = self.ctx
+        run = ctx.state.run_by_id(ctx.run_id or "")
+        newest = {codon.codon_id: codon for codon in run.codons} if run else {}
+        rows = []
+        for entry in ctx.state.execution_plan:
+            record = newest.get(entry.codon_id)
+            if record is None:
+                continue
+            status: str = record.status if is_terminal_status(record.status) else "running"
+            if status == "completed" and getattr(record, "budget_exceeded", None):
+                status = "exceeded"
+            limits = ctx.budget.limits.get(entry.codon_id)
+            end = getattr(record, "end_time", None) or utc_now_iso()
+            row: dict[str, Any] = {
+                "codonId": entry.codon_id, "status": status,
+                "budget": {key: value for key, value in (
+                    ("maxDollars", limits.dollars if limits else None),
+                    ("maxTimeSeconds", limits.seconds if limits else None),
+                    ("maxOutputTokens", limits.output_tokens if limits else None))
+                    if value is not None},
+                "actual": {"dollars": codon_cost(record),
+                           "timeSeconds": max(0.0, (parse_iso(end) - parse_iso(
+                               record.start_time)).total_seconds()),
+                           "outputTokens": codon_tokens(record).output_tokens}}
+            if entry.loop_context:
+                row["loopContext"] = entry.loop_context.model_dump(
+                    by_alias=True, include={"loop_id", "iteration", "codon_index_in_loop"})
+            rows.append(row)
+        return rows

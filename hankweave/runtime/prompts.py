@@ -1,0 +1,36 @@
+"""The runtime's seam for a codon's prompts and agent environment (tests and replay replace it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from hankweave.config.hank import Codon, HankFile
+
+
+class PromptBuilder:
+    """Builds a codon's prompts and agent environment from the hank and the workspace."""
+
+    def __init__(self, hank: HankFile, hank_dir: Path, agent_root: Path,
+                 env: Mapping[str, str]) -> None:
+        self.hank, self.hank_dir, self.agent_root, self.base_env = hank, hank_dir, agent_root, env
+
+    def user(self, codon: Codon) -> str:
+        from hankweave.config.prompts import build_user_prompt
+
+        return build_user_prompt(codon, self.hank_dir, self.agent_root).text
+
+    def system(self, codon: Codon) -> str | None:
+        from hankweave.config.prompts import build_system_prompt
+
+        return build_system_prompt(self.hank, codon, self.hank_dir, self.agent_root)
+
+    def extension(self, text: str) -> str:
+        from hankweave.config.prompts import build_extension_prompt
+
+        return build_extension_prompt(text, self.agent_root)
+
+    def env(self, codon: Codon) -> dict[str, str]:
+        from hankweave.config.settings import agent_env
+
+        return agent_env(self.base_env, codon.env or {})
