@@ -41,7 +41,6 @@ from typing import ClassVar, Literal
 CheckpointKind = Literal["initial", "rig-setup", "completed", "error", "skipped", "exit"]
 """``exit`` is the best-effort checkpoint of a codon still running at shutdown."""
 
-DATA_LINK = "read_only_data_source"
 
 
 class CheckpointError(Exception):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from hankweave.app.launch import LaunchRequest, launch, prepare, run_prepared
+from hankweave.app.launch import LaunchRequest, launch, prepare, run_async, run_prepared
 from hankweave.runtime import orchestrator
 from hankweave.state.store import load_state
 from hankweave.state.types import CodonExecution, HankweaveState
@@ -146,7 +146,7 @@ class Project:
                     await _finish_within(controller, 1, "the control (the run ended first)")
                 return run.result()
 
-        code = asyncio.run(main())
+        code = run_async(main())
         return Outcome(code, events, self.state(), notices)
 
     def state(self) -> HankweaveState:

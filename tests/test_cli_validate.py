@@ -388,3 +388,67 @@ def test_validate_imports_no_provider_library_or_git(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "The hank is valid." in done.stdout
     assert "LOADED []" in done.stdout
+
+
+# ----- settings that plugins define -----
+
+
+def validate_json(hank_dir: Path, settings: dict[str, Any] | None = None,
+                  **env: str) -> dict[str, Any]:
+    if settings is not None:
+        Path("hankweave.json").write_text(json.dumps(settings))
+    for name, value in env.items():
+        os.environ[name] = value
+    try:
+        result = validate(hank_dir, hank_dir / "data", "--json")
+    finally:
+        for name in env:
+            os.environ.pop(name, None)
+    report = json.loads(result.output)
+    assert result.exit_code == (0 if report["valid"] else 2)
+    return report
+
+
+def test_harness_settings_are_checked_against_the_harness_with_their_paths(
+        tmp_path: Path, home: Path) -> None:
+    hank_dir = write_hank(tmp_path / "hank", {"hank": [codon("a")]}, prompts=("a",))
+    report = validate_json(hank_dir, {"harnesses": {"fake": {"tools": 3, "colour": "red"}}},
+                           HANKWEAVE_RUNTIME_HARNESSES_FAKE_SESSION_PREFIX="env")
+
+    assert not report["valid"]
+    paths = {error["path"]: error["message"] for error in report["errors"]}
+    assert "(set in hankweave.json)" in paths["harnesses.fake.tools"]
+    assert "harnesses.fake.colour" in paths
+    assert "harnesses.fake.sessionPrefix" not in paths  # a valid value, from the environment
+
+
+def test_a_bad_harness_setting_from_the_environment_names_the_variable(
+        tmp_path: Path, home: Path) -> None:
+    hank_dir = write_hank(tmp_path / "hank", {"hank": [codon("a")]}, prompts=("a",))
+    report = validate_json(hank_dir, HANKWEAVE_RUNTIME_HARNESSES_FAKE_TOOLS="[1]")
+
+    (error,) = report["errors"]
+    assert error["path"] == "harnesses.fake.tools[0]"
+    assert "HANKWEAVE_RUNTIME_HARNESSES_FAKE_TOOLS" in error["message"]
+
+
+def test_valid_harness_settings_pass(tmp_path: Path, home: Path) -> None:
+    hank_dir = write_hank(tmp_path / "hank", {"hank": [codon("a")]}, prompts=("a",))
+    report = validate_json(hank_dir, {"harnesses": {"fake": {"tools": ["Read"]}}})
+
+    assert report["valid"], report["errors"]
+
+
+def test_an_enabled_sink_that_cannot_be_built_is_a_warning_or_under_strict_an_error(
+        tmp_path: Path, home: Path) -> None:
+    hank_dir = write_hank(tmp_path / "hank", {"hank": [codon("a")]}, prompts=("a",))
+    settings = {"events": {"sinks": [{"name": "nope"}]}}
+
+    relaxed = validate_json(hank_dir, settings)
+    strict = validate_json(hank_dir, settings, HANKWEAVE_STRICT_PLUGINS="1")
+
+    assert relaxed["valid"]
+    assert any('events.sinks[0]: no installed event sink is named "nope"' in warning
+               and "skipped" in warning for warning in relaxed["warnings"])
+    assert not strict["valid"]
+    assert strict["errors"][0]["path"] == "events.sinks[0]"

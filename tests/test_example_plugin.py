@@ -182,6 +182,7 @@ def test_the_example_sink_needs_a_path(sink_module: Any, monkeypatch: pytest.Mon
 def test_the_walkthrough_quotes_the_example_verbatim() -> None:
     walkthrough = (ROOT / "docs" / "writing-plugins.md").read_text(encoding="utf-8")
     module = (EXAMPLE / "hankweave_sink_jsonl.py").read_text(encoding="utf-8")
+    module += (EXAMPLE / "tests" / "test_jsonl_sink.py").read_text(encoding="utf-8")
     pyproject = (EXAMPLE / "pyproject.toml").read_text(encoding="utf-8")
 
     blocks = re.findall(r"```(python|toml)\n(.*?)```", walkthrough, re.DOTALL)
@@ -193,3 +194,81 @@ def test_the_walkthrough_quotes_the_example_verbatim() -> None:
     for code in quoted_module:
         if "make_plugin_manager" not in code:  # the usage examples are not quotes
             assert code in module, f"docs/writing-plugins.md quotes code the example lacks:\n{code}"
+
+
+def test_the_example_passes_the_sink_contract() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLE / "tests")],
+        capture_output=True, text=True, timeout=120,
+        env=clean_env(PYTHONPATH=os.pathsep.join([str(EXAMPLE), str(ROOT)])), cwd=EXAMPLE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " passed" in result.stdout
+
+
+# ----- the installed example in real runs -----
+
+HANK = {"hank": [{"id": "a", "name": "A", "model": "fake", "continuationMode": "fresh",
+                  "promptText": "Do a."}]}
+
+
+def run_hank(tmp_path: Path, name: str, settings: dict[str, Any] | None = None,
+             **env: str) -> subprocess.CompletedProcess[str]:
+    """``hankweave run`` of a one-codon fake hank in ``tmp_path/name``, the example loaded."""
+    project = tmp_path / name
+    (project / "hank").mkdir(parents=True)
+    (project / "data").mkdir()
+    (project / "hank" / "hank.json").write_text(json.dumps(HANK))
+    if settings is not None:
+        (project / "hankweave.json").write_text(json.dumps(settings))
+    return subprocess.run(
+        [sys.executable, "-m", "hankweave", "run", "hank", "data", "-e", "exec", "--headless"],
+        capture_output=True, text=True, timeout=120, cwd=project, stdin=subprocess.DEVNULL,
+        env=clean_env(HANKWEAVE_HOME=str(tmp_path / "home"), HANKWEAVE_LOAD_PLUGINS="jsonl",
+                      HANKWEAVE_PLUGIN_MODULES="hankweave.testing.fake_harness,"
+                                               "hankweave.testing.memory_checkpoints",
+                      HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND="memory", **env))
+
+
+@pytest.mark.usefixtures("example_installed")
+def test_an_installed_sink_that_is_not_enabled_does_not_touch_a_run(tmp_path: Path) -> None:
+    result = run_hank(tmp_path, "plain")
+
+    assert result.returncode == 0, result.stderr
+    assert "jsonl-file" not in result.stderr
+
+
+@pytest.mark.usefixtures("example_installed")
+def test_an_enabled_sink_gets_every_journaled_event(tmp_path: Path) -> None:
+    events_file = tmp_path / "sink" / "events.jsonl"
+    result = run_hank(tmp_path, "enabled", {"events": {"sinks": [
+        {"name": "jsonl-file", "config": {"path": str(events_file)}}]}})
+
+    assert result.returncode == 0, result.stderr
+    sunk = [json.loads(line) for line in events_file.read_text().splitlines()]
+    journal = tmp_path / "enabled" / "exec" / ".hankweave" / "events" / "events.jsonl"
+    journaled = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert sunk == journaled
+    assert "codon.completed" in {event["type"] for event in sunk}
+
+
+@pytest.mark.usefixtures("example_installed")
+def test_a_sink_with_bad_settings_is_reported_and_skipped(tmp_path: Path) -> None:
+    result = run_hank(tmp_path, "bad", {"events": {"sinks": [
+        {"name": "jsonl-file", "config": {"path": "x.jsonl", "colour": "red"}}]}})
+
+    assert result.returncode == 0, result.stderr
+    assert "events.sinks[0].config.colour" in result.stderr
+    assert "skipped" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.usefixtures("example_installed")
+def test_a_sink_that_cannot_be_built_stops_a_strict_run_before_anything_exists(
+        tmp_path: Path) -> None:
+    result = run_hank(tmp_path, "strict", {"events": {"sinks": [{"name": "jsonl-file"}]}},
+                      HANKWEAVE_STRICT_PLUGINS="1")
+
+    assert result.returncode == 2, result.stderr
+    assert "events.sinks[0]" in result.stderr and "could not be built" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "strict" / "exec").exists()

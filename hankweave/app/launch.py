@@ -17,10 +17,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from hankweave.config.errors import ConfigError
 from hankweave.exitcodes import EXIT_OK, EXIT_USAGE
@@ -151,8 +151,9 @@ def _open_recording(request: LaunchRequest, registry: Registry) -> Playback:
     if opener is None:
         raise LaunchError("Replay needs the replay plugin: pip install hankweave-replay")
     if request.execution:
-        state = Path(request.cwd, request.execution) / ".hankweave" / "state.json"
-        if state.exists():
+        from hankweave.execution.layout import ExecutionLayout
+
+        if ExecutionLayout(Path(request.cwd, request.execution)).state_file.exists():
             raise LaunchError(f"{request.execution} already holds an execution; a replay always"
                               " starts a fresh one (omit -e, or give a new directory)")
     limit = request.env.get("HANKWEAVE_REPLAY_MAX_DELAY_MS")
@@ -462,4 +463,43 @@ def _close_quietly(sink: EventSink) -> None:
 def launch(request: LaunchRequest) -> int:
     """Run a hank from start to finish; return the process exit code."""
     prepared = prepare(request)
-    return asyncio.run(run_prepared(prepared, request))
+    return run_async(run_prepared(prepared, request))
+
+
+LEFTOVER_TIMEOUT_S = 5.0
+"""How long tasks still running when a run ends get to finish once cancelled."""
+
+T = TypeVar("T")
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``, except that what is left running at the end is cancelled and given
+    :data:`LEFTOVER_TIMEOUT_S` to finish, then abandoned: a harness that ignores cancellation
+    (which the runtime already stopped waiting for) cannot keep the process from exiting."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            _cancel_leftovers(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if not pending:
+        return
+    for task in pending:
+        task.cancel()
+    done, stuck = loop.run_until_complete(asyncio.wait(pending, timeout=LEFTOVER_TIMEOUT_S))
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a task left at the end failed: %r", task.exception())
+    if stuck:
+        log.warning("%d task(s) ignored cancellation and were abandoned at exit (a harness"
+                    " that does not stop?)", len(stuck))

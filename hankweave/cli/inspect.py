@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from hankweave.state.thread import ExecutionThread
     from hankweave.state.types import CodonExecution, HankweaveState, Run
 
-HANKWEAVE_DIR = ".hankweave"
 # Wide enough for the codon table when stdout is a file or a pipe (rich would assume 80).
 _PIPE_WIDTH = 160
 
@@ -112,13 +111,14 @@ def thread_to_json(thread: ExecutionThread) -> dict[str, Any]:
 
 
 def _state_path(execution_dir: Path) -> Path:
-    from hankweave.state.store import STATE_FILE
+    from hankweave.execution.layout import ExecutionLayout
 
-    return execution_dir / HANKWEAVE_DIR / STATE_FILE
+    return ExecutionLayout(execution_dir).state_file
 
 
 def _load(execution_dir: Path) -> HankweaveState:
     """Read the state strictly; every problem becomes one CLIError line (exit code 2)."""
+    from hankweave.execution.layout import ExecutionLayout
     from hankweave.state.store import StateLoadError, read_state_strict
 
     if not execution_dir.exists():
@@ -126,7 +126,7 @@ def _load(execution_dir: Path) -> HankweaveState:
     if not execution_dir.is_dir():
         raise CLIError(f"execution directory {execution_dir}: not a directory")
     try:
-        state, report = read_state_strict(execution_dir / HANKWEAVE_DIR)
+        state, report = read_state_strict(ExecutionLayout(execution_dir).hankweave_dir)
     except StateLoadError as exc:
         raise CLIError(_one_line(str(exc))) from None
     except OSError as exc:

@@ -28,15 +28,16 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
     from hankweave.checkpoints import CheckpointError
     from hankweave.config.errors import ConfigError
     from hankweave.config.settings import resolve_settings
+    from hankweave.execution.layout import ExecutionLayout
     from hankweave.registry import get_registry
     from hankweave.runtime.errors import RuntimeCommandError
     from hankweave.runtime.orchestrator import rollback_offline
     from hankweave.state.boot import take_ownership
     from hankweave.state.lock import LockError
 
-    execution_dir = execution_dir.resolve()
-    hankweave_dir = execution_dir / ".hankweave"
-    if not (hankweave_dir / "state.json").exists() and not (hankweave_dir / "state.wal").exists():
+    layout = ExecutionLayout(execution_dir.resolve())
+    execution_dir, hankweave_dir = layout.path, layout.hankweave_dir
+    if not layout.state_file.exists() and not layout.state_log_file.exists():
         raise CLIError(f"{execution_dir}: not an execution directory (no .hankweave/state.json)")
     try:
         settings = resolve_settings(cwd=Path.cwd(), hank=None, env=dict(os.environ), cli={})

@@ -71,6 +71,11 @@ class QueuedSink(EventSink):
         """Events dropped on overflow so far."""
         return self._dropped
 
+    @property
+    def failure(self) -> BaseException | None:
+        """What the sink raised, once it did (it is then fed no more)."""
+        return self._failure
+
     def handle(self, event: Mapping[str, Any]) -> None:
         """Queue ``event`` without waiting; raise what the sink raised earlier, so the bus
         detaches it."""

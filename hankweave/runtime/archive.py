@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from hankweave.execution.layout import ExecutionLayout
 from hankweave.fsutil import atomic_write_bytes, remove_path, utc_now_iso
 from hankweave.state.types import LoopContext
 from hankweave.workspace import resolve_patterns
@@ -59,7 +60,7 @@ ORPHAN = "orphan"
 
 def manifest_path(execution_dir: Path) -> Path:
     """``<execution_dir>/.hankweave/archive-manifest.json``."""
-    return execution_dir / ".hankweave" / "archive-manifest.json"
+    return ExecutionLayout(execution_dir).archive_manifest
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
+from hankweave.execution.layout import ExecutionLayout
 from hankweave.fsutil import pid_alive
 from hankweave.server.protocol import ClientMode
 from hankweave.state.lock import LockCorruptError, lock_path, read_lock
@@ -70,7 +71,7 @@ def server_address(execution_dir: Path | str, *, host: str = DEFAULT_HOST,
             read; the message names the file and what to do.
     """
     execution_dir = Path(execution_dir)
-    hankweave_dir = execution_dir / ".hankweave"
+    hankweave_dir = ExecutionLayout(execution_dir).hankweave_dir
     if not hankweave_dir.is_dir():
         raise NoServerError(f"{execution_dir} is not an execution directory (it has no"
                             " .hankweave/); give the directory `hankweave run -e` used")

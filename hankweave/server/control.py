@@ -57,6 +57,7 @@ from hankweave.events.catalogue import (
     new_event_id,
 )
 from hankweave.events.journal import encode_event, read_journal
+from hankweave.execution.layout import ExecutionLayout
 from hankweave.fsutil import utc_now_iso
 from hankweave.server.protocol import (
     CONTROL_COMMANDS,
@@ -894,19 +895,18 @@ def _batch_json(lines: list[bytes], *, has_more: bool) -> bytes:
 def _bare_server_info(bus: EventBus) -> dict[str, Any]:
     """``server.ready`` of a server without a runtime: paths derived from the journal's."""
     journal = bus.journal
-    execution = journal.path.parent.parent.parent if journal is not None else Path()
-    agent_root = execution / "agentRoot"
-    return {"serverVersion": __version__, "executionPath": str(execution),
-            "agentRootPath": str(agent_root),
-            "dataPath": str(agent_root / "read_only_data_source")}
+    layout = ExecutionLayout(journal.path.parent.parent.parent if journal is not None else Path())
+    return {"serverVersion": __version__, "executionPath": str(layout.path),
+            "agentRootPath": str(layout.agent_root), "dataPath": str(layout.data_link)}
 
 
 def _server_info(runtime: Runtime) -> dict[str, Any]:
+    layout = ExecutionLayout(runtime.execution_dir)
     info: dict[str, Any] = {
         "serverVersion": __version__,
-        "executionPath": str(runtime.execution_dir),
-        "agentRootPath": str(runtime.agent_root),
-        "dataPath": str(runtime.agent_root / "read_only_data_source"),
+        "executionPath": str(layout.path),
+        "agentRootPath": str(layout.agent_root),
+        "dataPath": str(layout.data_link),
     }
     if runtime.config.output_dir is not None:
         info["outputDirectory"] = str(runtime.config.output_dir)

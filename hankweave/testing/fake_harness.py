@@ -117,6 +117,8 @@ class FakeAttempt(_Model):
     """A question for ``ask_human``; the reply becomes the tool result."""
     raise_after_result: str | None = None
     """Raise this error after the success result (an SDK bug the runtime must shrug off)."""
+    stderr: str | None = None
+    """Text the agent writes to its stderr (the attempt's stderr file)."""
 
 
 class FakeScript(_Model):
@@ -162,6 +164,8 @@ class FakeHarness(Harness):
             f"{self.config.session_prefix}-{request.codon_id.replace('#', '-')}-{os.getpid()}")
         if attempt.process:
             await self._start_process(context)
+        if attempt.stderr:
+            context.stderr.write(attempt.stderr)
         yield init_record(session, cwd=request.work_dir, tools=self.config.tools,
                           model=request.model.model_id)
         if attempt.raise_error:

@@ -1,7 +1,11 @@
 """An event sink that appends one JSON line per event to a file.
 
-The file is the ``path`` argument, or else the ``HANKWEAVE_SINK_JSONL_PATH`` environment
-variable.  The sink's name is ``jsonl-file``.
+Enable it in ``hankweave.json``::
+
+    {"events": {"sinks": [{"name": "jsonl-file", "config": {"path": "/tmp/events.jsonl"}}]}}
+
+Without ``config.path`` it writes to the file the ``HANKWEAVE_SINK_JSONL_PATH`` environment
+variable names.  The sink's name is ``jsonl-file``.
 """
 
 from __future__ import annotations
@@ -12,13 +16,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-import hankweave
-from hankweave.events import EventSink
+from hankweave.api import EventSink, SinkConfig, hookimpl
 
 PATH_VARIABLE = "HANKWEAVE_SINK_JSONL_PATH"
 
 
-@hankweave.hookimpl
+@hookimpl
 def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
     register(JsonlFileSink)
 
@@ -26,11 +29,20 @@ def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
 class JsonlFileSink(EventSink):
     name = "jsonl-file"
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        path = path or os.environ.get(PATH_VARIABLE)
+    class Config(SinkConfig):
+        path: str | None = None
+        """The file to append to (default: $HANKWEAVE_SINK_JSONL_PATH)."""
+
+    config: Config
+
+    def __init__(self, config: Config | None = None, *,
+                 path: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(config)
+        path = path or self.config.path or os.environ.get(PATH_VARIABLE)
         if not path:
-            raise ValueError(f"jsonl-file sink: pass a path or set {PATH_VARIABLE}")
-        self.path = Path(path)
+            raise ValueError(f"jsonl-file sink: set config.path, pass a path or set"
+                             f" {PATH_VARIABLE}")
+        self.path = Path(path).expanduser()
         self._file: IO[str] | None = None
 
     def handle(self, event: Mapping[str, Any]) -> None:

@@ -1,0 +1,207 @@
+"""The architecture's import rules, checked on the source (``docs/api.md``, "Layers").
+
+* The kernel's packages form layers: a module imports only its own layer and those below
+  (``state`` never imports ``runtime``, ``runtime`` never ``server``, ``config`` never the plugin
+  registry, ...).  Every import counts, those inside functions and under ``TYPE_CHECKING``
+  included: a lazy import is still a dependency.
+* The kernel never imports a sibling package.
+* Sibling packages import only the public API (``hankweave``, ``hankweave.api``); their tests
+  may also use ``hankweave.testing``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL = ROOT / "hankweave"
+
+LAYERS: list[tuple[str, ...]] = [
+    ("hankweave.fsutil", "hankweave.exitcodes"),
+    ("hankweave.models", "hankweave.workspace"),
+    ("hankweave.config",),
+    ("hankweave.state",),
+    ("hankweave.codonlog", "hankweave.checkpoints", "hankweave.harness", "hankweave.events"),
+    ("hankweave.execution",),
+    ("hankweave.hookspecs", "hankweave.plugins", "hankweave.registry",
+     "hankweave.default_plugins"),
+    ("hankweave.runtime",),
+    ("hankweave.server",),
+    ("hankweave.app",),
+    ("hankweave.cli", "hankweave.__main__"),
+    ("hankweave.testing",),
+]
+"""Lowest first.  The package itself and ``hankweave.api`` are the public facades above all."""
+
+FACADES = ("hankweave", "hankweave.api")
+SIBLING_ALLOWED = ("hankweave", "hankweave.api")
+SIBLING_TEST_ALLOWED = (*SIBLING_ALLOWED, "hankweave.testing")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str
+    """The importing module (``hankweave.runtime.attempt``)."""
+    target: str
+    """What it imports (``hankweave.state.types`` or ``hankweave.state.types.last_record``)."""
+    where: str
+    """``path:line``."""
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, module: str) -> Iterator[Import]:
+    """Every import statement of a source file, wherever it stands."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            yield Import(module, target, f"{path.relative_to(ROOT)}:{node.lineno}")
+
+
+def layer_of(name: str) -> int | None:
+    """The layer of a kernel module or of an attribute imported from one."""
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for index, members in enumerate(LAYERS):
+        for member in members:
+            matches = name == member or name.startswith(member + ".")
+            if matches and (best is None or len(member) > best[0]):
+                best = (len(member), index)
+    return best[1] if best is not None else None
+
+
+def kernel_imports() -> Iterator[Import]:
+    for path in sorted(KERNEL.rglob("*.py")):
+        yield from imports_of(path, module_name(path, ROOT))
+
+
+def layer_violations(found: list[Import]) -> list[str]:
+    problems = []
+    for item in found:
+        if item.module in FACADES or not item.target.startswith("hankweave"):
+            continue
+        if item.target.startswith("hankweave_"):
+            problems.append(f"{item.where}: the kernel imports the sibling {item.target}")
+            continue
+        if item.target in FACADES or item.target.split(".")[:2] == ["hankweave", "api"]:
+            problems.append(f"{item.where}: {item.module} imports the public facade"
+                            f" {item.target}; kernel modules import what they use directly")
+            continue
+        own, theirs = layer_of(item.module), layer_of(item.target)
+        if own is None:
+            problems.append(f"{item.where}: {item.module} is in no layer (add it to LAYERS)")
+        elif theirs is not None and theirs > own:
+            problems.append(f"{item.where}: {item.module} (layer {own}) imports {item.target}"
+                            f" (layer {theirs}), a higher layer")
+    return problems
+
+
+def sibling_violations(found: list[Import], allowed: tuple[str, ...]) -> list[str]:
+    problems = []
+    for item in found:
+        target = item.target
+        if not target.startswith("hankweave") or target.startswith("hankweave_"):
+            continue
+        # `hankweave` itself offers only its attributes (`from hankweave import hookimpl`);
+        # the other allowed names cover their submodules too (`hankweave.testing.sinks`).
+        ok = target in ("hankweave", "hankweave.hookimpl", "hankweave.__version__") or any(
+            target == name or target.startswith(name + ".")
+            for name in allowed if name != "hankweave")
+        if not ok:
+            problems.append(f"{item.where}: imports {target}, outside the public API"
+                            f" ({', '.join(allowed)})")
+    return problems
+
+
+def sibling_sources(tests: bool) -> Iterator[Import]:
+    roots = [ROOT / "hankweave-replay", *(ROOT / "plugins").iterdir(),
+             ROOT / "docs" / "examples" / "hankweave-sink-jsonl"]
+    roots += sorted(ROOT.glob("hankweave-harness-*"))
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            in_tests = "tests" in path.relative_to(root).parts
+            if in_tests == tests:
+                yield from imports_of(path, module_name(path, root))
+
+
+# ----- the rules -----
+
+
+def test_every_kernel_module_is_in_a_layer() -> None:
+    unplaced = sorted({module_name(p, ROOT) for p in KERNEL.rglob("*.py")
+                       if layer_of(module_name(p, ROOT)) is None
+                       and module_name(p, ROOT) not in FACADES})
+    assert not unplaced
+
+
+def test_kernel_layers_only_import_downwards() -> None:
+    assert layer_violations(list(kernel_imports())) == []
+
+
+def test_sibling_packages_import_only_the_public_api() -> None:
+    assert sibling_violations(list(sibling_sources(tests=False)), SIBLING_ALLOWED) == []
+
+
+def test_sibling_tests_import_only_the_public_api_and_testing() -> None:
+    assert sibling_violations(list(sibling_sources(tests=True)), SIBLING_TEST_ALLOWED) == []
+
+
+def test_every_public_name_resolves() -> None:
+    import hankweave.api as api
+
+    assert sorted(api.__all__) == sorted(api._EXPORTS)
+    for name in api.__all__:
+        assert getattr(api, name) is not None
+
+
+# ----- the checker itself finds what it must -----
+
+
+@pytest.mark.parametrize(("module", "target", "complaint"), [
+    ("hankweave.state.store", "hankweave.runtime.orchestrator.Runtime", "a higher layer"),
+    ("hankweave.runtime.attempt", "hankweave.server.control", "a higher layer"),
+    ("hankweave.config.settings", "hankweave.registry.Registry", "a higher layer"),
+    ("hankweave.runtime.attempt", "hankweave_replay.ReplayHarness", "sibling"),
+    ("hankweave.newthing", "hankweave.fsutil", "in no layer"),
+    ("hankweave.runtime.attempt", "hankweave.api.Harness", "public facade"),
+])
+def test_the_layer_check_reports_a_violation(module: str, target: str, complaint: str) -> None:
+    problems = layer_violations([Import(module, target, "x.py:1")])
+    assert len(problems) == 1 and complaint in problems[0]
+
+
+def test_the_layer_check_allows_imports_down_and_sideways() -> None:
+    assert layer_violations([
+        Import("hankweave.runtime.attempt", "hankweave.state.types.FailureReason", "x.py:1"),
+        Import("hankweave.runtime.attempt", "hankweave.runtime.context.RunContext", "x.py:2"),
+        Import("hankweave.app.launch", "hankweave.server.serve_runtime", "x.py:3"),
+    ]) == []
+
+
+def test_the_sibling_check_reports_an_internal_import() -> None:
+    found = [Import("hankweave_replay", "hankweave.state.store.load_state", "r.py:1"),
+             Import("hankweave_replay", "hankweave.api.load_state", "r.py:2"),
+             Import("hankweave_replay", "hankweave.hookimpl", "r.py:3")]
+    problems = sibling_violations(found, SIBLING_ALLOWED)
+    assert len(problems) == 1 and "hankweave.state.store.load_state" in problems[0]
