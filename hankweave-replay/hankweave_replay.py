@@ -87,7 +87,7 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-FORMAT = "hankweave-recording"
+FORMAT: Literal["hankweave-recording"] = "hankweave-recording"
 FORMAT_VERSION = 1
 """Bumped when a reader of an older version could not replay the archive correctly."""
 RECORDING_SUFFIX = ".hwrec.tar.gz"
@@ -1008,7 +1008,7 @@ class ReplayHarness(Harness):
         ``result`` record (or at the end of a log that has none)."""
         player = type(self).player
         playback = player.playback_for(request.codon_id) if player is not None else None
-        if playback is None:
+        if player is None or playback is None:
             yield _no_recording(request.codon_id, player)
             return
         records = playback.records

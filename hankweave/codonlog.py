@@ -536,7 +536,7 @@ def parse_record(obj: Mapping[str, Any]) -> AnyRecord | UnknownRecord:
     if kind not in _RECORD_TYPES:
         return UnknownRecord(data, f"unknown record type {kind!r}")
     try:
-        return _record_adapter().validate_python(data)  # type: ignore[no-any-return]
+        return _record_adapter().validate_python(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in error['loc'][1:]) or '<record>'}: {error['msg']}"

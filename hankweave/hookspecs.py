@@ -67,7 +67,10 @@ def register_harnesses(register: Callable[[type[Harness]], None]) -> None:
         it is registered under that name.  Registering a name another plugin also registers
         is an error naming both plugins.
 
-    The return value is ignored.  Implemented by the harness distributions
+    The return value is ignored.  The runtime then builds one instance per codon attempt
+    (extensions included) with the harness's validated ``harnesses.<name>`` settings, iterates
+    ``run_codon(request, context)`` per pass and awaits ``aclose()`` once (``docs/harnesses.md``).
+    Implemented by the harness distributions
     (``hankweave-harness-claude`` registers ``claude``, ``hankweave-harness-pi`` registers
     ``pi``) and by test plugins registering fakes.
     """
@@ -94,9 +97,11 @@ def register_checkpoint_backends(register: Callable[[type[CheckpointStore]], Non
 def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
     """Register event sink classes: consumers of the execution's event stream.
 
-    Called once per plugin manager, when the runtime sets up event dispatch or a command
-    lists the sinks.  The runtime instantiates the sinks that settings enable, by name, and
-    feeds each every event; a sink that raises is isolated from the others.
+    Called once per plugin manager, when a run builds its sinks or a command lists them.  A run
+    builds only the sinks settings enable (``events.sinks``: name and ``config``, validated by
+    the sink's ``Config``), before the execution directory is touched, and feeds each every
+    event from a worker thread of its own through a bounded queue; a sink that raises is
+    detached and reported, the others go on.
 
     :param register: call ``register(SinkClass)`` once per sink.  The class must be a
         concrete subclass of :class:`hankweave.events.EventSink` with a non-empty ``name``.
@@ -111,8 +116,10 @@ def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
 def register_sentinel_triggers(register: Callable[[type[SentinelTrigger]], None]) -> None:
     """Register sentinel trigger types: the rules that decide when a sentinel fires.
 
-    Called once per plugin manager, the first time a sentinel configuration is validated or
-    loaded.  A sentinel's ``trigger.type`` selects the class by name.
+    Accepted, not yet run: this version collects the registered types (``hankweave plugins``
+    lists them, duplicates are refused) but runs no sentinels; hanks with sentinels validate
+    with a warning.  Once sentinels run, a sentinel's ``trigger.type`` selects the class by
+    name.
 
     :param register: call ``register(TriggerClass)`` once per trigger type.  The class must
         be a concrete subclass of :class:`hankweave.events.SentinelTrigger` whose ``name`` is

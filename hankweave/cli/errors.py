@@ -20,7 +20,8 @@ class CLIError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click declares exit_code a class variable; each error here carries its own.
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
 def run_cli(group: click.Group) -> int:

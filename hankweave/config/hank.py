@@ -1,6 +1,6 @@
 """Models of the hank file (`hank.json`), the user-written plan of codons and loops.
 
-The format is Hankweave 0.10.0's (reference spec §1.1-§1.9): camelCase JSON names, unknown keys
+The format is Hankweave 0.10.0's (docs/behaviour.md §1.1-§1.9): camelCase JSON names, unknown keys
 rejected everywhere, and the same rules and error wording. Python attributes are snake_case; the
 models validate and serialise by JSON name.
 
@@ -174,7 +174,7 @@ class StrictModel(BaseModel):
 
 
 # --------------------------------------------------------------------------------------------
-# Hank references (§1.10, schema layer: R1 spelling and R2 containment, pure text)
+# Hank references (docs/behaviour.md §1.10, schema layer: R1 spelling and R2 containment, pure text)
 # --------------------------------------------------------------------------------------------
 
 RefSpellingProblem = Literal["absolute", "backslash", "invalid"]
@@ -287,7 +287,7 @@ ArchivePath = Annotated[str, Check(_archive_path_problem, minLength=1)]
 
 
 # --------------------------------------------------------------------------------------------
-# Rig setup and output files (§1.4, §1.5)
+# Rig setup and output files (docs/behaviour.md §1.4, docs/behaviour.md §1.5)
 # --------------------------------------------------------------------------------------------
 
 
@@ -356,7 +356,7 @@ class OutputFileGroup(StrictModel):
 
 
 # --------------------------------------------------------------------------------------------
-# Sentinels (§1.7: the codon-side wrapper; the sentinel config itself is validated elsewhere)
+# Sentinels (docs/behaviour.md §1.7: the codon-side wrapper; the sentinel config itself is validated elsewhere)
 # --------------------------------------------------------------------------------------------
 
 
@@ -444,7 +444,7 @@ class CodonSentinel(StrictModel):
 
 
 # --------------------------------------------------------------------------------------------
-# Budgets (§1.8)
+# Budgets (docs/behaviour.md §1.8)
 # --------------------------------------------------------------------------------------------
 
 _SHARES_SUM_TOLERANCE = 1e-9
@@ -522,7 +522,7 @@ def _unknown_share_ids(shares: object, child_ids: Sequence[object]) -> str | Non
 
 
 # --------------------------------------------------------------------------------------------
-# Codons and loops (§1.2, §1.3, §1.6)
+# Codons and loops (docs/behaviour.md §1.2, docs/behaviour.md §1.3, docs/behaviour.md §1.6)
 # --------------------------------------------------------------------------------------------
 
 FIELD_TYPO_MAP: dict[str, str] = {
@@ -809,7 +809,7 @@ HankItem = Annotated[
 
 
 # --------------------------------------------------------------------------------------------
-# Root object (§1.1, §1.12 overrides)
+# Root object (docs/behaviour.md §1.1, docs/behaviour.md §1.12 overrides)
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Prompt assembly: the text a codon's agent receives (reference spec §1.14).
+"""Prompt assembly: the text a codon's agent receives (docs/behaviour.md §1.14).
 
 * **User prompt**: the `promptFile` files, each with its frontmatter parsed and stripped, joined
   with a blank line (or `promptText` as is); then template variables; then HTML comments.

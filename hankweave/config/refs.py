@@ -1,6 +1,6 @@
 """The strict-reference preflight: every file a hank refers to stays inside the hank directory.
 
-A hank refers to files by *hank refs* (reference spec §1.10): prompt files, system prompt files,
+A hank refers to files by *hank refs* (docs/behaviour.md §1.10): prompt files, system prompt files,
 rig copy sources and sentinel configs, plus the files a sentinel config names itself. Before any
 of those files is read, :func:`check_hank_refs` applies the policy to every one of them and
 returns *all* violations, each at its JSON path:
@@ -138,7 +138,7 @@ def _ref_list(
 ) -> Iterator[RefSite]:
     label = str(at[-1])
     if isinstance(value, str):
-        # A scalar "" means absent (§1.10); an empty string inside an array is reported.
+        # A scalar "" means absent (docs/behaviour.md §1.10); an empty string inside an array is reported.
         if value:
             yield RefSite(at, value, label, kind)
     elif isinstance(value, list):

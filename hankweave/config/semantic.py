@@ -2,7 +2,7 @@
 
 The schema (:mod:`hankweave.config.hank`) checks each object on its own and the reference
 preflight (:mod:`hankweave.config.refs`) checks file references. What is left is here, in the
-order of Hankweave 0.10.0's `validateHank` (reference spec §1.11 steps 4-7, §1.6, §1.4, §1.8):
+order of Hankweave 0.10.0's `validateHank` (docs/behaviour.md §1.11 steps 4-7, docs/behaviour.md §1.6, docs/behaviour.md §1.4, docs/behaviour.md §1.8):
 
 * ids unique across codons, loops and loop codons (one set); duplicate names are a warning;
 * loop rules: `contextExceeded` loops need continuing codons, continuing codons keep the model,
@@ -133,7 +133,7 @@ def _error(report: SemanticReport, at: Sequence[PathSegment], message: str) -> N
 
 
 def _check_ids(hank: HankFile, report: SemanticReport) -> None:
-    """One set of ids across top-level codons, loops and loop codons (§1.9)."""
+    """One set of ids across top-level codons, loops and loop codons (docs/behaviour.md §1.9)."""
     seen: dict[str, str] = {}
 
     def claim(item_id: str, at: tuple[PathSegment, ...], what: str) -> None:
@@ -180,7 +180,7 @@ def _check_names(hank: HankFile, report: SemanticReport) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Loops (§1.6)
+# Loops (docs/behaviour.md §1.6)
 # --------------------------------------------------------------------------------------------
 
 
@@ -233,7 +233,7 @@ def _model_mismatch(codon: Codon, previous: Codon) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Prompt files and rig operations (§1.4)
+# Prompt files and rig operations (docs/behaviour.md §1.4)
 # --------------------------------------------------------------------------------------------
 
 
@@ -309,7 +309,7 @@ def _check_rig(
 
 
 # --------------------------------------------------------------------------------------------
-# Continuation rules for top-level codons (§1.11 steps 5 and 6)
+# Continuation rules for top-level codons (docs/behaviour.md §1.11 steps 5 and 6)
 # --------------------------------------------------------------------------------------------
 
 
@@ -379,7 +379,7 @@ def _check_continuation(
 
 
 # --------------------------------------------------------------------------------------------
-# Runtime ids after loop expansion (§1.9)
+# Runtime ids after loop expansion (docs/behaviour.md §1.9)
 # --------------------------------------------------------------------------------------------
 
 
@@ -469,7 +469,7 @@ def _log_clash(one: str, other: str, stem: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Budget warnings (§1.8)
+# Budget warnings (docs/behaviour.md §1.8)
 # --------------------------------------------------------------------------------------------
 
 _Budget = BudgetSettings | ContainerBudget
@@ -561,7 +561,7 @@ def _own_dollars(item: Codon | Loop) -> float | None:
 
 
 def _effective_on_exceeded(codon: Codon, loop: Loop | None, root: _Budget | None) -> str:
-    """codon -> container -> "complete" (§3.9); a loop codon's container chain ends at the hank."""
+    """codon -> container -> "complete" (docs/behaviour.md §3.9); a loop codon's container chain ends at the hank."""
     for budget in (codon.budget, loop.budget if loop else None, root):
         if budget is not None and budget.on_exceeded is not None:
             return budget.on_exceeded

@@ -1,8 +1,8 @@
 """Runtime settings: the `hankweave.json` file and the resolved settings of one launch.
 
-`hankweave.json` (reference spec §1.12) is read from the directory hankweave is launched in. Every
+`hankweave.json` (docs/behaviour.md §1.12) is read from the directory hankweave is launched in. Every
 field of :class:`RuntimeConfig` is optional: the model keeps only what the file says, so the
-resolver can tell "unset" from "set to the default" when it merges the layers (§2.7):
+resolver can tell "unset" from "set to the default" when it merges the layers (docs/behaviour.md §2.7):
 
     defaults < ./hankweave.json < the hank's `overrides` < HANKWEAVE_RUNTIME_* < CLI options
 
@@ -288,7 +288,7 @@ class Settings(_ResolvedModel):
 
     @property
     def model_override(self) -> str | None:
-        """The model every codon uses instead of its own, if any layer set `model` (§2.7)."""
+        """The model every codon uses instead of its own, if any layer set `model` (docs/behaviour.md §2.7)."""
         return self.model
 
 
@@ -341,7 +341,7 @@ def resolve_settings(
     env: Mapping[str, str],
     cli: Mapping[str, Any],
 ) -> ResolvedSettings:
-    """Merge the settings layers of one launch (reference spec §2.7).
+    """Merge the settings layers of one launch (docs/behaviour.md §2.7).
 
     Args:
         cwd: the launch directory; its `hankweave.json` is read if present, and relative
@@ -526,7 +526,7 @@ def _camel_to_snake(name: str) -> str:
 
 
 def runtime_env_layer(env: Mapping[str, str], warnings: list[str]) -> dict[str, Any]:
-    """The settings layer given by `HANKWEAVE_RUNTIME_<NAME>` variables (§1.13).
+    """The settings layer given by `HANKWEAVE_RUNTIME_<NAME>` variables (docs/behaviour.md §1.13).
 
     `<NAME>` is snake case (`SHOW_COSTS` -> `showCosts`); `SENTINEL_<X>` and `CHECKPOINTS_<X>`
     set members of those sections, `HARNESSES_<HARNESS>_<KEY>` a key of one harness's section
@@ -644,7 +644,7 @@ def apply_model_override(hank: HankFile, model: str | None) -> HankFile:
 
 def effective_shim_idle_timeout(codon: Codon, run_default: int | None,
                                 harness_default: int | None) -> int | None:
-    """Seconds without an agent event before a codon's session is aborted (§2.7).
+    """Seconds without an agent event before a codon's session is aborted (docs/behaviour.md §2.7).
 
     The codon's own `shimIdleTimeout`, else the run's setting (`Settings.shim_idle_timeout`,
     from every settings layer), else the harness's default (180 s for the Claude Agent SDK
@@ -673,7 +673,7 @@ class PassthroughEnv:
 
 
 def hankweave_passthrough(env: Mapping[str, str]) -> PassthroughEnv:
-    """Collect the `HANKWEAVE_<X>` passthrough variables of `env` (§1.13).
+    """Collect the `HANKWEAVE_<X>` passthrough variables of `env` (docs/behaviour.md §1.13).
 
     The `HANKWEAVE_RUNTIME_` and `HANKWEAVE_SENTINEL_` prefixes and hankweave's own control
     variables (:data:`CONTROL_ENV_VARS`) are not passed through.

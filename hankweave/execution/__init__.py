@@ -1,4 +1,4 @@
-"""Execution directories: their layout, the data-source hash, metadata, and setup (§2.4-§2.6)."""
+"""Execution directories: their layout, the data-source hash, metadata, and setup (docs/behaviour.md §2.4-§2.6)."""
 
 from hankweave.execution.datahash import hash_data_source
 from hankweave.execution.layout import ExecutionLayout, codon_log_name

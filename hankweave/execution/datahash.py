@@ -1,4 +1,4 @@
-"""The data-source hash that ties an execution to its input data (reference spec §2.6).
+"""The data-source hash that ties an execution to its input data (docs/behaviour.md §2.6).
 
 Auto mode resumes the newest execution whose recorded hash matches, and an explicit `-e`
 execution refuses a data source whose hash changed. The hash is cheap rather than exact: a file

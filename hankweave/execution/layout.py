@@ -1,4 +1,4 @@
-"""Where everything lives inside an execution directory (reference spec §2.5).
+"""Where everything lives inside an execution directory (docs/behaviour.md §2.5).
 
 ```
 <exec>/

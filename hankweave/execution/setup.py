@@ -1,4 +1,4 @@
-"""Execution directory setup: which directory a launch runs in, and preparing it (§2.4, §2.5).
+"""Execution directory setup: which directory a launch runs in, and preparing it (docs/behaviour.md §2.4, docs/behaviour.md §2.5).
 
 Three tiers keep setup from damaging anything:
 
@@ -98,7 +98,7 @@ def is_within(path: Path, root: Path) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Inline data and paths (§2.4)
+# Inline data and paths (docs/behaviour.md §2.4)
 # --------------------------------------------------------------------------------------------
 
 
@@ -153,7 +153,7 @@ def resolve_data_and_hank_paths(
     replay_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> ResolvedPaths:
-    """Decide the data source and the hank file of a launch (§2.4).
+    """Decide the data source and the hank file of a launch (docs/behaviour.md §2.4).
 
     Data, first match wins: `inline_text` (`-i`); `data_arg == "-"` (stdin, whose content the
     caller passes as `stdin_text`); `data_arg`; with `-e` and nothing explicit, the recorded
@@ -208,7 +208,7 @@ def resolve_data_and_hank_paths(
 
 
 # --------------------------------------------------------------------------------------------
-# Setup (§2.5)
+# Setup (docs/behaviour.md §2.5)
 # --------------------------------------------------------------------------------------------
 
 
@@ -334,7 +334,7 @@ def find_execution_dir_for_resume(data_hash: str, managed_root: Path) -> Path | 
 
 
 def setup_execution(request: SetupRequest) -> ExecutionSetup:
-    """Choose and prepare the execution directory of a launch (§2.5).
+    """Choose and prepare the execution directory of a launch (docs/behaviour.md §2.5).
 
     Hashes the data source and the hank, picks the directory (explicit `-e`, or auto mode under
     the managed root), applies the safety tiers, then creates `agentRoot/`, `rigArchive/`, the

@@ -1,4 +1,4 @@
-"""``archiveOnSuccess``, the archive manifest, and putting archives back on rollback (§3.10).
+"""``archiveOnSuccess``, the archive manifest, and putting archives back on rollback (docs/behaviour.md §3.10).
 
 After a codon completes, the files its ``archiveOnSuccess`` globs select are **moved** out of
 agentRoot into ``rigArchive/`` (so the next codon starts without them), and each move is recorded

@@ -27,7 +27,7 @@ from hankweave.config.hank import Codon
 from hankweave.config.settings import effective_shim_idle_timeout
 from hankweave.harness import CodonRequest
 from hankweave.runtime.budget import CodonBudget
-from hankweave.runtime.codon_runner import AttemptSpec, CodonRunner, Interrupt
+from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRunner, Interrupt
 from hankweave.runtime.completion import CodonResult, complete
 from hankweave.runtime.context import RunContext, elapsed_ms
 from hankweave.state.thread import find_continuation_session_id
@@ -125,7 +125,7 @@ class CodonAttempt:
         outcome = await self._drive(spec)
         return await complete(self, outcome)
 
-    async def _drive(self, spec: AttemptSpec) -> object:
+    async def _drive(self, spec: AttemptSpec) -> AttemptOutcome:
         ctx, limits = self.ctx, self.codon.budget
         budget = ctx.budget.track(
             self.codon_id, self.codon.id,

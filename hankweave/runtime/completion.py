@@ -129,7 +129,7 @@ def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
 
 
 async def _after_success(attempt: CodonAttempt, sha: str | None) -> bool:
-    """Copy the outputs and archive; False when a failed copy ends the run (§3.6)."""
+    """Copy the outputs and archive; False when a failed copy ends the run (docs/behaviour.md §3.6)."""
     ctx, codon, codon_id = attempt.ctx, attempt.codon, attempt.codon_id
     if codon.output_files and ctx.config.output_dir is not None:
         from hankweave.runtime.outputs import OutputCopyError, copy_outputs

@@ -105,6 +105,7 @@ class LiveControl:
         """The codon to run next and whether its rig setup is skipped: the request's codon,
         else the thread's next."""
         self.enter(Phase.BETWEEN_CODONS)
+        codon_id: str | None
         if request is not None and request.codon_id is not None:
             codon_id, skip_rig = request.codon_id, request.skip_rig
         else:

@@ -1,10 +1,10 @@
 """Why a codon failed, whether trying again can help, and what the runtime does next.
 
 * :func:`classify_api_error_text` turns an agent's error text into a
-  :class:`~hankweave.state.types.FailureReason` with a retriability verdict (spec §3.8). It is the
+  :class:`~hankweave.state.types.FailureReason` with a retriability verdict (docs/behaviour.md §3.8). It is the
   single place where "transient" and "permanent" are decided.
 * :func:`parse_retry_after_ms` reads a provider's Retry-After hint out of that text.
-* :func:`resolve_failure_action` is the failure policy (spec §3.7): pure, so a decision the
+* :func:`resolve_failure_action` is the failure policy (docs/behaviour.md §3.7): pure, so a decision the
   caller abandons (shutdown during the wait) never consumes an attempt.
 * :func:`compute_retry_delay_ms` is the wait before a retry.
 """
@@ -219,7 +219,7 @@ def _has_code(lower: str, code: str) -> bool:
 
 
 def classify_api_error_text(text: str, *, session_established: bool = True) -> FailureReason:
-    """Classify an agent's error text; the first matching rule wins (spec §3.8).
+    """Classify an agent's error text; the first matching rule wins (docs/behaviour.md §3.8).
 
     Permanent (not retriable): billing/usage, AWS Bedrock auth/access, auth (401/403),
     invalid requests (400, "prompt is too long"). Transient (retriable): rate limits (worded, or a
@@ -311,7 +311,7 @@ def resolve_failure_action(
     *,
     headless: bool,
 ) -> FailureAction:
-    """What to do after a failed codon (spec §3.7). Pure: the caller records the attempt when it
+    """What to do after a failed codon (docs/behaviour.md §3.7). Pure: the caller records the attempt when it
     actually retries.
 
     ============  ==========================  =================================================

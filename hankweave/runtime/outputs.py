@@ -1,4 +1,4 @@
-"""``outputFiles``: copying a completed codon's results out of agentRoot (spec §1.5, §3.6 step 11).
+"""``outputFiles``: copying a completed codon's results out of agentRoot (docs/behaviour.md §1.5, docs/behaviour.md §3.6 step 11).
 
 Each group first runs its ``beforeCopy`` commands in agentRoot, then copies what its globs
 match into the output directory, keeping relative paths. The globs follow fast-glob with

@@ -1,4 +1,4 @@
-"""The execution plan: which codons run, in which order, and how loops grow (spec §3.2).
+"""The execution plan: which codons run, in which order, and how loops grow (docs/behaviour.md §3.2).
 
 A hank's top-level codons enter the plan as they are; a loop enters with its **first iteration
 only**, each loop codon under the runtime id ``<codonId>#<iteration>``. After a loop codon ends
@@ -262,7 +262,7 @@ def expand_after(
 ) -> Expansion:
     """Decide how the loop of ``codon_id`` goes on after that codon ended.
 
-    The checks, in order (spec §3.2):
+    The checks, in order (docs/behaviour.md §3.2):
 
     1. context exceeded in a ``terminateOn: contextExceeded`` loop → the loop stops now; the
        rest of this iteration leaves the plan;

@@ -1,4 +1,4 @@
-"""Rig setup: the ``copy`` and ``command`` operations run before a codon's agent starts (§1.4).
+"""Rig setup: the ``copy`` and ``command`` operations run before a codon's agent starts (docs/behaviour.md §1.4).
 
 :func:`run_rig` runs a codon's ``rigSetup`` in order and reports through callbacks, so the
 orchestrator can turn them into ``info``, ``rig.output`` and ``rig.setup.failed`` events.

@@ -140,7 +140,7 @@ class ControlClient:
     @property
     def mode(self) -> ClientMode:
         """The mode the server granted."""
-        return self.handshake["data"]["mode"]  # type: ignore[no-any-return]
+        return self.handshake["data"]["mode"]
 
     @property
     def last_seq(self) -> int:
@@ -223,7 +223,7 @@ class ControlClient:
     async def _next(self) -> dict[str, Any]:
         if self._pending:
             return self._pending.popleft()
-        return json.loads(await self._ws.recv())  # type: ignore[no-any-return]
+        return json.loads(await self._ws.recv())
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
         """Everything the server sends, in order, until the connection closes."""

@@ -287,7 +287,7 @@ class StateStore:
         self._dirty = False
         self._fold_timer: asyncio.TimerHandle | None = None
         self._closed = False
-        self._writer_fd = _claim_writer(self.dir)
+        self._writer_fd: int | None = _claim_writer(self.dir)
         if report.wal_appendable:
             self._open_wal(report.state_digest, create=False)
 

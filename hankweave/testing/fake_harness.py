@@ -123,7 +123,7 @@ class FakeAttempt(_Model):
 
 class FakeScript(_Model):
     codons: dict[str, FakeAttempt | list[FakeAttempt]] = Field(default_factory=dict)
-    default: FakeAttempt = Field(default_factory=FakeAttempt)
+    default: FakeAttempt = Field(default_factory=lambda: FakeAttempt.model_validate({}))
 
     def attempts_for(self, codon_id: str) -> list[FakeAttempt]:
         script = self.codons.get(codon_id) or self.codons.get(base_codon_id(codon_id))
@@ -210,7 +210,7 @@ class FakeHarness(Harness):
                                               model=FAKE_MODEL.model_id, usage=usage), index)
             if name == "ask_human":
                 reply = await context.ask_human(str(tool_input["question"]))
-                yield tool_result_record(tool_id, reply.answer if reply.available
+                yield tool_result_record(tool_id, reply.answer if reply.answer is not None
                                          else reply.message, is_error=not reply.available)
                 continue
             decision = await context.authorize_tool(name, tool_input)
@@ -219,7 +219,7 @@ class FakeHarness(Harness):
 
     async def _start_process(self, context: AttemptContext) -> None:
         child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=context.stderr)
+                                 stdout=subprocess.DEVNULL, stderr=context.stderr.fileno())
         self._children.append(child)
         try:
             await context.report_process(child.pid)

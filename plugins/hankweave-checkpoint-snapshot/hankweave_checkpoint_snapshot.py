@@ -927,7 +927,7 @@ class SnapshotCheckpointStore(CheckpointStore):
                         if (isinstance(value, list) and len(value) == 5
                                 and all(type(v) is int for v in value[:4])
                                 and isinstance(value[4], str) and _HASH.fullmatch(value[4])):
-                            cache[path] = tuple(value)  # type: ignore[assignment]
+                            cache[path] = tuple(value)
             except (OSError, ValueError, AttributeError, KeyError, TypeError):
                 cache = {}
             self._stat_cache = cache
