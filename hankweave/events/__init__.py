@@ -11,8 +11,7 @@
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from hankweave.lazy import lazy_exports
 
 # Re-exports resolve lazily: the CLI imports this package on every start (plugin base classes
 # live here), and the catalogue's models are not needed for --help.
@@ -54,14 +53,8 @@ _EXPORTS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"hankweave.events.{module}"), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_exports(globals(), {name: f"hankweave.events.{module}"
+                                          for name, module in _EXPORTS.items()})
 
 __all__ = [
     "AGENTIC_BACKBONE_EVENTS",

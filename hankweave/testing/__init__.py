@@ -13,8 +13,9 @@ Names resolve lazily: loading the fake harness as a plugin does not import pytes
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hankweave.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hankweave.testing.checkpoints import CheckpointStoreContract
@@ -49,14 +50,8 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"hankweave.testing.{module}"), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_exports(globals(), {name: f"hankweave.testing.{module}"
+                                          for name, module in _EXPORTS.items()})
 
 __all__ = [
     "Arranged",
