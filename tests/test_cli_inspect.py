@@ -371,3 +371,19 @@ def test_inspect_imports_no_heavy_library(exec_dir: Path) -> None:
 
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_cost_with_unpriced_usage_is_shown_as_a_lower_bound(exec_dir: Path) -> None:
+    state = completed_execution().state
+    run = state.runs[0]
+    unpriced = run.codons[-1].model_copy(update={"cost_complete": False})
+    state = state.model_copy(update={"runs": [
+        run.model_copy(update={"codons": [*run.codons[:-1], unpriced]}), *state.runs[1:]]})
+    write_state(exec_dir, state)
+
+    result = inspect("state", "-e", exec_dir)
+
+    assert result.exit_code == 0, result.output
+    assert "$2.0000+" in result.output
+    assert "lower bound" in result.output
+    assert "costComplete" in result.output

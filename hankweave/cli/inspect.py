@@ -155,8 +155,9 @@ def _console() -> Console:
     return console
 
 
-def _money(value: float) -> str:
-    return f"${value:.4f}"
+def _money(value: float, complete: bool = True) -> str:
+    """Dollars; a trailing ``+`` marks a lower bound (some usage had no known price)."""
+    return f"${value:.4f}" + ("" if complete else "+")
 
 
 def _time(timestamp: str | None) -> str:
@@ -170,11 +171,10 @@ def _short(sha: str | None) -> str:
 
 def _checkpoint(codon: CodonExecution) -> str | None:
     """The checkpoint that best describes where the record ended, rig-setup as a fallback."""
-    for name in ("completion_checkpoint", "error_checkpoint", "skip_checkpoint"):
-        sha = getattr(codon, name, None)
-        if sha:
-            return sha
-    return getattr(codon, "rig_setup_checkpoint", None)
+    from hankweave.state.types import record_checkpoints
+
+    found = record_checkpoints(codon)
+    return found[0][1] if found else None
 
 
 def _failure(codon: CodonExecution) -> str:
@@ -203,6 +203,7 @@ def _render_state(state: HankweaveState, console: Console) -> None:
 
     from hankweave.state.costs import (
         codon_cost,
+        codon_cost_complete,
         codon_tokens,
         current_run_cost,
         run_cost,
@@ -214,15 +215,18 @@ def _render_state(state: HankweaveState, console: Console) -> None:
 
     if not state.runs:
         console.print("No runs recorded.")
+    priced = all(codon_cost_complete(codon) for run in state.runs for codon in run.codons)
     for run in state.runs:
         current = " (current)" if run.run_id == state.current_run_id else ""
         tokens = run_tokens(run)
+        run_priced = all(codon_cost_complete(codon) for codon in run.codons)
         header = Text.assemble(
             ("Run ", "bold"),
             (run.run_id, "bold"),
             f"{current}  {run.status}  {_origin(run)}\n",
             f"  started {_time(run.start_time)}  ended {_time(run.end_time)}  branch {run.git_branch}"
-            f"  cost {_money(run_cost(run))}  tokens in {tokens.input_tokens} out {tokens.output_tokens}",
+            f"  cost {_money(run_cost(run), run_priced)}  tokens in {tokens.input_tokens}"
+            f" out {tokens.output_tokens}",
         )
         console.print(header)
         if not run.codons:
@@ -242,7 +246,7 @@ def _render_state(state: HankweaveState, console: Console) -> None:
                 str(index),
                 Text(codon.codon_id),
                 Text(codon.status),
-                _money(codon_cost(codon)),
+                _money(codon_cost(codon), codon_cost_complete(codon)),
                 str(used.input_tokens),
                 str(used.output_tokens),
                 _time(codon.start_time),
@@ -256,7 +260,8 @@ def _render_state(state: HankweaveState, console: Console) -> None:
     tokens = total_tokens(state)
     codon_count = sum(len(run.codons) for run in state.runs)
     totals = (
-        f"Total: {len(state.runs)} runs, {codon_count} codon records, cost {_money(total_cost(state))}"
+        f"Total: {len(state.runs)} runs, {codon_count} codon records, cost"
+        f" {_money(total_cost(state), priced)}"
         f" (current run {_money(current_run_cost(state))}), tokens in {tokens.input_tokens}"
         f" out {tokens.output_tokens} cache-read {tokens.cache_read_tokens}"
         f" cache-write {tokens.cache_creation_tokens}"
@@ -264,6 +269,8 @@ def _render_state(state: HankweaveState, console: Console) -> None:
     sentinels = total_sentinel_cost(state)
     if sentinels:
         totals += f", sentinels {_money(sentinels)} (not in the total)"
+    if not priced:
+        totals += "\n+ a lower bound: some usage had no known price (costComplete: false)"
     console.print(Text(totals))
 
 
