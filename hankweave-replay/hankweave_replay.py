@@ -54,19 +54,19 @@ import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from hankweave.api import (
-    REPLAY_HARNESS,
-    AttemptContext,
-    CodonRequest,
-    Harness,
-    base_codon_id,
-    error_result,
-    hookimpl,
-)
+# Only what the module needs when it loads (every `hankweave` start imports it): the rest of
+# the API is imported where it is used.
+from hankweave.api import REPLAY_HARNESS, Harness, hookimpl
 from hankweave.api import __version__ as hankweave_version
 
 if TYPE_CHECKING:
-    from hankweave.api import CheckpointStore, CodonExecution, HankweaveState
+    from hankweave.api import (
+        AttemptContext,
+        CheckpointStore,
+        CodonExecution,
+        CodonRequest,
+        HankweaveState,
+    )
 
 __all__ = [
     "FORMAT",
@@ -833,6 +833,8 @@ class _Player:
     max_delay_ms: int
 
     def playback_for(self, codon_id: str) -> _Playback | None:
+        from hankweave.api import base_codon_id
+
         found = self.codons.get(codon_id)
         if found is None and "#" in codon_id:
             base = self.codons.get(base_codon_id(codon_id))
@@ -876,6 +878,8 @@ class ReplayRecording:
         the recording stopped early (a failed or stopped run), codons planned after the last
         one it reached are not missing: the replay stops where the recording did.
         """
+        from hankweave.api import base_codon_id
+
         def known(codon_id: str, names: Any) -> bool:
             return codon_id in names or base_codon_id(codon_id) in names
 
@@ -1036,6 +1040,8 @@ class ReplayHarness(Harness):
 
 def _no_recording(codon_id: str, player: _Player | None) -> dict[str, Any]:
     """The error result of a codon the recording cannot play (replay never goes live)."""
+    from hankweave.api import base_codon_id, error_result
+
     if player is None:
         text = ("The replay harness only plays recordings: run with --replay SOURCE or"
                 " hankweave replay SOURCE")

@@ -17,13 +17,8 @@ from hankweave.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hankweave import __version__, hookimpl
-    from hankweave.app.launch import (
-        REPLAY_HARNESS,
-        LaunchError,
-        LaunchRequest,
-        Playback,
-        launch,
-    )
+    from hankweave.app.launch import LaunchError, LaunchRequest, launch
+    from hankweave.app.playback import REPLAY_HARNESS, Playback
     from hankweave.checkpoints import (
         AmbiguousCheckpointError,
         BackendNotInstalledError,
@@ -207,8 +202,8 @@ _EXPORTS: dict[str, str] = {
     # running a hank, and commands
     "LaunchError": "hankweave.app.launch",
     "LaunchRequest": "hankweave.app.launch",
-    "Playback": "hankweave.app.launch",
-    "REPLAY_HARNESS": "hankweave.app.launch",
+    "Playback": "hankweave.app.playback",
+    "REPLAY_HARNESS": "hankweave.app.playback",
     "launch": "hankweave.app.launch",
     "CLIError": "hankweave.cli.errors",
 }

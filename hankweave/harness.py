@@ -61,7 +61,7 @@ class HarnessConfig(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
-        use_attribute_docstrings=True)
+        use_attribute_docstrings=True, defer_build=True)
 
 
 @dataclass(frozen=True)

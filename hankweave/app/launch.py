@@ -17,11 +17,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from hankweave.app.playback import REPLAY_HARNESS, Playback
 from hankweave.config.errors import ConfigError
 from hankweave.exitcodes import EXIT_OK, EXIT_USAGE
 
@@ -32,36 +33,13 @@ if TYPE_CHECKING:
     from hankweave.events.sink import EventSink
     from hankweave.execution.layout import ExecutionLayout
     from hankweave.execution.setup import ExecutionSetup
-    from hankweave.harness import Harness, HarnessConfig
+    from hankweave.harness import HarnessConfig
     from hankweave.registry import Registry
     from hankweave.runtime.orchestrator import Runtime
     from hankweave.state.boot import OwnedExecution
     from hankweave.state.types import HankweaveState
 
 log = logging.getLogger("hankweave")
-
-REPLAY_HARNESS = "replay"
-"""The registered name of the harness that plays recordings (``hankweave-replay``)."""
-
-
-class Playback(Protocol):
-    """A recording opened for ``run --replay``: what the launch needs to play it back.
-
-    The harness registered as :data:`REPLAY_HARNESS` opens one with its ``open_recording``
-    class method (``hankweave-replay`` defines both); the kernel knows no more of replay.
-    """
-
-    hank_path: Path
-    data_path: Path | None
-    harness: type[Harness]
-    warnings: list[str]
-
-    def missing_logs(self, codon_ids: Sequence[str]) -> list[str]:
-        """The planned codons the recording has no log for."""
-
-    def close(self) -> None:
-        """Remove whatever opening the recording unpacked."""
-
 
 class LaunchError(ConfigError):
     """The run cannot start; the message says why and what to do."""

@@ -1,46 +1,105 @@
-"""Configuration: the hank file (``hank.json``) and runtime settings (``hankweave.json``)."""
+"""Configuration: the hank file (``hank.json``) and runtime settings (``hankweave.json``).
 
-from hankweave.config.errors import (
-    ConfigError,
-    ConfigValidationError,
-    HankIssue,
-    HankValidationError,
-    RuntimeConfigValidationError,
-)
-from hankweave.config.hank import (
-    FIELD_TYPO_MAP,
-    HANK_SCHEMA_URL,
-    VALID_CODON_FIELDS,
-    VALID_LOOP_FIELDS,
-    VALID_ROOT_FIELDS,
-    BeforeCopyCommand,
-    Codon,
-    CodonBudget,
-    CodonSentinel,
-    CodonSentinelSettings,
-    ContainerBudget,
-    ContextExceeded,
-    CopySpec,
-    HankFile,
-    HankMeta,
-    HankOverrides,
-    HankRequirements,
-    IterationLimit,
-    Loop,
-    OutputFileGroup,
-    RetryConfig,
-    RigCommand,
-    RigCommandSpec,
-    RigCopy,
-    SentinelOutputPaths,
-    SentinelSystemSettings,
-    SentinelWebsocketReporting,
-    ShellCommandSpec,
-    hank_json_schema,
-    load_hank,
-    parse_hank,
-)
-from hankweave.config.settings import RuntimeBudget, RuntimeConfig, load_runtime_config
+Names resolve lazily: importing a submodule (``hankweave.config.errors``) does not build every
+model of the hank file.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hankweave.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from hankweave.config.errors import (
+        ConfigError,
+        ConfigValidationError,
+        HankIssue,
+        HankValidationError,
+        RuntimeConfigValidationError,
+    )
+    from hankweave.config.hank import (
+        FIELD_TYPO_MAP,
+        HANK_SCHEMA_URL,
+        VALID_CODON_FIELDS,
+        VALID_LOOP_FIELDS,
+        VALID_ROOT_FIELDS,
+        BeforeCopyCommand,
+        Codon,
+        CodonBudget,
+        CodonSentinel,
+        CodonSentinelSettings,
+        ContainerBudget,
+        ContextExceeded,
+        CopySpec,
+        HankFile,
+        HankMeta,
+        HankOverrides,
+        HankRequirements,
+        IterationLimit,
+        Loop,
+        OutputFileGroup,
+        RetryConfig,
+        RigCommand,
+        RigCommandSpec,
+        RigCopy,
+        SentinelOutputPaths,
+        SentinelSystemSettings,
+        SentinelWebsocketReporting,
+        ShellCommandSpec,
+        hank_json_schema,
+        load_hank,
+        parse_hank,
+    )
+    from hankweave.config.settings import (
+        RuntimeBudget,
+        RuntimeConfig,
+        load_runtime_config,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "BeforeCopyCommand": "hankweave.config.hank",
+    "Codon": "hankweave.config.hank",
+    "CodonBudget": "hankweave.config.hank",
+    "CodonSentinel": "hankweave.config.hank",
+    "CodonSentinelSettings": "hankweave.config.hank",
+    "ConfigError": "hankweave.config.errors",
+    "ConfigValidationError": "hankweave.config.errors",
+    "ContainerBudget": "hankweave.config.hank",
+    "ContextExceeded": "hankweave.config.hank",
+    "CopySpec": "hankweave.config.hank",
+    "FIELD_TYPO_MAP": "hankweave.config.hank",
+    "HANK_SCHEMA_URL": "hankweave.config.hank",
+    "HankFile": "hankweave.config.hank",
+    "HankIssue": "hankweave.config.errors",
+    "HankMeta": "hankweave.config.hank",
+    "HankOverrides": "hankweave.config.hank",
+    "HankRequirements": "hankweave.config.hank",
+    "HankValidationError": "hankweave.config.errors",
+    "IterationLimit": "hankweave.config.hank",
+    "Loop": "hankweave.config.hank",
+    "OutputFileGroup": "hankweave.config.hank",
+    "RetryConfig": "hankweave.config.hank",
+    "RigCommand": "hankweave.config.hank",
+    "RigCommandSpec": "hankweave.config.hank",
+    "RigCopy": "hankweave.config.hank",
+    "RuntimeBudget": "hankweave.config.settings",
+    "RuntimeConfig": "hankweave.config.settings",
+    "RuntimeConfigValidationError": "hankweave.config.errors",
+    "SentinelOutputPaths": "hankweave.config.hank",
+    "SentinelSystemSettings": "hankweave.config.hank",
+    "SentinelWebsocketReporting": "hankweave.config.hank",
+    "ShellCommandSpec": "hankweave.config.hank",
+    "VALID_CODON_FIELDS": "hankweave.config.hank",
+    "VALID_LOOP_FIELDS": "hankweave.config.hank",
+    "VALID_ROOT_FIELDS": "hankweave.config.hank",
+    "hank_json_schema": "hankweave.config.hank",
+    "load_hank": "hankweave.config.hank",
+    "load_runtime_config": "hankweave.config.settings",
+    "parse_hank": "hankweave.config.hank",
+}
+
+__getattr__ = lazy_exports(globals(), _EXPORTS)
 
 __all__ = [
     "FIELD_TYPO_MAP",

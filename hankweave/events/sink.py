@@ -24,7 +24,7 @@ class SinkConfig(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
-        use_attribute_docstrings=True)
+        use_attribute_docstrings=True, defer_build=True)
 
 
 class EventSink(abc.ABC):
