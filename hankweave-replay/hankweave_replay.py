@@ -1051,7 +1051,7 @@ def _no_recording(codon_id: str, player: _Player | None) -> dict[str, Any]:
     else:
         text = (f"Replay: the recording has no log for codon {codon_id} (the recorded run never"
                 " reached it); replay never calls a live provider")
-    return error_result(text).to_dict()
+    return error_result(text)
 
 
 def _gap_ms(previous: Mapping[str, Any], record: Mapping[str, Any], cap_ms: int) -> float:

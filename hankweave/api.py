@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from hankweave.cli.errors import CLIError
     from hankweave.codonlog import (
         CodonLogParser,
+        LogLine,
         LogModel,
         LogReadReport,
         UnknownRecord,
@@ -116,6 +117,7 @@ _EXPORTS: dict[str, str] = {
     "ToolDecision": "hankweave.harness",
     # codon logs: the records a harness yields, and reading them back
     "CodonLogParser": "hankweave.codonlog",
+    "LogLine": "hankweave.codonlog",
     "LogModel": "hankweave.codonlog",
     "LogReadReport": "hankweave.codonlog",
     "UnknownRecord": "hankweave.codonlog",
@@ -251,6 +253,7 @@ __all__ = [
     "LaunchRequest",
     "LockCorruptError",
     "LockInfo",
+    "LogLine",
     "LogModel",
     "LogReadReport",
     "ModelCost",

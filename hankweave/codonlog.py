@@ -75,6 +75,7 @@ __all__ = [
     "ContextSignal",
     "HookResponseRecord",
     "InitRecord",
+    "LogLine",
     "LogModel",
     "LogProblem",
     "LogReadReport",
@@ -115,7 +116,7 @@ __all__ = [
     "tool_result_record",
     "tool_use_block",
     "usage_from",
-    "usage_of",
+    "usage_json",
 ]
 
 log = logging.getLogger(__name__)
@@ -547,8 +548,12 @@ def parse_record(obj: Mapping[str, Any]) -> AnyRecord | UnknownRecord:
 # ----- building records (what a harness yields) -----
 #
 # Harnesses build their records with these rather than by hand, so every harness writes the
-# shapes the parser, replay and the original's readers expect.  Each returns the record's
-# model; the runtime writes it (stamped with a ``timestamp``) and parses it back.
+# shapes the parser, replay and the original's readers expect.  Each returns the record as JSON
+# data (a :data:`LogLine`), typed by its parameters; the runtime writes it (stamped with a
+# ``timestamp``) and validates it once, when it parses it.
+
+LogLine: TypeAlias = dict[str, Any]
+"""One codon-log record as JSON data, as a builder makes it and the log holds it."""
 
 
 def new_message_id() -> str:
@@ -561,67 +566,73 @@ def new_tool_use_id() -> str:
     return f"toolu_{secrets.token_hex(12)}"
 
 
-def usage_of(tokens: TokenUsage) -> Usage:
+def usage_json(tokens: TokenUsage) -> dict[str, int]:
     """``usage`` in the SDK's shape for a :class:`TokenUsage`."""
-    return Usage(input_tokens=tokens.input_tokens, output_tokens=tokens.output_tokens,
-                 cache_creation_input_tokens=tokens.cache_creation_tokens,
-                 cache_read_input_tokens=tokens.cache_read_tokens)
+    return {"input_tokens": tokens.input_tokens, "output_tokens": tokens.output_tokens,
+            "cache_creation_input_tokens": tokens.cache_creation_tokens,
+            "cache_read_input_tokens": tokens.cache_read_tokens}
 
 
 def init_record(session_id: str, *, cwd: str | os.PathLike[str] | None = None,
                 tools: Sequence[str] = (), model: str | None = None,
                 permission_mode: str = "bypassPermissions", api_key_source: str = "none",
-                **extra: Any) -> InitRecord:
+                **extra: Any) -> LogLine:
     """``system``/``init``: the session is established (the codon moves to ``running``)."""
-    fields: dict[str, Any] = {"type": "system", "subtype": "init", "session_id": session_id}
+    if not session_id:
+        raise ValueError("init_record: the session id cannot be empty")
+    record: LogLine = {"type": "system", "subtype": "init", "session_id": session_id}
     if cwd is not None:
-        fields["cwd"] = os.fspath(cwd)
-    fields.update(tools=list(tools), mcp_servers=[], model=model, permissionMode=permission_mode,
-                  apiKeySource=api_key_source, **extra)
-    return InitRecord.model_validate({k: v for k, v in fields.items() if v is not None})
+        record["cwd"] = os.fspath(cwd)
+    record.update(tools=list(tools), mcp_servers=[])
+    if model is not None:
+        record["model"] = model
+    record.update(permissionMode=permission_mode, apiKeySource=api_key_source, **extra)
+    return record
 
 
-def text_block(text: str) -> TextBlock:
-    return TextBlock(type="text", text=text)
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
 
 
-def thinking_block(thinking: str) -> ThinkingBlock:
-    return ThinkingBlock(type="thinking", thinking=thinking)
+def thinking_block(thinking: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": thinking}
 
 
 def tool_use_block(name: str, tool_input: Any, *, tool_use_id: str | None = None
-                   ) -> ToolUseBlock:
-    return ToolUseBlock(type="tool_use", id=tool_use_id or new_tool_use_id(), name=name,
-                        input=tool_input)
+                   ) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_use_id or new_tool_use_id(), "name": name,
+            "input": tool_input}
 
 
-def assistant_record(content: Sequence[TextBlock | ThinkingBlock | ToolUseBlock | OtherBlock],
-                     *, model: str | None = None, usage: TokenUsage | None = None,
-                     message_id: str | None = None, stop_reason: str | None = None,
-                     session_id: str | None = None) -> AssistantRecord:
-    """An ``assistant`` message with these content blocks; ``usage`` None means the provider
+def assistant_record(content: Sequence[Mapping[str, Any]], *, model: str | None = None,
+                     usage: TokenUsage | None = None, message_id: str | None = None,
+                     stop_reason: str | None = None, session_id: str | None = None) -> LogLine:
+    """An ``assistant`` message with these content blocks (made with :func:`text_block`,
+    :func:`thinking_block`, :func:`tool_use_block`); ``usage`` None means the provider
     reported none (the parser then counts the message's cost as unknown, not zero)."""
     message: dict[str, Any] = {"id": message_id or new_message_id(), "type": "message",
-                               "role": "assistant", "model": model,
-                               "content": [block.to_dict() for block in content],
-                               "stop_reason": stop_reason}
+                               "role": "assistant"}
+    if model is not None:
+        message["model"] = model
+    message["content"] = [dict(block) for block in content]
+    if stop_reason is not None:
+        message["stop_reason"] = stop_reason
     if usage is not None:
-        message["usage"] = usage_of(usage).to_dict()
-    record: dict[str, Any] = {"type": "assistant",
-                              "message": {k: v for k, v in message.items() if v is not None}}
+        message["usage"] = usage_json(usage)
+    record: LogLine = {"type": "assistant", "message": message}
     if session_id is not None:
         record["session_id"] = session_id
-    return AssistantRecord.model_validate(record)
+    return record
 
 
-def assistant_text(text: str, **fields: Any) -> AssistantRecord:
+def assistant_text(text: str, **fields: Any) -> LogLine:
     """An ``assistant`` message of one text block (``stop_reason`` ``end_turn``)."""
     fields.setdefault("stop_reason", "end_turn")
     return assistant_record([text_block(text)], **fields)
 
 
 def assistant_tool_use(name: str, tool_input: Any, *, tool_use_id: str | None = None,
-                       **fields: Any) -> AssistantRecord:
+                       **fields: Any) -> LogLine:
     """An ``assistant`` message of one ``tool_use`` block (``stop_reason`` ``tool_use``)."""
     fields.setdefault("stop_reason", "tool_use")
     return assistant_record([tool_use_block(name, tool_input, tool_use_id=tool_use_id)],
@@ -629,32 +640,31 @@ def assistant_tool_use(name: str, tool_input: Any, *, tool_use_id: str | None = 
 
 
 def tool_result_record(tool_use_id: str, content: str | Sequence[Mapping[str, Any]], *,
-                       is_error: bool = False) -> UserRecord:
+                       is_error: bool = False) -> LogLine:
     """A ``user`` message carrying one tool's result (text, or a list of content items)."""
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id,
-                             "content": content if isinstance(content, str) else list(content)}
+                             "content": content if isinstance(content, str)
+                             else [dict(item) for item in content]}
     if is_error:
         block["is_error"] = True
-    return UserRecord.model_validate(
-        {"type": "user", "message": {"role": "user", "content": [block]}})
+    return {"type": "user", "message": {"role": "user", "content": [block]}}
 
 
 def compact_boundary_record(session_id: str, *, trigger: Literal["auto", "manual"] = "auto",
-                            pre_tokens: int | None = None) -> CompactBoundaryRecord:
+                            pre_tokens: int | None = None) -> LogLine:
     """``system``/``compact_boundary``: the conversation was compacted (``auto``: the context
     filled up, which counts as context exceeded)."""
     metadata: dict[str, Any] = {"trigger": trigger}
     if pre_tokens is not None:
         metadata["pre_tokens"] = pre_tokens
-    return CompactBoundaryRecord.model_validate(
-        {"type": "system", "subtype": "compact_boundary", "session_id": session_id,
-         "compact_metadata": metadata})
+    return {"type": "system", "subtype": "compact_boundary", "session_id": session_id,
+            "compact_metadata": metadata}
 
 
 def result_record(*, session_id: str | None = None, success: bool = True, text: str = "",
                   usage: TokenUsage | None = None, total_cost_usd: float | None = None,
                   num_turns: int = 0, duration_ms: int = 0, is_error: bool | None = None,
-                  subtype: str | None = None, **extra: Any) -> ResultRecord:
+                  subtype: str | None = None, **extra: Any) -> LogLine:
     """The ``result`` that ends a pass.
 
     A success has subtype ``success``; a failure subtype ``error`` (or ``subtype``) and
@@ -662,22 +672,22 @@ def result_record(*, session_id: str | None = None, success: bool = True, text: 
     "disguised error" some SDK paths write.  ``total_cost_usd`` None means the harness does not
     know the cost (the runtime then prices ``usage`` itself).
     """
-    fields: dict[str, Any] = {
+    record: LogLine = {
         "type": "result", "subtype": subtype or ("success" if success else "error"),
         "is_error": (not success) if is_error is None else is_error,
         "duration_ms": duration_ms, "duration_api_ms": duration_ms, "num_turns": num_turns,
         "result": text}
     if session_id is not None:
-        fields["session_id"] = session_id
+        record["session_id"] = session_id
     if total_cost_usd is not None:
-        fields["total_cost_usd"] = total_cost_usd
+        record["total_cost_usd"] = total_cost_usd
     if usage is not None:
-        fields["usage"] = usage_of(usage).to_dict()
-    fields.update(extra)
-    return ResultRecord.model_validate(fields)
+        record["usage"] = usage_json(usage)
+    record.update(extra)
+    return record
 
 
-def error_result(text: str, *, session_id: str | None = None, **fields: Any) -> ResultRecord:
+def error_result(text: str, *, session_id: str | None = None, **fields: Any) -> LogLine:
     """An error ``result`` carrying ``text`` (what the failure is classified from)."""
     return result_record(session_id=session_id, success=False, text=text, **fields)
 
@@ -850,13 +860,20 @@ class CodonLogParser:
         self._token_gaps = 0  # ... and whose usage is unknown
         self._warned_types: set[str] = set()
 
-    def feed(self, record: Mapping[str, Any] | LogModel | UnknownRecord) -> ParsedRecord:
-        """Take the next record (JSON data or a model) into account and say what it means."""
+    def feed(self, record: Mapping[str, Any] | LogModel | UnknownRecord, *,
+             raw: dict[str, Any] | None = None) -> ParsedRecord:
+        """Take the next record (JSON data or a model) into account and say what it means.
+
+        ``raw`` is the record as JSON data when the caller has it already (the line the writer
+        wrote for a model), so a typed record is neither dumped nor validated again.
+        """
         if isinstance(record, UnknownRecord):
             typed: AnyRecord | UnknownRecord = record
-            raw = record.to_dict()
+            raw = raw if raw is not None else record.to_dict()
         elif isinstance(record, AnyRecord):
-            raw, typed = record.to_dict(), record
+            if raw is not None and record.timestamp is None:
+                record.timestamp = raw.get("timestamp")  # as the writer stamped the line
+            raw, typed = (raw if raw is not None else record.to_dict()), record
         elif isinstance(record, LogModel):
             raw = record.to_dict()
             typed = parse_record(raw)

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from hankweave.models import ModelEntry
 
 CodonLogRecord: TypeAlias = "Mapping[str, Any] | LogModel"
-"""What a harness yields: one codon-log record, as JSON data or a :mod:`hankweave.codonlog`
-model (the typed builders there make them)."""
+"""What a harness yields: one codon-log record as JSON data (the typed builders of
+:mod:`hankweave.codonlog` make it) or as a :mod:`hankweave.codonlog` model."""
 
 
 class HarnessSelectionError(LookupError):

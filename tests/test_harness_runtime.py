@@ -253,7 +253,7 @@ def test_a_harness_that_ignores_cancellation_is_abandoned_and_its_process_killed
     async def run_codon(self, request, context):
         async for record in original(self, request, context):
             yield record
-            if request.codon_id == "a" and record.to_dict()["type"] == "system":
+            if request.codon_id == "a" and record["type"] == "system":
                 stubborn.extend(context.reported_pids)
                 while True:  # swallow every cancellation: a broken harness
                     try:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from hankweave.codonlog import (
     CodonLogParser,
     CodonLogWriter,
+    LogModel,
     ToolResultBlock,
     catalogue_price,
     error_result,
@@ -198,7 +199,7 @@ class CodonRunner:
                 if record is _STOPPED:
                     return False
                 pending = None
-                await self._handle(writer.write(record))
+                await self._handle(record, writer.write(record))
                 if self._interrupt is not None:
                     return False
         except Exception as exc:  # the harness itself broke
@@ -327,8 +328,9 @@ class CodonRunner:
         found = last_record(run, request.codon_id) if run else None
         return found[1] if found else None
 
-    async def _handle(self, record: dict[str, Any]) -> None:
-        parsed = self.parser.feed(record)
+    async def _handle(self, record: CodonLogRecord, line: dict[str, Any]) -> None:
+        """Act on one record, as yielded (a model is not validated again) and as written."""
+        parsed = self.parser.feed(record if isinstance(record, LogModel) else line, raw=line)
         if parsed.kind == "init":
             await self._session_started()
         elif parsed.kind == "assistant":
@@ -340,7 +342,7 @@ class CodonRunner:
         elif parsed.kind == "user":
             self._tool_results(parsed.blocks)
         elif parsed.kind == "result":
-            await self._result(record, parsed.usage)
+            await self._result(line, parsed.usage)
 
     async def _session_started(self) -> None:
         codon = self._record()

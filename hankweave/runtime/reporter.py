@@ -8,6 +8,7 @@ wire, as the original writes them, rather than ``null``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -35,11 +36,16 @@ SNAPSHOT_COMPLETED_LIMIT = 100
 M = TypeVar("M", bound=BaseModel)
 
 
+@functools.cache
+def _required(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(name for name, field in model.model_fields.items() if field.is_required())
+
+
 def payload(model: type[M], **fields: Any) -> M:
     """``model(**fields)`` with the optional fields that are None left unset."""
-    declared = model.model_fields
+    required = _required(model)
     return model(**{name: value for name, value in fields.items()
-                    if value is not None or declared[name].is_required()})
+                    if value is not None or name in required})
 
 
 def _wire(value: BaseModel | None) -> dict[str, Any] | None:

@@ -48,8 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from hankweave.codonlog import (
-    AssistantRecord,
-    LogModel,
+    LogLine,
     assistant_text,
     assistant_tool_use,
     compact_boundary_record,
@@ -158,7 +157,7 @@ class FakeHarness(Harness):
         self._children: list[subprocess.Popen[bytes]] = []
 
     async def run_codon(self, request: CodonRequest, context: AttemptContext
-                        ) -> AsyncIterator[LogModel]:
+                        ) -> AsyncIterator[LogLine]:
         attempt = _next_attempt(request.codon_id)
         session = attempt.session_id or request.session_id_to_resume or (
             f"{self.config.session_prefix}-{request.codon_id.replace('#', '-')}-{os.getpid()}")
@@ -173,16 +172,17 @@ class FakeHarness(Harness):
         usage = attempt.usage.tokens() if attempt.usage is not None else None
         for number in range(attempt.messages):
             await _pause(attempt.delay_ms)
-            yield _message(assistant_text(f"{attempt.text} ({number + 1}/{attempt.messages})",
-                                          model=FAKE_MODEL.model_id, usage=usage), number)
+            yield assistant_text(f"{attempt.text} ({number + 1}/{attempt.messages})",
+                                 model=FAKE_MODEL.model_id, usage=usage,
+                                 message_id=f"msg_fake{number}")
         for index, (path, content) in enumerate(sorted(attempt.write_files.items())):
             target = request.work_dir / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(content, encoding="utf-8")
             tool_id = f"toolu_fake{index}"
-            yield _message(assistant_tool_use("Write", {"file_path": path, "content": content},
-                                              tool_use_id=tool_id, model=FAKE_MODEL.model_id,
-                                              usage=usage), index)
+            yield assistant_tool_use("Write", {"file_path": path, "content": content},
+                                     tool_use_id=tool_id, model=FAKE_MODEL.model_id, usage=usage,
+                                     message_id=f"msg_fake{index}")
             yield tool_result_record(tool_id, f"File written: {path}")
         async for record in self._tool_calls(attempt, context, usage):
             yield record
@@ -199,15 +199,16 @@ class FakeHarness(Harness):
             raise RuntimeError(attempt.raise_after_result)
 
     async def _tool_calls(self, attempt: FakeAttempt, context: AttemptContext,
-                          usage: TokenUsage | None) -> AsyncIterator[LogModel]:
+                          usage: TokenUsage | None) -> AsyncIterator[LogLine]:
         """The scripted tool calls and question, each decided by the kernel's policies."""
         calls = [(call.name, call.input, call.result) for call in attempt.tools]
         if attempt.ask_human is not None:
             calls.append(("ask_human", {"question": attempt.ask_human}, ""))
         for index, (name, tool_input, result) in enumerate(calls):
             tool_id = f"toolu_fakecall{index}"
-            yield _message(assistant_tool_use(name, tool_input, tool_use_id=tool_id,
-                                              model=FAKE_MODEL.model_id, usage=usage), index)
+            yield assistant_tool_use(name, tool_input, tool_use_id=tool_id,
+                                     model=FAKE_MODEL.model_id, usage=usage,
+                                     message_id=f"msg_fakecall{index}")
             if name == "ask_human":
                 reply = await context.ask_human(str(tool_input["question"]))
                 yield tool_result_record(tool_id, reply.answer if reply.answer is not None
@@ -239,16 +240,11 @@ class FakeHarness(Harness):
         self._children.clear()
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self._stop_children)
+        if self._children:
+            await asyncio.to_thread(self._stop_children)
 
 
-def _message(record: AssistantRecord, number: int) -> AssistantRecord:
-    """Give a scripted message the fake's stable id (``msg_fake<n>``)."""
-    record.message.id = f"msg_fake{number}"
-    return record
-
-
-def _result(attempt: FakeAttempt, session: str) -> LogModel:
+def _result(attempt: FakeAttempt, session: str) -> LogLine:
     usage = attempt.usage or FakeUsage()
     messages = attempt.messages + len(attempt.write_files) + len(attempt.tools) + (
         attempt.ask_human is not None)
