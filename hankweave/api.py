@@ -64,7 +64,14 @@ if TYPE_CHECKING:
     from hankweave.events.sink import EventSink, SentinelTrigger, SinkConfig
     from hankweave.execution.layout import ExecutionLayout, codon_log_name
     from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
-    from hankweave.fsutil import atomic_write_bytes, fsync_dir, parse_iso, pid_alive, utc_now_iso
+    from hankweave.fsutil import (
+        atomic_write_bytes,
+        fsync_dir,
+        parse_iso,
+        pid_alive,
+        process_running,
+        utc_now_iso,
+    )
     from hankweave.harness import (
         AttemptContext,
         AttemptPolicy,
@@ -191,6 +198,7 @@ _EXPORTS: dict[str, str] = {
     "fsync_dir": "hankweave.fsutil",
     "parse_iso": "hankweave.fsutil",
     "pid_alive": "hankweave.fsutil",
+    "process_running": "hankweave.fsutil",
     "utc_now_iso": "hankweave.fsutil",
     # hanks, settings and plans
     "ConfigError": "hankweave.config.errors",
@@ -303,6 +311,7 @@ __all__ = [
     "parse_iso",
     "parse_record",
     "pid_alive",
+    "process_running",
     "read_journal",
     "read_log",
     "read_state_strict",

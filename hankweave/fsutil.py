@@ -134,6 +134,18 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def process_running(pid: int) -> bool:
+    """Whether a process with this pid is running: alive, and not a zombie that has exited and
+    waits for its parent to reap it (read from ``/proc``; without it, as :func:`pid_alive`)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def utc_now_iso() -> str:
     """The current UTC time as ISO-8601 with milliseconds and ``Z``, e.g. ``2026-09-02T08:31:56.104Z``.
 

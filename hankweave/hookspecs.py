@@ -116,9 +116,9 @@ def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
 def register_sentinel_triggers(register: Callable[[type[SentinelTrigger]], None]) -> None:
     """Register sentinel trigger types: the rules that decide when a sentinel fires.
 
-    Accepted, not yet run: this version collects the registered types (``hankweave plugins``
-    lists them, duplicates are refused) but runs no sentinels; hanks with sentinels validate
-    with a warning.  Once sentinels run, a sentinel's ``trigger.type`` selects the class by
+    Accepted, not yet run: this version collects the registered types
+    (``Registry.sentinel_triggers()``; two plugins claiming one type are refused) but runs no
+    sentinels; hanks with sentinels validate with a warning.  Once sentinels run, a sentinel's ``trigger.type`` selects the class by
     name.
 
     :param register: call ``register(TriggerClass)`` once per trigger type.  The class must

@@ -17,7 +17,7 @@ import pytest
 
 from hankweave.app import launch
 from hankweave.config.errors import ConfigError
-from hankweave.fsutil import pid_alive
+from hankweave.fsutil import process_running
 from hankweave.harness import CodonRequest
 from hankweave.models import ModelEntry
 from hankweave.testing import RecordingPolicy, run_attempt, use_script
@@ -63,7 +63,7 @@ def test_a_reported_agent_process_is_recorded_and_gone_after_the_attempt(project
     pid = reported[0]["pid"]
     assert pid != os.getpid()
     assert outcome.record("a").claude_pid == pid
-    assert not pid_alive(pid) or _zombie(pid)
+    assert not process_running(pid)
 
 
 def test_an_in_process_agent_is_recorded_with_the_runtime_pid(project):
@@ -240,7 +240,21 @@ def test_a_close_that_overruns_is_cut_short_and_its_process_killed(project, monk
     assert outcome.code == 0
     assert outcome.statuses() == [("a", "completed"), ("b", "completed")]
     assert time.monotonic() - started < 10
-    assert reported and all(not pid_alive(pid) or _zombie(pid) for pid in reported)
+    assert reported and not any(process_running(pid) for pid in reported)
+
+
+def test_a_process_the_harness_leaves_behind_is_killed_after_its_close(project, monkeypatch):
+    left: list[int] = []
+
+    async def forgetful_close(self):
+        left.extend(child.pid for child in self._children)  # and ends none of them
+
+    monkeypatch.setattr(FakeHarness, "aclose", forgetful_close)
+    project.write_hank([codon("a")])
+    outcome = project.run({"a": {"process": True, "messages": 1}})
+
+    assert outcome.code == 0
+    assert left and not any(process_running(pid) for pid in left)
 
 
 def test_a_harness_that_ignores_cancellation_is_abandoned_and_its_process_killed(
@@ -274,7 +288,7 @@ def test_a_harness_that_ignores_cancellation_is_abandoned_and_its_process_killed
     assert outcome.code == 0
     assert outcome.statuses()[0] == ("a", "skipped")
     assert time.monotonic() - started < 10
-    assert (stubborn and not pid_alive(stubborn[0])) or _zombie(stubborn[0])
+    assert stubborn and not process_running(stubborn[0])
 
 
 # ----- rules from the original -----
@@ -344,12 +358,3 @@ def test_a_codon_on_an_unpriced_model_completes_with_its_cost_marked_incomplete(
     assert a.status == "completed" and a.cost_complete is False
     completed = outcome.of_type("codon.completed")[-1]
     assert completed["costComplete"] is False
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
-

@@ -35,7 +35,7 @@ from hankweave.codonlog import (
     error_result,
     final_cost_of,
 )
-from hankweave.fsutil import pid_alive
+from hankweave.fsutil import process_running
 from hankweave.harness import (
     AttemptContext,
     AttemptPolicy,
@@ -175,6 +175,8 @@ class CodonRunner:
         finally:
             if harness is not None:
                 await self._bounded(harness.aclose(), "aclose()", context)
+                # Closed, it should have ended what it started: nothing outlives the attempt.
+                _kill(context.reported_pids, f"harness {spec.harness.name} left it running")
             context.stderr.close()
             writer.close()
         return self._finish()
@@ -261,7 +263,7 @@ class CodonRunner:
                 log.warning("harness %s did not stop within %.1fs; killing its processes",
                             harness.name, harness.close_timeout_s)
                 pending.add_done_callback(_consume)
-                _kill(context.reported_pids)
+                _kill(context.reported_pids, f"harness {harness.name} ignored the stop")
                 return
         if pending is not None:
             _consume(pending)
@@ -281,7 +283,7 @@ class CodonRunner:
                         harness.name, what, harness.close_timeout_s)
         except Exception as exc:
             log.warning("harness %s: %s failed: %s", harness.name, what, exc)
-        _kill(context.reported_pids)
+        _kill(context.reported_pids, f"harness {harness.name} overran {what}")
 
     def _should_extend(self) -> bool:
         spec = self.spec
@@ -463,13 +465,13 @@ class CodonRunner:
         return out
 
 
-def _kill(pids: tuple[int, ...]) -> None:
-    """SIGKILL each reported process still alive (never this process)."""
+def _kill(pids: tuple[int, ...], why: str) -> None:
+    """SIGKILL each reported process still running (never this process)."""
     for pid in pids:
-        if pid != os.getpid() and pid_alive(pid):
+        if pid != os.getpid() and process_running(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-                log.warning("killed agent process %d", pid)
+                log.warning("%s: killed agent process %d", why, pid)
 
 
 _END = object()

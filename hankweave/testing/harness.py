@@ -41,7 +41,7 @@ import pytest
 
 from hankweave.codonlog import CodonLogParser, LogModel, UnknownRecord, parse_record
 from hankweave.execution.layout import ExecutionLayout
-from hankweave.fsutil import pid_alive
+from hankweave.fsutil import process_running
 from hankweave.harness import (
     AttemptContext,
     AttemptPolicy,
@@ -333,7 +333,7 @@ class HarnessContract:
 
         elapsed = asyncio.run(cancel_after_init())
         assert elapsed <= self.cancel_within_s, f"took {elapsed:.1f}s"
-        assert not [pid for pid in context.reported_pids if _alive(pid)]
+        assert not [pid for pid in context.reported_pids if process_running(pid)]
 
     def test_an_error_after_a_success_result_keeps_the_attempt_successful(
             self, tmp_path: Path) -> None:
@@ -345,17 +345,6 @@ class HarnessContract:
         warnings = [data for kind, data in run.events
                     if kind == "error" and data.get("severity") == "warning"]
         assert warnings, "the error after the result is reported as a warning"
-
-
-def _alive(pid: int) -> bool:
-    """Alive and not a zombie this process has yet to reap."""
-    if not pid_alive(pid):
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 __all__ = [
