@@ -140,10 +140,6 @@ class CodonRunner:
         if stop is not None and not stop.done():
             stop.set_result(None)
 
-    @property
-    def interrupted(self) -> Interrupt | None:
-        return self._interrupt
-
     # -- running --
 
     async def run(self) -> AttemptOutcome:
