@@ -182,7 +182,7 @@ def test_missing_hank_file_is_a_config_error_naming_the_path(tmp_path: Path) -> 
 
 
 def test_document_that_is_not_an_object_is_reported_at_the_root() -> None:
-    assert only_problem([codon()]) == ("<root>", "Input should be an object")
+    assert only_problem([codon()]) == ("<root>", "Input should be an object (got an array)")
 
 
 # --- hank[] items -------------------------------------------------------------------------
@@ -249,13 +249,40 @@ def test_json_keys_must_use_camel_case_names() -> None:
     )
 
 
-def test_unknown_key_in_a_nested_object_lists_its_valid_fields() -> None:
+def test_unknown_key_in_a_nested_object_is_ignored_with_a_warning_listing_valid_fields() -> None:
     op = {"type": "copy", "copy": {"from": "a", "to": "b", "mode": "0644"}}
 
-    assert only_problem({"hank": [codon(rigSetup=[op])]}) == (
-        "hank[0].rigSetup[0].copy.mode",
-        'Unrecognized field "mode". Valid fields are: from, to.',
+    hank = parse_hank({"hank": [codon(rigSetup=[op])]})
+
+    assert [(i.path, i.message) for i in hank.ignored_keys] == [
+        (
+            "hank[0].rigSetup[0].copy.mode",
+            'unknown key "mode" is ignored (this object accepts: from, to)',
+        )
+    ]
+    assert hank.model_dump(by_alias=True)["hank"][0]["rigSetup"][0]["copy"] == {
+        "from": "a",
+        "to": "b",
+    }
+
+
+def test_an_unknown_key_in_an_output_group_stays_an_error() -> None:
+    group = {"copy": ["out.md"], "overwrite": True}
+
+    assert only_problem({"hank": [codon(outputFiles=[group])]}) == (
+        "hank[0].outputFiles[0].overwrite",
+        'Unrecognized field "overwrite". Valid fields are: copy, beforeCopy.',
     )
+
+
+def test_ignored_keys_are_reported_beside_the_errors_of_an_invalid_hank() -> None:
+    item = codon(model="", retryConfig={"backoff": 2}, onFailure="retry")
+
+    with pytest.raises(HankValidationError) as caught:
+        parse_hank({"hank": [item]})
+
+    assert [i.path for i in caught.value.errors] == ["hank[0].model"]
+    assert [i.path for i in caught.value.warnings] == ["hank[0].retryConfig.backoff"]
 
 
 # --- root ---------------------------------------------------------------------------------
@@ -291,10 +318,10 @@ def test_both_global_system_prompts_are_rejected() -> None:
     )
 
 
-def test_meta_is_strict() -> None:
+def test_unknown_meta_keys_are_ignored() -> None:
     data = {"meta": {"name": "n", "version": "1", "license": "MIT"}, "hank": [codon()]}
 
-    assert only_problem(data)[0] == "meta.license"
+    assert [i.path for i in parse_hank(data).ignored_keys] == ["meta.license"]
 
 
 # --- codon refinements --------------------------------------------------------------------
@@ -363,7 +390,7 @@ def test_empty_codon_id_is_rejected() -> None:
 def test_shim_idle_timeout_is_capped_at_thirty_minutes() -> None:
     assert only_problem({"hank": [codon(shimIdleTimeout=1801)]}) == (
         "hank[0].shimIdleTimeout",
-        "shimIdleTimeout must be at most 1800 (30 minutes)",
+        "shimIdleTimeout must be at most 1800 (30 minutes) (got 1801)",
     )
 
 
@@ -376,7 +403,7 @@ def test_retry_attempts_are_bounded() -> None:
 def test_numbers_must_be_json_numbers_not_strings() -> None:
     assert only_problem({"hank": [codon(maxExtensions="5")]}) == (
         "hank[0].maxExtensions",
-        "Input should be a valid integer",
+        'Input should be a valid integer (got "5")',
     )
 
 
@@ -451,8 +478,8 @@ def test_output_group_needs_at_least_one_glob() -> None:
     ("path", "message"),
     [
         ("", "Archive path cannot be empty"),
-        ("logs/../../x", "Archive path cannot contain parent traversal (..)"),
-        ("/tmp/x", "Archive path must be relative, not absolute"),
+        ("logs/../../x", 'Archive path cannot contain parent traversal (..) (got "logs/../../x")'),
+        ("/tmp/x", 'Archive path must be relative, not absolute (got "/tmp/x")'),
     ],
     ids=["empty", "parent-traversal", "absolute"],
 )
@@ -550,12 +577,12 @@ def test_refs_inside_an_inline_sentinel_config_are_checked() -> None:
     ]
 
 
-def test_sentinel_settings_are_strict() -> None:
+def test_unknown_sentinel_settings_are_ignored() -> None:
     sentinel = {"sentinelConfig": "s.json", "settings": {"failIfMissing": True}}
 
-    assert only_problem({"hank": [codon(sentinels=[sentinel])]})[0] == (
-        "hank[0].sentinels[0].settings.failIfMissing"
-    )
+    hank = parse_hank({"hank": [codon(sentinels=[sentinel])]})
+
+    assert [i.path for i in hank.ignored_keys] == ["hank[0].sentinels[0].settings.failIfMissing"]
 
 
 # --- loops --------------------------------------------------------------------------------
@@ -587,7 +614,7 @@ def test_loops_cannot_be_nested() -> None:
 def test_iteration_limit_must_be_at_least_one() -> None:
     assert only_problem({"hank": [loop(terminateOn={"type": "iterationLimit", "limit": 0})]}) == (
         "hank[0].terminateOn.limit",
-        "Iteration limit must be at least 1",
+        "Iteration limit must be at least 1 (got 0)",
     )
 
 
@@ -655,7 +682,8 @@ def test_shares_summing_to_one_with_float_rounding_are_accepted() -> None:
 def test_each_share_is_a_fraction_in_zero_to_one(share: float) -> None:
     budget = {"maxDollars": 5, "allocation": "proportional", "shares": {"write": share}}
 
-    assert only_problem({"overrides": {"budget": budget}, "hank": [codon()]})[0] == (
+    # A share above one also breaks the sum rule, which is reported beside it.
+    assert problems({"overrides": {"budget": budget}, "hank": [codon()]})[0][0] == (
         "overrides.budget.shares.write"
     )
 
@@ -763,8 +791,8 @@ def test_runtime_config_problems_name_the_file_and_paths(tmp_path: Path) -> None
     assert isinstance(caught.value, ConfigError)
     assert str(caught.value).startswith(f"Invalid runtime config {path}: 3 problems")
     assert [(i.path, i.message) for i in caught.value.errors] == [
-        ("idleTimeout", "Idle timeout must be at most 255"),
-        ("sentinel.healthCheckGracePeriodMs", "Input should be greater than 0"),
+        ("idleTimeout", "Idle timeout must be at most 255 (got 300)"),
+        ("sentinel.healthCheckGracePeriodMs", "Input should be greater than 0 (got 0)"),
         (
             "budget.shares",
             'Unrecognized field "shares". Valid fields are: maxDollars, maxTimeSeconds.',

@@ -152,7 +152,7 @@ def test_a_bad_harness_setting_stops_the_launch_naming_its_path_and_layer(projec
         project.run()
 
     message = str(caught.value)
-    assert "harnesses.fake.tools: Input should be an array (set in hankweave.json)" in message
+    assert "harnesses.fake.tools: Input should be an array (got \"Read\") (set in hankweave.json)" in message
     assert 'harnesses.fake.colour: Unrecognized field "colour"' in message
     assert not project.exec_dir.exists()
 

@@ -303,7 +303,7 @@ def test_env_value_rejected_by_the_schema_names_its_variable(tmp_path: Path) -> 
 
     (issue,) = caught.value.errors
     assert issue.path == "HANKWEAVE_RUNTIME_SENTINEL_HEALTH_CHECK_GRACE_PERIOD_MS"
-    assert issue.message == "Input should be greater than 0"
+    assert issue.message == "Input should be greater than 0 (got 0)"
 
 
 def test_empty_env_value_counts_as_unset(tmp_path: Path) -> None:

@@ -74,13 +74,16 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
 
     report = PreflightReport(hank_path=hank_path)
     try:
-        hank = apply_model_override(load_hank(hank_path), model_override)
+        loaded = load_hank(hank_path)
     except HankValidationError as exc:
         report.errors = list(exc.errors) + _raw_ref_problems(hank_path, exc.errors)
+        report.warnings = [str(issue) for issue in exc.warnings]
         return report
     except ConfigError as exc:  # missing or unreadable file
         report.errors = [HankIssue("<root>", str(exc))]
         return report
+    report.warnings = [str(issue) for issue in loaded.ignored_keys]
+    hank = apply_model_override(loaded, model_override)
     report.hank = hank
     hank_dir = hank_path.parent
     missing = missing_required_env(hank, env)

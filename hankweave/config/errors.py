@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
-from pydantic import BaseModel, Tag, ValidationError
+from pydantic import BaseModel, Discriminator, Tag, ValidationError
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 ROOT_PATH = "<root>"
@@ -51,9 +51,13 @@ class ConfigValidationError(ConfigError):
 
     kind: ClassVar[str] = "configuration file"
 
-    def __init__(self, source: str, errors: Sequence[HankIssue]) -> None:
+    def __init__(
+        self, source: str, errors: Sequence[HankIssue], warnings: Sequence[HankIssue] = ()
+    ) -> None:
         self.source = source
         self.errors: list[HankIssue] = list(errors)
+        self.warnings: list[HankIssue] = list(warnings)
+        """Problems found on the way that would not have stopped the file from loading."""
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -169,10 +173,29 @@ def format_path(segments: Sequence[PathSegment]) -> str:
     return "".join(out) or ROOT_PATH
 
 
+@dataclass(frozen=True)
+class IgnoredKey:
+    """An unknown key in an object whose model ignores unknown keys (``ignores_unknown_keys``)."""
+
+    at: tuple[PathSegment, ...]
+    """Where the key is in the document, the key itself last."""
+    valid_fields: tuple[str, ...]
+    """The keys that object does accept."""
+
+    def issue(self) -> HankIssue:
+        """The warning: the key's path and that it is ignored."""
+        return HankIssue(
+            format_path(self.at),
+            f'unknown key "{self.at[-1]}" is ignored (this object accepts: '
+            f"{', '.join(self.valid_fields)})",
+        )
+
+
 def issues_from_validation_error(
     exc: ValidationError,
     root: type[BaseModel],
     overrides: Mapping[str, MessageOverride] | None = None,
+    ignored: list[IgnoredKey] | None = None,
 ) -> list[HankIssue]:
     """Translate a pydantic `ValidationError` raised by `root` into issues, in order.
 
@@ -181,6 +204,9 @@ def issues_from_validation_error(
     `(key, message)` pairs, where a `None` key puts the issue at the object itself. A model's
     `field_messages` (JSON field name -> message) replaces the message of any error located
     exactly at that field. `overrides` rewrites messages by pydantic error type.
+
+    With `ignored`, an unknown key in a model whose `ignores_unknown_keys` is true is appended
+    there instead of becoming an issue.
     """
     # An entry is a finished issue, or the path of an object with unknown keys: those keys are
     # collected first so each object gets its unknown keys described together, in place.
@@ -194,6 +220,10 @@ def issues_from_validation_error(
             continue
         located = _locate(root, error["loc"])
         if error["type"] == "extra_forbidden" and located.unknown_key is not None:
+            if ignored is not None and getattr(located.owner, "ignores_unknown_keys", False):
+                assert located.owner is not None
+                ignored.append(IgnoredKey(tuple(located.segments), _json_fields(located.owner)))
+                continue
             parent = tuple(located.segments[:-1])
             if parent not in unknown:
                 unknown[parent] = (located.owner, [])
@@ -224,12 +254,14 @@ def unrecognized_field_message(key: str, valid_fields: Sequence[str]) -> str:
     return f'Unrecognized field "{key}". Valid fields are: {", ".join(valid_fields)}.'
 
 
+def _json_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    return tuple(field.alias or name for name, field in model.model_fields.items())
+
+
 def _unknown_message(owner: type[BaseModel] | None, key: str) -> str:
     if owner is None:
         return f'Unrecognized field "{key}".'
-    return unrecognized_field_message(
-        key, [field.alias or name for name, field in owner.model_fields.items()]
-    )
+    return unrecognized_field_message(key, _json_fields(owner))
 
 
 def _message(
@@ -237,17 +269,57 @@ def _message(
 ) -> str:
     if overrides and error["type"] in overrides:
         return overrides[error["type"]](error, located.segments)
-    if located.owner is not None and located.field is not None:
+    shown = _shown_input(error)
+    field = located.field
+    if located.owner is not None and field is not None:
         field_messages: Mapping[str, str] = getattr(located.owner, "field_messages", {})
-        if located.field in field_messages:
-            return field_messages[located.field]
+        if field in field_messages:
+            message = field_messages[field]
+            # "continuationMode must be ..." -> 'continuationMode "sideways" must be ...'
+            if shown is not None and message.startswith(f"{field} "):
+                return f"{field} {shown} {message[len(field) + 1 :]}"
+            return message
     ctx = error.get("ctx", {})
     if error["type"] == "union_tag_not_found":
         return f"Field {ctx.get('discriminator', '')} is required".replace("'", '"')
     if error["type"] == "union_tag_invalid":
         discriminator = str(ctx.get("discriminator", "")).replace("'", '"')
         return f"{discriminator} must be one of {ctx.get('expected_tags')}, not {ctx.get('tag')!r}"
-    return _GENERIC_MESSAGES.get(error["type"], error["msg"])
+    if error["type"] == "literal_error" and shown is not None:
+        return f"{field or 'value'} {shown} must be one of {ctx.get('expected')}"
+    message = _GENERIC_MESSAGES.get(error["type"], error["msg"])
+    return message if shown is None else _with_input(message, error, shown)
+
+
+def _with_input(message: str, error: ErrorDetails, shown: str) -> str:
+    """`message` with the bad value quoted, unless that would only repeat the message."""
+    value = error["input"]
+    if isinstance(value, dict | list):
+        # "Input should be an object (got an array)"; but not "At least one codon required".
+        return f"{message} (got {shown})" if error["type"].endswith("_type") else message
+    if value is None and "null" in message:
+        return message
+    if isinstance(value, str) and (not value.strip() or value in message):
+        return message  # "... cannot be empty", or a message that quotes the value already
+    return f"{message} (got {shown})"
+
+
+_SHOWN_LENGTH = 60
+
+
+def _shown_input(error: ErrorDetails) -> str | None:
+    """The bad value as an author would recognise it in the file, or None for a missing one."""
+    if error["type"] == "missing" or "input" not in error:
+        return None
+    value = error["input"]
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > _SHOWN_LENGTH:
+        text = text[: _SHOWN_LENGTH - 4] + '..."'
+    return text
 
 
 @dataclass
@@ -346,3 +418,82 @@ def _member_for_tag(members: list[Any], element: PathSegment) -> Any | None:
                 ):
                     return member
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Rules on raw data
+# --------------------------------------------------------------------------------------------
+
+
+def raw_rule_violations(root: type[BaseModel], data: object) -> list[RuleViolation]:
+    """Every cross-field rule broken anywhere in `data`, read as JSON for the model `root`.
+
+    pydantic runs an object's rules only when all of its fields (and everything below them)
+    are valid; this walks the raw document instead and asks each model it finds for its
+    ``rule_violations(raw)``, so broken rules are found next to field errors.  Where the model
+    of a value cannot be told (a union whose member cannot be picked), that value is skipped.
+    Each violation's path is absolute.
+    """
+    found: list[RuleViolation] = []
+    _walk_rules(root, data, (), found)
+    return found
+
+
+def _walk_rules(
+    tp: Any, value: object, at: tuple[PathSegment, ...], found: list[RuleViolation]
+) -> None:
+    tp = _pick_member(tp, value)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        if not isinstance(value, dict):
+            return
+        rules = getattr(tp, "rule_violations", None)
+        if rules is not None:
+            found.extend(RuleViolation((*at, *v.at), v.message) for v in rules(value))
+        for key, item in value.items():
+            field = _field_by_alias(tp, str(key))
+            if field is not None:
+                _walk_rules(field, item, (*at, key), found)
+        return
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple, Sequence) and isinstance(value, list):
+        item_type = (typing.get_args(tp) or (None,))[0]
+        for index, item in enumerate(value):
+            _walk_rules(item_type, item, (*at, index), found)
+    elif origin in (dict, Mapping) and isinstance(value, dict):
+        value_type = (typing.get_args(tp) or (None, None))[1]
+        for key, item in value.items():
+            _walk_rules(value_type, item, (*at, key), found)
+
+
+def _pick_member(tp: Any, value: object) -> Any:
+    """The type `value` is validated as: `tp` without wrappers, or the union member it picks.
+
+    A union is resolved through its discriminator (a callable ``Discriminator`` with tagged
+    members, or a field name); a union of one model and non-models picks the model for an
+    object.  Otherwise the result is None (nothing to walk).
+    """
+    discriminator: Any = None
+    while True:
+        if typing.get_origin(tp) is typing.Annotated:
+            inner, *metadata = typing.get_args(tp)
+            for meta in metadata:
+                found = meta if isinstance(meta, Discriminator) else getattr(meta, "discriminator", None)
+                if isinstance(found, str | Discriminator):
+                    discriminator = found
+            tp = inner
+            continue
+        stripped = _strip(tp)
+        if stripped is tp:
+            break
+        tp = stripped
+    members = _union_members(tp)
+    if members is None:
+        return tp
+    if isinstance(discriminator, Discriminator) and callable(discriminator.discriminator):
+        tag = discriminator.discriminator(value)
+        return _member_for_tag(members, tag) if isinstance(tag, str) else None
+    if isinstance(discriminator, str) and isinstance(value, dict):
+        tag = value.get(discriminator)
+        return _member_for_tag(members, tag) if isinstance(tag, str) else None
+    models = [m for m in map(_strip, members) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return models[0] if len(models) == 1 and isinstance(value, dict) else None

@@ -12,9 +12,10 @@ the reference preflight and model registry; here `model` is a plain non-empty st
 
 from __future__ import annotations
 
+import copy
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar, Union
@@ -27,6 +28,8 @@ from pydantic import (
     Field,
     GetCoreSchemaHandler,
     GetJsonSchemaHandler,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
     Tag,
     ValidationError,
     ValidationInfo,
@@ -40,11 +43,13 @@ from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_sc
 from hankweave.config.errors import (
     HankIssue,
     HankValidationError,
+    IgnoredKey,
     PathSegment,
     RuleViolation,
     format_path,
     issues_from_validation_error,
     raise_rule_violations,
+    raw_rule_violations,
     read_config_json,
     unrecognized_field_message,
 )
@@ -167,10 +172,54 @@ class StrictModel(BaseModel):
     field_messages: ClassVar[dict[str, str]] = {}
     """JSON field name -> the message to give for any error located exactly at that field."""
 
+    ignores_unknown_keys: ClassVar[bool] = False
+    """Whether :func:`parse_hank` drops unknown keys here with a warning instead of failing."""
+
     @classmethod
     def json_field_names(cls) -> list[str]:
         """The JSON names of this model's fields, in declaration order."""
         return [field.alias or name for name, field in cls.model_fields.items()]
+
+    @classmethod
+    def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
+        """The object's broken cross-field rules, checked on its raw JSON (by JSON names).
+
+        Raw, so the rules can be checked even when some field of the object is invalid:
+        :func:`parse_hank` then reports them beside the field errors.  Written defensively:
+        any field may hold a value of the wrong type.
+        """
+        return []
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _apply_rules(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
+        model = handler(data)
+        if isinstance(data, Mapping):
+            raise_rule_violations(cls.rule_violations(cls._by_json_name(data)))
+        return model
+
+    @classmethod
+    def _by_json_name(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`data` with Python field names (``prompt_text=``, when built in code) as JSON names."""
+        fields = cls.model_fields
+        if not any(key in fields and fields[key].alias not in (None, key) for key in data):
+            return data
+        return {
+            (fields[key].alias or key) if key in fields else key: value
+            for key, value in data.items()
+        }
+
+
+class LenientModel(StrictModel):
+    """A nested object whose unknown keys :func:`parse_hank` ignores, with a warning.
+
+    Hankweave 0.10.0's runtime strips unknown keys inside these objects (rig operations,
+    commands, ``retryConfig``, ``terminateOn``, sentinel settings, ``meta``, ``requirements``)
+    although its published schema rejects them, and real hanks rely on that.  The model itself
+    still forbids them, so the exported JSON schema stays the published one.
+    """
+
+    ignores_unknown_keys: ClassVar[bool] = True
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,7 +340,7 @@ ArchivePath = Annotated[str, Check(_archive_path_problem, minLength=1)]
 # --------------------------------------------------------------------------------------------
 
 
-class CopySpec(StrictModel):
+class CopySpec(LenientModel):
     """Source and target of a rig `copy` operation."""
 
     from_: HankRef = Field(alias="from")
@@ -300,7 +349,7 @@ class CopySpec(StrictModel):
     """Full target path relative to agentRoot, including the final name; its parent must exist."""
 
 
-class RigCopy(StrictModel):
+class RigCopy(LenientModel):
     """Rig operation that copies a file or directory from the hank into agentRoot."""
 
     type: Literal["copy"]
@@ -309,7 +358,7 @@ class RigCopy(StrictModel):
     """When true, a failure of this operation does not fail the codon."""
 
 
-class RigCommandSpec(StrictModel):
+class RigCommandSpec(LenientModel):
     """A shell command run during rig setup."""
 
     run: Annotated[str, _non_empty("Command cannot be empty")]
@@ -317,7 +366,7 @@ class RigCommandSpec(StrictModel):
     """`project` is agentRoot; `lastCopied` is the target of this codon's last successful copy."""
 
 
-class RigCommand(StrictModel):
+class RigCommand(LenientModel):
     """Rig operation that runs a shell command with the codon's environment."""
 
     type: Literal["command"]
@@ -329,14 +378,14 @@ class RigCommand(StrictModel):
 RigOperation = Annotated[RigCopy | RigCommand, Field(discriminator="type")]
 
 
-class ShellCommandSpec(StrictModel):
+class ShellCommandSpec(LenientModel):
     """A shell command run in agentRoot."""
 
     run: Annotated[str, _non_empty("Command cannot be empty")]
     working_directory: Literal["project"] = "project"
 
 
-class BeforeCopyCommand(StrictModel):
+class BeforeCopyCommand(LenientModel):
     """A command run before an output group is copied out."""
 
     type: Literal["command"]
@@ -360,14 +409,14 @@ class OutputFileGroup(StrictModel):
 # --------------------------------------------------------------------------------------------
 
 
-class SentinelOutputPaths(StrictModel):
+class SentinelOutputPaths(LenientModel):
     """Where a sentinel writes its log and last value."""
 
     log_file: Opt[str] = None
     last_value_file: Opt[str] = None
 
 
-class SentinelWebsocketReporting(StrictModel):
+class SentinelWebsocketReporting(LenientModel):
     """Which sentinel events are reported over the WebSocket."""
 
     lifecycle: Opt[bool] = None
@@ -376,7 +425,7 @@ class SentinelWebsocketReporting(StrictModel):
     triggers: Opt[bool] = None
 
 
-class CodonSentinelSettings(StrictModel):
+class CodonSentinelSettings(LenientModel):
     """Codon-specific settings of one sentinel."""
 
     fail_codon_if_not_loaded: Opt[bool] = None
@@ -424,7 +473,7 @@ def _file_or_inline(value: Any) -> str | None:
     return None
 
 
-class CodonSentinel(StrictModel):
+class CodonSentinel(LenientModel):
     """One sentinel attached to a codon: its config (a file or inline) and codon settings."""
 
     sentinel_config: Annotated[
@@ -474,10 +523,11 @@ class ContainerBudget(StrictModel):
     """Child id -> fraction of `maxDollars` in (0, 1]."""
     on_exceeded: Opt[OnExceeded] = None
 
-    @model_validator(mode="after")
-    def _check_allocation(self) -> Self:
+    @classmethod
+    def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
         violations: list[RuleViolation] = []
-        if self.shares is not None and self.allocation == "shared":
+        shares, allocation = data.get("shares"), data.get("allocation", "shared")
+        if shares is not None and allocation == "shared":
             violations.append(
                 RuleViolation(
                     ("shares",),
@@ -486,7 +536,7 @@ class ContainerBudget(StrictModel):
                     "'proportional-strict'.",
                 )
             )
-        if self.allocation != "shared" and self.max_dollars is None:
+        if allocation in ("proportional", "proportional-strict") and data.get("maxDollars") is None:
             violations.append(
                 RuleViolation(
                     ("maxDollars",),
@@ -495,7 +545,7 @@ class ContainerBudget(StrictModel):
                 )
             )
         # A small tolerance, so 0.1 + 0.2 + 0.7 is not rejected for floating-point rounding.
-        if self.shares and sum(self.shares.values()) > 1.0 + _SHARES_SUM_TOLERANCE:
+        if _share_total(shares) > 1.0 + _SHARES_SUM_TOLERANCE:
             violations.append(
                 RuleViolation(
                     ("shares",),
@@ -503,8 +553,18 @@ class ContainerBudget(StrictModel):
                     "Fix: Reduce share fractions so their total does not exceed 100%.",
                 )
             )
-        raise_rule_violations(violations)
-        return self
+        return violations
+
+
+def _share_total(shares: object) -> float:
+    """The sum of the numeric share values (others are reported as field errors)."""
+    if not isinstance(shares, dict):
+        return 0.0
+    return sum(
+        value
+        for value in shares.values()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    )
 
 
 def _unknown_share_ids(shares: object, child_ids: Sequence[object]) -> str | None:
@@ -612,7 +672,7 @@ class _HankItemModel(StrictModel):
         return issues
 
 
-class RetryConfig(StrictModel):
+class RetryConfig(LenientModel):
     """How a codon with `onFailure: "retry"` is retried."""
 
     max_attempts: Annotated[int, Field(ge=1, le=10)] = 3
@@ -685,11 +745,11 @@ class Codon(_HankItemModel):
             raise _value_error('A loop cannot contain another loop; "codons" may only hold codons')
         return value
 
-    @model_validator(mode="after")
-    def _check_rules(self) -> Self:
+    @classmethod
+    def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
         violations: list[RuleViolation] = []
         # An empty promptFile array gives no prompt at all, so it does not count as one.
-        if not self.prompt_file and not self.prompt_text:
+        if not data.get("promptFile") and not data.get("promptText"):
             violations.append(
                 RuleViolation(
                     (),
@@ -699,8 +759,8 @@ class Codon(_HankItemModel):
                 )
             )
         if (
-            self.append_system_prompt_file is not None
-            and self.append_system_prompt_text is not None
+            data.get("appendSystemPromptFile") is not None
+            and data.get("appendSystemPromptText") is not None
         ):
             violations.append(
                 RuleViolation(
@@ -709,7 +769,7 @@ class Codon(_HankItemModel):
                     "or the other to add system-level instructions. Fix: Remove one of these fields.",
                 )
             )
-        if self.retry_config is not None and self.on_failure != "retry":
+        if data.get("retryConfig") is not None and data.get("onFailure") != "retry":
             violations.append(
                 RuleViolation(
                     ("retryConfig",),
@@ -717,11 +777,10 @@ class Codon(_HankItemModel):
                     "onFailure to 'retry' or remove the retryConfig field.",
                 )
             )
-        raise_rule_violations(violations)
-        return self
+        return violations
 
 
-class IterationLimit(StrictModel):
+class IterationLimit(LenientModel):
     """Stop a loop after a fixed number of iterations."""
 
     type: Literal["iterationLimit"]
@@ -730,7 +789,7 @@ class IterationLimit(StrictModel):
     ]
 
 
-class ContextExceeded(StrictModel):
+class ContextExceeded(LenientModel):
     """Stop a loop when one of its codons signals that the context window was exceeded."""
 
     type: Literal["contextExceeded"]
@@ -775,13 +834,21 @@ class Loop(_HankItemModel):
     archive_on_success: Opt[list[ArchivePath]] = None
     """Archived once, when the loop ends."""
 
-    @model_validator(mode="after")
-    def _check_share_ids(self) -> Self:
-        if self.budget is not None:
-            message = _unknown_share_ids(self.budget.shares, [codon.id for codon in self.codons])
-            if message is not None:
-                raise_rule_violations([RuleViolation(("budget", "shares"), message)])
-        return self
+    @classmethod
+    def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
+        budget = data.get("budget")
+        shares = budget.get("shares") if isinstance(budget, dict) else None
+        message = _unknown_share_ids(shares, _raw_ids(data.get("codons")))
+        return [] if message is None else [RuleViolation(("budget", "shares"), message)]
+
+
+def _raw_ids(items: object) -> list[str]:
+    """The string ids of the objects in a raw JSON array (anything else is skipped)."""
+    if not isinstance(items, list):
+        return []
+    return [
+        item["id"] for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)
+    ]
 
 
 _ITEM_ERROR = "hank_item_type"
@@ -813,7 +880,7 @@ HankItem = Annotated[
 # --------------------------------------------------------------------------------------------
 
 
-class HankMeta(StrictModel):
+class HankMeta(LenientModel):
     """Metadata for sharing and indexing."""
 
     name: Annotated[str, _non_empty("Hank name cannot be empty")]
@@ -851,7 +918,7 @@ EnvVarName = Annotated[
 ]
 
 
-class HankRequirements(StrictModel):
+class HankRequirements(LenientModel):
     """What must be true before the hank can run."""
 
     env: Opt[list[EnvVarName]] = None
@@ -867,25 +934,6 @@ VALID_ROOT_FIELDS = (
     "globalSystemPromptText",
     "hank",
 )
-
-
-def _root_rule_violations(
-    global_prompt_file: object,
-    global_prompt_text: object,
-    shares: object,
-    item_ids: Sequence[object],
-) -> list[RuleViolation]:
-    violations: list[RuleViolation] = []
-    if global_prompt_file is not None and global_prompt_text is not None:
-        violations.append(
-            RuleViolation(
-                (), "Cannot specify both globalSystemPromptFile and globalSystemPromptText"
-            )
-        )
-    message = _unknown_share_ids(shares, item_ids)
-    if message is not None:
-        violations.append(RuleViolation(("overrides", "budget", "shares"), message))
-    return violations
 
 
 _ITERATION_SUFFIX = re.compile(r"#\d+$")
@@ -968,18 +1016,33 @@ class HankFile(StrictModel):
             )
         return [(None, message)]
 
-    @model_validator(mode="after")
-    def _check_rules(self) -> Self:
-        budget = self.overrides.budget if self.overrides else None
-        raise_rule_violations(
-            _root_rule_violations(
-                self.global_system_prompt_file,
-                self.global_system_prompt_text,
-                budget.shares if budget else None,
-                [item.id for item in self.hank],
+    _ignored_keys: list[HankIssue] = PrivateAttr(default_factory=list)
+
+    @property
+    def ignored_keys(self) -> list[HankIssue]:
+        """Unknown keys :func:`parse_hank` dropped from nested objects: warnings, each at its path."""
+        return list(self._ignored_keys)
+
+    @classmethod
+    def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
+        violations: list[RuleViolation] = []
+        if (
+            data.get("globalSystemPromptFile") is not None
+            and data.get("globalSystemPromptText") is not None
+        ):
+            violations.append(
+                RuleViolation(
+                    (), "Cannot specify both globalSystemPromptFile and globalSystemPromptText"
+                )
             )
-        )
-        return self
+        overrides = data.get("overrides")
+        budget = overrides.get("budget") if isinstance(overrides, dict) else None
+        shares = budget.get("shares") if isinstance(budget, dict) else None
+        if isinstance(data.get("hank"), list):
+            message = _unknown_share_ids(shares, _raw_ids(data["hank"]))
+            if message is not None:
+                violations.append(RuleViolation(("overrides", "budget", "shares"), message))
+        return violations
 
 
 VALID_CODON_FIELDS: tuple[str, ...] = tuple(Codon.json_field_names())
@@ -1000,38 +1063,60 @@ def parse_hank(data: object, source: str = "hank.json") -> HankFile:
 
     Raises :class:`HankValidationError` listing every problem, each at its JSON path; `source`
     names the file in the message. Keys are matched by their JSON (camelCase) names only.
+
+    An unknown key inside a nested object that Hankweave 0.10.0 is lenient about
+    (:class:`LenientModel`) is dropped, with a warning in :attr:`HankFile.ignored_keys` (or in
+    the error's ``warnings``); unknown keys of the root, codons, loops, budgets, overrides and
+    output groups are errors (docs/behaviour.md §1.15).
     """
+    ignored: list[IgnoredKey] = []
     try:
-        return HankFile.model_validate(data, by_alias=True, by_name=False)
+        hank = _validate(data)
     except ValidationError as exc:
-        issues = issues_from_validation_error(
-            exc, HankFile, overrides={_ITEM_ERROR: _item_not_object}
-        )
-        # pydantic skips the root rules when anything below failed; check them on the raw data
-        # so the author still sees every problem in one pass.
-        for violation in _raw_root_violations(data):
-            issue = HankIssue(format_path(violation.at), violation.message)
-            if issue not in issues:
-                issues.append(issue)
-        raise HankValidationError(source, issues) from None
+        issues = _issues(exc, ignored)
+        if issues:
+            raise _invalid(source, issues, data, ignored) from None
+        # Only ignorable keys failed: validate again without them.
+        try:
+            hank = _validate(_without_keys(data, [key.at for key in ignored]))
+        except ValidationError as again:
+            raise _invalid(source, _issues(again, ignored), data, ignored) from None
+    hank._ignored_keys = [key.issue() for key in ignored]
+    return hank
 
 
-def _raw_root_violations(data: object) -> list[RuleViolation]:
-    if not isinstance(data, dict):
-        return []
-    overrides = data.get("overrides")
-    budget = overrides.get("budget") if isinstance(overrides, dict) else None
-    shares = budget.get("shares") if isinstance(budget, dict) else None
-    items = data.get("hank")
-    if not isinstance(items, list):
-        shares = None
-        items = []
-    item_ids = [
-        item["id"] for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)
-    ]
-    return _root_rule_violations(
-        data.get("globalSystemPromptFile"), data.get("globalSystemPromptText"), shares, item_ids
+def _validate(data: object) -> HankFile:
+    return HankFile.model_validate(data, by_alias=True, by_name=False)
+
+
+def _issues(exc: ValidationError, ignored: list[IgnoredKey]) -> list[HankIssue]:
+    return issues_from_validation_error(
+        exc, HankFile, overrides={_ITEM_ERROR: _item_not_object}, ignored=ignored
     )
+
+
+def _invalid(
+    source: str, issues: list[HankIssue], data: object, ignored: list[IgnoredKey]
+) -> HankValidationError:
+    # pydantic checks an object's rules only once all its fields are valid; check them on the
+    # raw data too, so the author sees every broken rule beside the field errors in one pass.
+    for violation in raw_rule_violations(HankFile, data):
+        issue = HankIssue(format_path(violation.at), violation.message)
+        if issue not in issues:
+            issues.append(issue)
+    unique = list(dict.fromkeys(ignored))
+    return HankValidationError(source, issues, warnings=[key.issue() for key in unique])
+
+
+def _without_keys(data: object, paths: Sequence[tuple[PathSegment, ...]]) -> object:
+    """A copy of `data` without the keys at `paths` (each path ends on the key)."""
+    copied = copy.deepcopy(data)
+    for path in paths:
+        parent: Any = copied
+        for segment in path[:-1]:
+            parent = parent[segment]
+        parent.pop(path[-1], None)
+    return copied
 
 
 def load_hank(path: Path) -> HankFile:
