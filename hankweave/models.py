@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
 
 ANY_PROVIDER = "*"
 """The :attr:`ProviderEntry.provider_id` of the entry used for providers without their own."""
@@ -110,3 +111,126 @@ class ProviderEntry(BaseModel):
         return self.model_pattern is None or bool(
             re.search(self.model_pattern, model.model_id, re.IGNORECASE)
         )
+
+
+# --------------------------------------------------------------------------------------------
+# The bundled catalogue file (hankweave/default_plugins/model_catalogue.json)
+# --------------------------------------------------------------------------------------------
+
+
+class _SnapshotModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel,
+                              populate_by_name=True)
+
+
+class SnapshotCost(_SnapshotModel):
+    """USD per million tokens; a price the source does not list is 0."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
+
+
+class SnapshotModel(_SnapshotModel):
+    """One model in the catalogue file."""
+
+    provider: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    context: int = Field(gt=0)
+    output: int = Field(gt=0)
+    cost: SnapshotCost | None = None
+
+
+class CatalogueSnapshot(_SnapshotModel):
+    """The catalogue file: generated models with their prices and limits, and the aliases."""
+
+    source: str
+    """Where the data came from (``litellm 1.110.2, litellm/model_prices_...json``)."""
+    generated_at: str
+    aliases: dict[str, str]
+    """Alias -> the ``provider/model`` id it names (``sonnet`` -> ``anthropic/claude-...``)."""
+    models: list[SnapshotModel]
+
+    def entries(self) -> list[ModelEntry]:
+        """The models as catalogue entries, each with the aliases that name it."""
+        aliases: dict[str, list[str]] = {}
+        for alias, full_id in self.aliases.items():
+            aliases.setdefault(full_id.lower(), []).append(alias)
+        entries = []
+        for model in self.models:
+            cost = None if model.cost is None else ModelCost(**model.cost.model_dump())
+            full_id = f"{model.provider}/{model.id}".lower()
+            entries.append(ModelEntry(
+                provider_id=model.provider, model_id=model.id, name=model.name,
+                aliases=tuple(aliases.pop(full_id, ())), context_limit=model.context,
+                output_limit=model.output, cost=cost))
+        if aliases:
+            raise ValueError(f"catalogue aliases name models it does not have: {sorted(aliases)}")
+        return entries
+
+
+# --------------------------------------------------------------------------------------------
+# How hanks spell models (docs/behaviour.md §4.2)
+# --------------------------------------------------------------------------------------------
+
+PI_ROUTE = "pi"
+"""The prefix (``pi/<provider>/<model>``) that runs a model on the pi harness whatever its
+provider, and the harness name it sets as :attr:`ModelEntry.harness_override`."""
+
+_PROVIDER_ALIASES = {"zhipuai": "zai", "z-ai": "zai", "moonshot": "moonshotai",
+                     "moonshot-ai": "moonshotai"}
+_PREFERRED_PROVIDERS = (("claude", "anthropic"), ("gemini", "google"), ("deepseek", "deepseek"))
+_PREFERRED_PREFIXES = (("glm-", "zhipuai"), ("gpt-", "openai"), ("o1-", "openai"),
+                       ("o3-", "openai"))
+# What the original assumes of a pi model the catalogue does not know.
+PLACEHOLDER_CONTEXT_LIMIT = 200_000
+PLACEHOLDER_OUTPUT_LIMIT = 64_000
+
+
+def rewrite_model_spec(spec: str) -> str:
+    """A model spelling in its canonical form: ``opencode/x`` and ``openrouter/x`` become pi
+    routes (``pi/x``, ``pi/openrouter/x``), and provider aliases (``z-ai``, ``moonshot``) the
+    provider's id.  Everything else is returned stripped."""
+    spec = spec.strip()
+    head, slash, rest = spec.partition("/")
+    if slash and rest:
+        if head.lower() == "opencode":
+            spec = f"{PI_ROUTE}/{rest}"
+        elif head.lower() == "openrouter":
+            spec = f"{PI_ROUTE}/openrouter/{rest}"
+    parts = spec.split("/")
+    provider_at = 1 if parts[0].lower() == PI_ROUTE and len(parts) > 2 else 0
+    if len(parts) > 1 and parts[provider_at].lower() in _PROVIDER_ALIASES:
+        parts[provider_at] = _PROVIDER_ALIASES[parts[provider_at].lower()]
+    return "/".join(parts)
+
+
+def preferred_provider(model_id: str) -> str | None:
+    """The provider a bare model name most likely means (``gpt-5.2`` -> ``openai``)."""
+    name = model_id.lower()
+    for word, provider in _PREFERRED_PROVIDERS:
+        if word in name:
+            return provider
+    for prefix, provider in _PREFERRED_PREFIXES:
+        if name.startswith(prefix):
+            return provider
+    return None
+
+
+def pi_provider_for(model_id: str) -> str:
+    """The provider of a bare ``pi/<model>`` the catalogue does not know, as the original guesses."""
+    name = model_id.lower()
+    if name.startswith("gemini-"):
+        return "google"
+    if name.startswith(("gpt-", "o1", "o3")):
+        return "openai"
+    return "anthropic"
+
+
+def placeholder_model(provider_id: str, model_id: str) -> ModelEntry:
+    """A model the catalogue does not know, run on pi: no price, the original's default limits."""
+    return ModelEntry(provider_id=provider_id, model_id=model_id, name=model_id,
+                      context_limit=PLACEHOLDER_CONTEXT_LIMIT,
+                      output_limit=PLACEHOLDER_OUTPUT_LIMIT, harness_override=PI_ROUTE)

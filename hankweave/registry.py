@@ -148,13 +148,47 @@ class Registry:
         return dict(self._catalogue.providers.items)
 
     def resolve_model(self, spec: str) -> ModelEntry:
-        """The catalogue entry a hank's model name means.
+        """The catalogue entry a hank's model name means (docs/behaviour.md §4.2).
 
-        Tried in order, case-insensitively: a ``provider/model`` id, an alias (``haiku``), a
-        bare model id that only one provider has.  Raises
-        :class:`hankweave.models.UnknownModelError` otherwise.
+        After the original's rewrites (``opencode/``, ``openrouter/``, provider aliases), tried
+        in order, case-insensitively: ``pi/<provider>/<model>`` or ``pi/<model>`` (the model,
+        or a placeholder without price, forced onto the pi harness), a ``provider/model`` id,
+        an alias (``haiku``), a bare model id (under the provider its name suggests when
+        several providers have it).  Raises :class:`hankweave.models.UnknownModelError`
+        otherwise.
         """
-        from hankweave.models import UnknownModelError
+        from hankweave.models import (
+            PI_ROUTE,
+            UnknownModelError,
+            pi_provider_for,
+            placeholder_model,
+            rewrite_model_spec,
+        )
+
+        canonical = rewrite_model_spec(spec)
+        head, _, rest = canonical.partition("/")
+        if head.lower() == PI_ROUTE and rest:
+            try:
+                model = self._lookup(rest)
+            except UnknownModelError:
+                provider, slash, model_id = rest.partition("/")
+                model = (placeholder_model(provider, model_id) if slash and model_id
+                         else placeholder_model(pi_provider_for(rest), rest))
+            return model.model_copy(update={"harness_override": PI_ROUTE})
+        try:
+            return self._lookup(canonical)
+        except UnknownModelError:
+            if canonical == spec.strip():
+                raise
+        known = ", ".join(sorted(self._catalogue.aliases.items)) or "none"
+        raise UnknownModelError(
+            f'Unknown model "{spec}" (read as "{canonical}"): not a catalogue model id, '
+            f"provider/model id or alias (aliases: {known})"
+        )
+
+    def _lookup(self, spec: str) -> ModelEntry:
+        """A catalogue model by ``provider/model`` id, alias or bare id."""
+        from hankweave.models import UnknownModelError, preferred_provider
 
         models, aliases = self._catalogue.models.items, self._catalogue.aliases.items
         key = spec.strip().lower()
@@ -162,6 +196,9 @@ class Registry:
             return models[key]
         if key in aliases:
             return aliases[key]
+        preferred = preferred_provider(key)
+        if preferred is not None and f"{preferred}/{key}" in models:
+            return models[f"{preferred}/{key}"]
         matches = [m for m in models.values() if m.model_id.lower() == key]
         if len(matches) == 1:
             return matches[0]

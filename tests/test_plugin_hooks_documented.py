@@ -122,9 +122,9 @@ def test_the_hook_examples_work_as_plugins() -> None:
         None,
         [{"type": "a"}, {"type": "b"}],
     ]
-    assert registry.resolve_model("mistral").full_id == "mistral/mistral-large-latest"
+    assert registry.resolve_model("acme").full_id == "acme/acme-coder-2"
     assert "gc" in group.commands
     # The select_harness example declines (no replay harness here), so the default routes
-    # Mistral by the example's provider entry, to pi, which is not installed.
+    # Acme by the example's provider entry, to pi, which is not installed.
     with pytest.raises(LookupError, match="needs the Pi harness"):
-        registry.select_harness(registry.resolve_model("mistral"))
+        registry.select_harness(registry.resolve_model("acme"))
