@@ -70,7 +70,11 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
     from hankweave.config.errors import HankValidationError
     from hankweave.config.refs import check_hank_refs, check_ref_files_exist
     from hankweave.config.semantic import validate_hank_semantics
-    from hankweave.config.settings import apply_model_override, missing_required_env
+    from hankweave.config.settings import (
+        MissingEnvironmentError,
+        apply_model_override,
+        missing_required_env,
+    )
 
     report = PreflightReport(hank_path=hank_path)
     try:
@@ -88,8 +92,7 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
     hank_dir = hank_path.parent
     missing = missing_required_env(hank, env)
     if missing:
-        report.errors.append(HankIssue("requirements.env", "Missing required environment"
-                                       f" variables: {', '.join(missing)}"))
+        report.errors.append(HankIssue("requirements.env", str(MissingEnvironmentError(missing))))
     ref_errors = check_hank_refs(hank, hank_dir)
     report.errors += ref_errors
     if not ref_errors:

@@ -323,7 +323,7 @@ def _check_continuations(hank: HankFile, key: ModelKey, report: SemanticReport) 
                     report,
                     at,
                     f'the first codon "{item.id}" uses continue-previous, but there is no '
-                    "previous session to continue; it starts fresh",
+                    "previous session to continue, so it fails when it starts",
                 )
             else:
                 _check_continuation(item, previous, at, key, report)
