@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -78,6 +79,32 @@ def test_the_bundled_recording_holds_the_current_hank():
                for p in QUICKSTART.rglob("*") if p.is_file() and p != RECORDING
                and "__pycache__" not in p.parts and not any(part.startswith(".") for part in p.parts)}
     assert recorded == current, "re-record the quickstart: python examples/quickstart/record.py"
+
+
+def test_a_replayed_quickstart_is_complete_once_its_recording_is_gone(tmp_path):
+    """The replay keeps what it ran from: it exports, inspects and resumes without the file."""
+    env = offline_env(tmp_path / "home")
+    recording = tmp_path / "recording.hwrec.tar.gz"
+    shutil.copy(RECORDING, recording)
+    first = hankweave("replay", str(recording), "--headless", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    replayed = execution_dir(first.stderr)
+    recording.unlink()
+
+    exported = hankweave("export", "-e", str(replayed), "-o", "rec.tar.gz", env=env,
+                         cwd=tmp_path)
+    inspected = hankweave("inspect", "thread", "-e", str(replayed), env=env, cwd=tmp_path)
+    resumed = hankweave("run", "-e", str(replayed), "--headless", env=env, cwd=tmp_path)
+    again = hankweave("replay", "rec.tar.gz", "--headless", env=env, cwd=tmp_path)
+
+    assert exported.returncode == 0, exported.stderr
+    assert inspected.returncode == 0, inspected.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Nothing to do" in resumed.stderr and "Traceback" not in resumed.stderr
+    assert again.returncode == 0, again.stderr
+    second = execution_dir(again.stderr)
+    assert facts(state_of(second)) == facts(state_of(replayed))
+    assert work_tree(second) == work_tree(replayed)
 
 
 @pytest.mark.slow

@@ -4,7 +4,11 @@ replay with ``hankweave replay``: state, work tree and checkpoints equal the rec
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +179,38 @@ def test_a_recording_holds_no_git_repository(project):
         names = tar.getnames()
     assert not [n for n in names if ".git" in n.split("/") or "hankweavecheckpoints" in n]
     assert [n for n in names if n.startswith("snapshots/") and n.endswith("/a.md")]
+
+
+def test_a_replay_killed_mid_codon_resumes_from_the_recording_it_keeps(project, tmp_path):
+    project.write_hank([codon("a", checkpointedFiles=FILES), codon("b"), codon("c")])
+    project.write_script({"a": {"writeFiles": {"a.md": "alpha"}},
+                          "b": {"writeFiles": {"b.md": "beta"}, "messages": 4, "delayMs": 300},
+                          "c": {"writeFiles": {"c.md": "gamma"}}})
+    assert project.run().returncode == 0
+    recorded_facts, recorded_files = facts(state_of(project.exec_dir)), work_tree(project.exec_dir)
+    source = export(project)
+    target = project.root / "replayed"
+    child = subprocess.Popen(
+        project.command("replay", str(source), "-e", str(target), "--headless",
+                        "--replay-speed", "recorded"),
+        cwd=project.root, env=project.env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not any(c.codon_id == "b" and c.status == "running"
+                  for run in state_of(target).runs for c in run.codons):
+        assert time.monotonic() < deadline, "the replay never reached codon b"
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(10)
+    source.unlink()
+    for folder in (project.exec_dir, project.hank_dir, project.data):
+        shutil.rmtree(folder)
+
+    result = project.hw("run", "-e", str(target), "--headless")
+
+    assert result.returncode == 0, result.stderr
+    assert "[REPLAY] Resuming the replay" in result.stderr
+    state = state_of(target)
+    assert [r.status for r in state.runs] == ["completed", "crashed"]
+    assert facts(state) == recorded_facts
+    assert work_tree(target) == recorded_files

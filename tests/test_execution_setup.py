@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -113,6 +114,7 @@ def test_layout_names_every_path_of_an_execution_directory(tmp_path: Path) -> No
     assert layout.archive_manifest == hw / "archive-manifest.json"
     assert layout.lock_file == hw / "runtime.lock"
     assert layout.sentinels_dir == hw / "sentinels"
+    assert layout.recording_dir == hw / "recording"
 
 
 def test_layout_paths_are_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -680,3 +682,84 @@ def test_missing_data_link_is_recreated_on_resume(
 
     assert again.layout.data_link.is_symlink()
     assert again.link_type == "symlink"
+
+
+# --- a replay's recording ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> Path:
+    """An opened recording's folder: its hank, data and a log."""
+    root = tmp_path / "unpacked"
+    (root / "hank").mkdir(parents=True)
+    (root / "hank" / "hank.json").write_text('{"hank": []}\n')
+    (root / "data").mkdir()
+    (root / "data" / "input.txt").write_text("input")
+    (root / "logs").mkdir()
+    (root / "logs" / "a-claude.log").write_text("{}\n")
+    return root
+
+
+def replay_request(folder: Path, execution: Path, **fields: Any) -> SetupRequest:
+    """Set up with the data and the hank of a recording's folder, as the launch of a replay."""
+    return SetupRequest(data_path=folder / "data", hank_path=folder / "hank" / "hank.json",
+                        execution_path=execution, copy_data=True, **fields)
+
+
+def test_a_new_replay_keeps_its_recording_and_runs_from_the_copy(
+    tmp_path: Path, recording: Path
+) -> None:
+    result = setup_execution(replay_request(recording, tmp_path / "exec", start_new=True,
+                                            recording=recording))
+
+    kept = result.layout.recording_dir
+    assert (kept / "logs" / "a-claude.log").read_text() == "{}\n"
+    assert result.hank_path == kept / "hank" / "hank.json"
+    assert result.data_source == kept / "data"
+    meta = load_execution_meta(result.layout.meta_file)
+    assert meta.recording == ".hankweave/recording"
+    assert meta.hank_path == str(kept / "hank" / "hank.json")
+    assert meta.read_only_source_data_path == str(kept / "data")
+    assert meta.data_hash == hash_data_source(kept / "data")
+    assert (result.layout.data_link / "input.txt").read_text() == "input"
+    assert not result.layout.data_link.is_symlink()
+    assert [p.name for p in result.layout.hankweave_dir.iterdir() if "partial" in p.name] == []
+
+
+def test_a_kept_recording_resumes_after_its_source_is_gone(
+    tmp_path: Path, recording: Path
+) -> None:
+    first = setup_execution(replay_request(recording, tmp_path / "exec", start_new=True,
+                                           recording=recording))
+    shutil.rmtree(recording)
+    kept = first.layout.recording_dir
+
+    again = setup_execution(replay_request(kept, tmp_path / "exec"))
+
+    assert again.is_resuming and not again.data_relinked
+    assert again.meta.recording == ".hankweave/recording"
+    assert again.meta.data_hash == first.meta.data_hash
+
+
+def test_a_data_source_from_outside_the_recording_is_used_where_it_is(
+    tmp_path: Path, recording: Path, data_dir: Path
+) -> None:
+    result = setup_execution(replace(
+        replay_request(recording, tmp_path / "exec", start_new=True, recording=recording),
+        data_path=data_dir))
+
+    assert result.meta.read_only_source_data_path == str(data_dir)
+    assert result.hank_path == result.layout.recording_dir / "hank" / "hank.json"
+
+
+def test_an_execution_inside_its_recording_does_not_copy_itself(recording: Path) -> None:
+    result = setup_execution(replay_request(recording, recording / "replayed", start_new=True,
+                                            recording=recording))
+
+    assert sorted(p.name for p in result.layout.recording_dir.iterdir()) == [
+        "data", "hank", "logs"]
+
+
+def test_a_recording_is_kept_only_by_a_new_execution(tmp_path: Path, recording: Path) -> None:
+    with pytest.raises(ValueError, match="only by a new execution"):
+        setup_execution(replay_request(recording, tmp_path / "exec", recording=recording))

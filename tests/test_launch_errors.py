@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hankweave.app.launch import LaunchError
+from hankweave.execution import ExecutionLayout, load_execution_meta, save_execution_meta
 from tests.runtime_harness import Project, codon
 
 
@@ -32,3 +33,16 @@ def test_a_missing_hank_file_is_refused(project):
 def test_replay_without_the_replay_plugin_names_the_package(project, tmp_path):
     with pytest.raises(LaunchError, match="pip install hankweave-replay"):
         project.run(replay=str(tmp_path / "recording"))
+
+
+def test_resuming_a_replay_without_the_replay_plugin_never_runs_it_live(project):
+    assert project.run().code == 0
+    layout = ExecutionLayout(project.exec_dir)
+    meta = load_execution_meta(layout.meta_file)
+    save_execution_meta(layout.meta_file, meta.model_copy(update={
+        "recording": ".hankweave/recording"}))
+
+    with pytest.raises(LaunchError, match=r"Cannot resume the replay in .*pip install"
+                                          r" hankweave-replay"):
+        project.run()
+    assert len(project.state().runs) == 1

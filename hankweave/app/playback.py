@@ -26,6 +26,10 @@ class Playback(Protocol):
     class method (``hankweave-replay`` defines both); the kernel knows no more of replay.
     """
 
+    root: Path
+    """The folder the recording was opened from or unpacked into; it holds ``hank_path`` and
+    ``data_path``. A new execution keeps a copy of it (``.hankweave/recording/``) and opens
+    that copy when it is resumed, so it never needs the source again."""
     hank_path: Path
     data_path: Path | None
     harness: type[Harness]
@@ -35,4 +39,4 @@ class Playback(Protocol):
         """The planned codons the recording has no log for."""
 
     def close(self) -> None:
-        """Remove whatever opening the recording unpacked."""
+        """Remove whatever opening the recording unpacked (never a folder it was opened from)."""

@@ -41,8 +41,6 @@ def replay_command(ctx: click.Context, source: str, hank: str | None, data: str 
     request = LaunchRequest(
         hank=hank, data=data, execution=execution, output=output,
         headless=headless or not sys.stderr.isatty(), replay=source, replay_speed=replay_speed,
-        # The recording is unpacked into a temporary directory for the length of the replay:
-        # a copy of its data keeps the new execution whole after that directory is gone.
-        copy=True, cwd=Path.cwd(), env=dict(os.environ))
+        cwd=Path.cwd(), env=dict(os.environ))
     code = launch_with_progress(request, json_events=json_events)
     ctx.exit(code)

@@ -1,8 +1,9 @@
 """`execution-meta.json`: what an execution directory was created from (format v1.1.0).
 
 Execution setup writes it on every start: the data source and its hash (the resume key), the
-hank file and its hash (to notice edits), how the data is linked, and where the execution was
-made. `createdAt` is kept across resumes; `lastUsed` is refreshed.
+hank file and its hash (to notice edits), how the data is linked, where the execution was
+made, and for a replay the recording it keeps. `createdAt` and `recording` are kept across
+resumes; `lastUsed` is refreshed.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class ExecutionMeta(_MetaModel):
     last_used: str
     hankweave_version: str = __version__
     environment: MetaEnvironment | None = None
+    recording: str | None = None
+    """A replay: the recording it plays, kept inside the execution directory (a path relative to
+    it, `.hankweave/recording`). A resume plays the rest of it; an execution without it is not
+    a replay."""
 
     def to_json_bytes(self) -> bytes:
         """The file content: 2-space JSON and a trailing newline, `None` fields left out."""

@@ -16,6 +16,9 @@ silently took over any existing directory there); a changed hank needs confirmat
 mode resumes, too; a resumed data link that points at an old data path is relinked; the
 data-hash time limit comes from the settings instead of always being 5000 ms.
 
+A new replay keeps a copy of its recording in `.hankweave/recording/` and takes its data and
+hank from that copy, so the execution never depends on where the recording was opened.
+
 Nothing prompts here: questions go through the request's `confirm` callback, and informational
 messages are returned in :attr:`ExecutionSetup.notices` for the CLI to print.
 """
@@ -45,7 +48,7 @@ from hankweave.execution.meta import (
     load_execution_meta,
     save_execution_meta,
 )
-from hankweave.fsutil import atomic_write_bytes, utc_now_iso
+from hankweave.fsutil import atomic_write_bytes, fsync_dir, utc_now_iso
 
 MANAGED_ROOT_NAME = ".hankweave-executions"
 INPUT_CACHE_PATH = (".hankweave-cache", "inputs")
@@ -244,6 +247,11 @@ class SetupRequest:
     """Environment used to find the managed root; defaults to the process environment."""
     invocation_method: str = "python"
     """Recorded in the metadata's `environment.invocationMethod`."""
+    recording: Path | None = None
+    """A replay (with `start_new`): the folder of the opened recording, which holds the data and
+    the hank it plays. The new execution keeps a copy as `.hankweave/recording/` and takes the
+    data and the hank from that copy (hashed, linked and recorded there), so it can be resumed,
+    inspected and exported once the recording's source is gone."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +274,9 @@ class ExecutionSetup:
     """Where `-n --force` set the previous `.hankweave/` aside."""
     notices: list[str] = field(default_factory=list)
     """Messages for the user (warnings, what was backed up or removed)."""
+    hank_path: Path | None = None
+    """The hank file as recorded in the metadata: for a new replay, the copy in the kept
+    recording."""
 
     @property
     def is_resuming(self) -> bool:
@@ -357,6 +368,8 @@ def setup_execution(request: SetupRequest) -> ExecutionSetup:
         raise ExecutionSetupError(
             f"Data source is not a file or directory: {data}. Pass a regular file or a directory."
         )
+    if request.recording is not None and not request.start_new:
+        raise ValueError("a recording is kept only by a new execution (start_new)")
     data_hash = hash_data_source(data, request.data_hash_time_limit_ms)
     hank_hash = compute_hank_hash(request.hank_path) if request.hank_path is not None else None
     root = request.managed_root or managed_executions_root(request.env)
@@ -563,6 +576,13 @@ def _prepare(
     layout.rig_archive.mkdir(parents=True, exist_ok=True)
 
     previous = choice.previous
+    hank_path = Path(os.path.abspath(request.hank_path)) if request.hank_path else None
+    recording = previous.recording if previous is not None else None
+    if request.recording is not None:
+        data, hank_path = _keep_recording(request.recording, layout, data, hank_path)
+        data_info = os.stat(data)
+        data_hash = hash_data_source(data, request.data_hash_time_limit_ms)
+        recording = layout.recording_dir.relative_to(layout.path).as_posix()
     relink = choice.relink
     stale_link = (
         not relink
@@ -593,11 +613,12 @@ def _prepare(
         read_only_source_resolved_data_path=os.path.realpath(data),
         data_hash=data_hash,
         hank_hash=hank_hash,
-        hank_path=str(Path(os.path.abspath(request.hank_path))) if request.hank_path else None,
+        hank_path=str(hank_path) if hank_path is not None else None,
         link_type=link_type,
         created_at=previous.created_at if previous is not None else now,
         last_used=now,
         environment=current_environment(request.invocation_method),
+        recording=recording,
     )
     save_execution_meta(layout.meta_file, meta)
     return ExecutionSetup(
@@ -612,7 +633,36 @@ def _prepare(
         data_relinked=relink and not choice.is_new,
         backup_path=choice.backup_path,
         notices=notices,
+        hank_path=hank_path,
     )
+
+
+def _keep_recording(
+    recording: Path, layout: ExecutionLayout, data: Path, hank: Path | None
+) -> tuple[Path, Path | None]:
+    """Copy a replay's recording into the new execution as `.hankweave/recording/`; return
+    where the data and the hank are in the copy (a path from outside the recording stays)."""
+    source = Path(os.path.abspath(recording))
+    kept = layout.recording_dir
+    layout.hankweave_dir.mkdir(exist_ok=True)
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        # An execution made inside the recording's folder must not copy itself into itself.
+        inside = [name for name in names if Path(directory, name) == layout.path]
+        return _special_files(directory, names) + inside
+
+    # Copied under another name, then renamed: the execution never holds half a recording.
+    partial = kept.with_name(f"{kept.name}.partial-{os.getpid()}")
+    if os.path.lexists(partial):
+        _remove_tree(partial)
+    shutil.copytree(source, partial, symlinks=True, ignore=ignore)
+    os.replace(partial, kept)
+    fsync_dir(layout.hankweave_dir)
+
+    def in_copy(path: Path) -> Path:
+        return kept / path.relative_to(source) if path.is_relative_to(source) else path
+
+    return in_copy(data), in_copy(hank) if hank is not None else None
 
 
 # --------------------------------------------------------------------------------------------
