@@ -23,6 +23,11 @@ What a materialize does
     A checkpoint's files are written into a fresh directory elsewhere (to export the recording
     of a finished execution), and nothing of the execution changes: not ``agentRoot/``, not the
     checkpoint a restore made current, not any other state of the store.
+
+What a read-only listing does
+    :meth:`CheckpointStore.list_read_only` lists the checkpoints for a reader beside the
+    runtime (``hankweave inspect``): the store is read as it is, never initialized, repaired or
+    locked, so the listing is safe while a runtime writes the store.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -262,15 +267,34 @@ class CheckpointStore(abc.ABC):
                 _empty_directory(root)
             raise
 
+    def list_read_only(self) -> builtins.list[Checkpoint] | None:
+        """Every checkpoint, newest first, read without changing anything; ``None`` if the
+        backend cannot list that way.
+
+        Unlike :meth:`list`, this needs no :meth:`initialize`: it creates, repairs and locks
+        nothing (a store that does not exist yet lists no checkpoints), and imports no more
+        than listing needs, since ``hankweave inspect`` calls it and must stay light.
+
+        Backends override this.  The default returns ``None`` so a third-party backend written
+        before this operation still loads; ``inspect`` then shows no checkpoints and says why,
+        rather than open the store.
+        """
+        return None
+
     def checkpoint_data(self) -> dict[str, dict[str, str]]:
         """``{id: {message, timestamp, branch}}`` for execution-thread validation."""
-        return {
-            c.id: {"message": c.message, "timestamp": c.timestamp, "branch": c.branch}
-            for c in self.list()
-        }
+        return checkpoint_data_of(self.list())
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (open repositories, file handles)."""
+
+
+def checkpoint_data_of(checkpoints: Iterable[Checkpoint]) -> dict[str, dict[str, str]]:
+    """``{id: {message, timestamp, branch}}``: what execution-thread validation reads."""
+    return {
+        c.id: {"message": c.message, "timestamp": c.timestamp, "branch": c.branch}
+        for c in checkpoints
+    }
 
 
 def _empty_directory(root: Path) -> None:

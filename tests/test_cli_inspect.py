@@ -6,13 +6,20 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 
+from hankweave.checkpoints import Checkpoint, CheckpointStore
 from hankweave.cli import cli
+from hankweave.hookspecs import hookimpl
+from hankweave.plugins import get_plugin_manager
+from hankweave.registry import get_registry
 from hankweave.state.types import HankweaveState, dump_state
+from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
 from tests.state_builders import Scenario, plan, tokens, write_state
 
 FIXTURES = Path(__file__).parent / "fixtures" / "state"
@@ -39,6 +46,20 @@ def inspect(*args: str | Path) -> Result:
 @pytest.fixture
 def exec_dir(tmp_path: Path) -> Path:
     return tmp_path / "exec"
+
+
+@pytest.fixture(autouse=True)
+def memory_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The command line sees one checkpoint backend, the in-memory one, and selects it."""
+    monkeypatch.chdir(tmp_path)  # no hankweave.json of the repository's
+    monkeypatch.setenv("HANKWEAVE_LOAD_PLUGINS", "")
+    monkeypatch.setenv("HANKWEAVE_PLUGIN_MODULES", "hankweave.testing.memory_checkpoints")
+    monkeypatch.setenv("HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND", "memory")
+    get_plugin_manager.cache_clear()
+    get_registry.cache_clear()
+    yield
+    get_plugin_manager.cache_clear()
+    get_registry.cache_clear()
 
 
 def resumed_execution() -> Scenario:
@@ -139,7 +160,7 @@ def test_thread_json_has_exactly_the_documented_shape(exec_dir: Path) -> None:
         "runIndex": 0,
         "codonIndexInRun": 0,
         "continuationSessionId": None,
-        "validatedCheckpoints": [],  # no checkpoint store is consulted yet
+        "validatedCheckpoints": [],  # b records no checkpoint yet
     }
     assert printed["codons"][1]["codonId"] == "a"
     assert printed["codons"][1]["runIndex"] == 1
@@ -195,6 +216,108 @@ def test_thread_of_an_execution_without_runs(exec_dir: Path) -> None:
         "nextCodonId": None,
         "codons": [],
     }
+
+
+# ----- checkpoints from the checkpoint store -----
+
+
+def checkpointed_execution(exec_dir: Path) -> tuple[Checkpoint, Checkpoint]:
+    """r1 ran a, whose rig-setup and completion checkpoints the store holds, and b, whose
+    completion checkpoint it no longer holds.  Returns a's two checkpoints."""
+    store = MemoryCheckpointStore(exec_dir)
+    store.initialize()
+    made = [store.create(kind=kind, run_id="r1", codon_id="a", codon_name="A", patterns=())
+            for kind in ("rig-setup", "completed")]
+    s = Scenario(plan("a", "b", "c"))
+    s.start_run("r1").complete("r1", "a", rig=made[0].id, sha=made[1].id)
+    s.complete("r1", "b", sha="0123456789abcdef0123456789abcdef01234567")
+    s.write(exec_dir)
+    return made[0], made[1]
+
+
+def as_info(checkpoint: Checkpoint) -> dict[str, Any]:
+    return {"type": checkpoint.kind, "sha": checkpoint.id, "message": checkpoint.message,
+            "timestamp": checkpoint.timestamp, "branch": checkpoint.branch}
+
+
+def test_thread_table_shows_each_codons_checkpoints_the_store_holds(exec_dir: Path) -> None:
+    rig, done = checkpointed_execution(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir)
+
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[2]: line for line in result.stdout.splitlines()
+            if line.split()[:1] in (["0"], ["1"])}
+    assert rows["a"].rstrip().endswith(f"rig-setup {rig.id[:8]}, completed {done.id[:8]}")
+    assert rows["b"].rstrip().endswith("│ -")
+
+
+def test_thread_json_lists_the_checkpoints_the_store_holds(exec_dir: Path) -> None:
+    rig, done = checkpointed_execution(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0, result.output
+    checkpoints = {c["codonId"]: c["validatedCheckpoints"]
+                   for c in json.loads(result.stdout)["codons"]}
+    assert checkpoints == {"a": [as_info(rig), as_info(done)], "b": []}
+    assert result.stderr == ""
+
+
+def test_a_store_holding_none_of_the_recorded_checkpoints_is_a_warning(exec_dir: Path) -> None:
+    completed_execution().write(exec_dir)  # the memory store of exec_dir is empty
+
+    result = inspect("thread", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert [c["validatedCheckpoints"] for c in json.loads(result.stdout)["codons"]] == [[], []]
+    assert result.stderr.startswith("warning: none of the 2 checkpoints state records is in"
+                                    ' the "memory" checkpoint store')
+    assert "another checkpoints.backend" in result.stderr
+
+
+def test_an_uninstalled_backend_is_a_warning_and_the_thread_is_still_shown(
+    exec_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND", "nope")
+    completed_execution().write(exec_dir)
+
+    result = inspect("thread", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert [c["codonId"] for c in json.loads(result.stdout)["codons"]] == ["b", "a"]
+    assert result.stderr.splitlines() == [
+        'warning: checkpoints not shown: Checkpoint backend "nope" is not installed (installed:'
+        " memory); install it with: pip install hankweave-checkpoint-nope"]
+
+
+class OpenOnlyStore(MemoryCheckpointStore):
+    """A backend written before ``list_read_only``: it keeps the default."""
+
+    name = "open-only"
+    list_read_only = CheckpointStore.list_read_only
+
+
+class OpenOnlyPlugin:
+    @hookimpl
+    def register_checkpoint_backends(self, register: Any) -> None:
+        register(OpenOnlyStore)
+
+
+def test_a_backend_that_cannot_list_read_only_is_not_opened(
+    exec_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig, _ = checkpointed_execution(exec_dir)
+    get_plugin_manager().register(OpenOnlyPlugin(), name="open-only")
+    monkeypatch.setenv("HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND", "open-only")
+
+    result = inspect("thread", "-e", exec_dir)
+
+    assert result.exit_code == 0, result.output
+    assert rig.id[:8] not in result.stdout
+    assert result.stderr == (
+        'warning: checkpoints not shown: the "open-only" checkpoint backend cannot list its'
+        " checkpoints without opening its store\n")
 
 
 # ----- errors -----

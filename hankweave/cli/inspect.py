@@ -1,8 +1,10 @@
 """``hankweave inspect``: read an execution's recorded state without changing anything.
 
 Both commands read ``<DIR>/.hankweave/state.json`` plus its transition log (``state.wal``), so
-they show every acknowledged transition even while a runtime is writing.  They take no lock and
-write no file.  Load warnings go to stderr, so ``--json`` output on stdout stays pure JSON.
+they show every acknowledged transition even while a runtime is writing.  ``inspect thread`` also
+lists the execution's checkpoint store (:meth:`CheckpointStore.list_read_only`) to show which
+recorded checkpoints can still be restored.  They take no lock and write no file.  Warnings go
+to stderr, so ``--json`` output on stdout stays pure JSON.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hankweave.cli.options import execution_option
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hankweave.state.thread import ExecutionThread
+    from hankweave.state.thread import CheckpointData, ExecutionThread
     from hankweave.state.types import CodonExecution, HankweaveState, Run
 
 # Wide enough for the codon table when stdout is a file or a pipe (rich would assume 80).
@@ -63,7 +65,12 @@ def inspect_state(execution_dir: Path, as_json: bool) -> None:
 )
 @_json_option
 def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> None:
-    """The execution thread: codon history across continuation runs and the next codon."""
+    """The execution thread: codon history across continuation runs and the next codon.
+
+    Each codon's checkpoints are those its records name that the checkpoint store still
+    holds: the store of the checkpoints.backend setting (hankweave.json in the current
+    directory, HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND; default git), only read.
+    """
     from hankweave.state.thread import analyze_execution_thread
 
     state = _load(execution_dir)
@@ -72,9 +79,8 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> No
             f"run {run_id!r} is not in {_state_path(execution_dir)}"
             f" ({len(state.runs)} runs recorded)"
         )
-    # Seam for checkpoint validation: once a checkpoint backend exists, pass its
-    # {sha: {message, timestamp, branch}} map here so validatedCheckpoints are filled in.
-    thread = analyze_execution_thread(state, checkpoint_data=None, target_run_id=run_id)
+    stored = _stored_checkpoints(execution_dir, state)
+    thread = analyze_execution_thread(state, checkpoint_data=stored, target_run_id=run_id)
     if as_json:
         click.echo(json.dumps(thread_to_json(thread), indent=2))
         return
@@ -133,10 +139,52 @@ def _load(execution_dir: Path) -> HankweaveState:
         where = exc.filename or _state_path(execution_dir)
         raise CLIError(f"{where}: cannot read ({exc.strerror or exc})") from None
     for warning in report.warnings:
-        click.echo(f"warning: {_one_line(warning)}", err=True)
+        _warn(warning)
     for issue in report.issues:
-        click.echo(f"warning: state {issue.type}: {_one_line(issue.message)}", err=True)
+        _warn(f"state {issue.type}: {issue.message}")
     return state
+
+
+def _stored_checkpoints(execution_dir: Path, state: HankweaveState) -> CheckpointData | None:
+    """``{sha: {message, timestamp, branch}}`` of the checkpoints the execution's store holds,
+    or None (after a warning) when the store cannot be read without opening it."""
+    from hankweave.checkpoints import CheckpointError, checkpoint_data_of
+    from hankweave.cli.checkpoint_backend import configured_backend
+    from hankweave.config.errors import ConfigError
+
+    try:
+        backend = configured_backend()
+        store = backend(execution_dir)
+        try:
+            listed = store.list_read_only()
+        finally:
+            store.close()
+    except (ConfigError, CheckpointError) as exc:
+        _warn(f"checkpoints not shown: {exc}")
+        return None
+    if listed is None:
+        _warn(f'checkpoints not shown: the "{backend.name}" checkpoint backend cannot list'
+              " its checkpoints without opening its store")
+        return None
+    stored = checkpoint_data_of(listed)
+    recorded = _recorded_checkpoints(state)
+    # The runtime never prunes a checkpoint state names, so none left means another store.
+    if recorded and recorded.isdisjoint(stored):
+        _warn(f"none of the {len(recorded)} checkpoints state records is in the"
+              f' "{backend.name}" checkpoint store of {execution_dir} (the store is missing,'
+              " or the execution ran with another checkpoints.backend); no checkpoints shown")
+    return stored
+
+
+def _recorded_checkpoints(state: HankweaveState) -> set[str]:
+    from hankweave.state.types import record_checkpoints
+
+    return {sha for run in state.runs for codon in run.codons
+            for _, sha in record_checkpoints(codon)}
+
+
+def _warn(text: str) -> None:
+    click.echo(f"warning: {_one_line(text)}", err=True)
 
 
 def _one_line(text: str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -26,10 +25,9 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
     import asyncio
 
     from hankweave.checkpoints import CheckpointError
+    from hankweave.cli.checkpoint_backend import configured_backend
     from hankweave.config.errors import ConfigError
-    from hankweave.config.settings import resolve_settings
     from hankweave.execution.layout import ExecutionLayout
-    from hankweave.registry import get_registry
     from hankweave.runtime.errors import RuntimeCommandError
     from hankweave.runtime.orchestrator import rollback_offline
     from hankweave.state.boot import take_ownership
@@ -40,8 +38,7 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
     if not layout.state_file.exists() and not layout.state_log_file.exists():
         raise CLIError(f"{execution_dir}: not an execution directory (no .hankweave/state.json)")
     try:
-        settings = resolve_settings(cwd=Path.cwd(), hank=None, env=dict(os.environ), cli={})
-        backend = get_registry().checkpoint_backend(settings.settings.checkpoints.backend)
+        backend = configured_backend()
     except (ConfigError, CheckpointError) as exc:
         raise CLIError(str(exc)) from None
 

@@ -102,6 +102,20 @@ def read_tree(root: Path) -> dict[str, tuple[Any, ...]]:
     return out
 
 
+def file_stats(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under ``root`` (``root`` included) with its type, modification time and size,
+    symlinks not followed: equal before and after an operation that must write nothing."""
+    paths = [str(root)]
+    for dirpath, dirnames, filenames in os.walk(root):
+        paths += [os.path.join(dirpath, name) for name in [*dirnames, *filenames]]
+    stats = {}
+    for path in paths:
+        st = os.lstat(path)
+        stats[os.path.relpath(path, root)] = (stat.S_IFMT(st.st_mode), st.st_mtime_ns,
+                                              st.st_size)
+    return stats
+
+
 def empty_dirs(root: Path) -> list[str]:
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -197,6 +211,37 @@ class CheckpointStoreContract:
         assert set(data) == {c.id for c in store.list()}
         assert data[made.id] == {"message": made.message, "timestamp": made.timestamp,
                                  "branch": "run-r1"}
+
+    # ----- listing beside a runtime (hankweave inspect) -----
+
+    @staticmethod
+    def read_only_listing(store: CheckpointStore) -> list[Checkpoint]:
+        listed = store.list_read_only()
+        if listed is None:
+            pytest.skip(f"{type(store).__name__} does not list read-only (list_read_only "
+                        "returns None)")
+        return listed
+
+    def test_list_read_only_lists_what_list_does_and_writes_nothing(
+            self, store, work, execution_dir):
+        write_tree(work, {"a.txt": "A"})
+        self.snap(store, "a", kind="rig-setup")
+        self.snap(store, "a")
+        self.snap(store, "b", run="r2")
+        # A second instance that is never initialized, as `hankweave inspect` has.
+        reader = self.make_store(execution_dir)
+        before = file_stats(execution_dir)
+        assert self.read_only_listing(reader) == store.list()
+        assert file_stats(execution_dir) == before
+        reader.close()
+
+    def test_list_read_only_of_a_store_never_created_is_empty_and_creates_nothing(
+            self, execution_dir):
+        reader = self.make_store(execution_dir)
+        before = file_stats(execution_dir)
+        assert self.read_only_listing(reader) == []
+        assert file_stats(execution_dir) == before
+        reader.close()
 
     def test_resolve_by_id_and_unique_prefix(self, store, work):
         made = self.snap(store, "a")

@@ -86,6 +86,10 @@ class MemoryCheckpointStore(CheckpointStore):
                 and (codon_id is None or s.checkpoint.codon_id == codon_id)
                 and (kind is None or s.checkpoint.kind == kind)]
 
+    def list_read_only(self) -> builtins.list[Checkpoint]:
+        """As :meth:`list`: the snapshots live in memory, so reading them changes nothing."""
+        return self.list()
+
     def _find(self, id_or_prefix: str) -> _Snapshot:
         found = [s for s in self._snapshots if s.checkpoint.id.startswith(id_or_prefix)]
         if not found or not id_or_prefix:

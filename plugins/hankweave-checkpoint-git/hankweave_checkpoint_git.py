@@ -23,6 +23,7 @@ neither the user's nor the system's git configuration.
 
 from __future__ import annotations
 
+import abc
 import builtins
 import contextlib
 import json
@@ -31,6 +32,7 @@ import re
 import secrets
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -63,6 +65,8 @@ from hankweave.api import (
 __all__ = ["GIT_MISSING", "GitCheckpointStore", "register_checkpoint_backends"]
 
 GIT_DIR_NAME = ".hankweavecheckpoints"
+LEGACY_GIT_DIR_NAME = ".git"
+"""Where Hankweave before 0.10 kept the repository (moved into place on initialize)."""
 INITIAL_MESSAGE = "Initial checkpoint setup"
 INITIAL_BRANCH = "main"
 INITIAL_REF = "refs/hankweave/initial"
@@ -142,30 +146,24 @@ def _gitpython() -> ModuleType:
     return git
 
 
-class _Git:
-    """Runs git commands against one repository, isolated from everything else on the machine.
+class _GitCommands(abc.ABC):
+    """git commands against one repository, isolated from everything else on the machine.
 
-    GitPython starts each process from ``os.environ``; :meth:`environment` overrides every
-    variable that could point git at another repository, index, object store, configuration
-    or attribute source, so a runtime started from inside a git hook (which exports
-    ``GIT_DIR`` and ``GIT_INDEX_FILE``) still only touches the shadow repository.
+    :meth:`environment` overrides every variable that could point git at another repository,
+    index, object store, configuration or attribute source, so a runtime started from inside a
+    git hook (which exports ``GIT_DIR`` and ``GIT_INDEX_FILE``) still only touches the shadow
+    repository.  Subclasses say how a git process is started (:meth:`call`).
     """
 
-    def __init__(self, git_dir: Path, work_tree: Path, home: Path, ceiling: Path) -> None:
-        git = _gitpython()
-        self._git_module = git
-        self.git_dir = git_dir
-        self.work_tree = work_tree
-        self._env = self.environment(git_dir, work_tree, home, ceiling)
-        self._in_home = git.Git(str(home))
-        self._in_work_tree = git.Git(str(work_tree))
+    git_dir: Path
 
     @staticmethod
-    def environment(git_dir: Path, work_tree: Path, home: Path, ceiling: Path) -> dict[str, str]:
+    def environment(git_dir: Path, work_tree: Path | None, home: Path, ceiling: Path
+                    ) -> dict[str, str]:
         """The variables every call sets: this repository, no outside configuration."""
         return {
             "GIT_DIR": str(git_dir),
-            "GIT_WORK_TREE": str(work_tree),
+            **({"GIT_WORK_TREE": str(work_tree)} if work_tree is not None else {}),
             "GIT_COMMON_DIR": str(git_dir),
             "GIT_INDEX_FILE": str(git_dir / "index"),
             "GIT_OBJECT_DIRECTORY": str(git_dir / "objects"),
@@ -214,6 +212,29 @@ class _Git:
                 f"git {args[0]} failed in the checkpoint repository {self.git_dir}: {detail}")
         return out
 
+    @abc.abstractmethod
+    def call(
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        in_work_tree: bool = False,
+    ) -> tuple[int, bytes, str]:
+        """Run ``git <args>``; return ``(status, stdout, stderr)`` whatever the status."""
+
+
+class _Git(_GitCommands):
+    """Runs git commands through GitPython, which starts each process from ``os.environ``."""
+
+    def __init__(self, git_dir: Path, work_tree: Path, home: Path, ceiling: Path) -> None:
+        git = _gitpython()
+        self._git_module = git
+        self.git_dir = git_dir
+        self.work_tree = work_tree
+        self._env = self.environment(git_dir, work_tree, home, ceiling)
+        self._in_home = git.Git(str(home))
+        self._in_work_tree = git.Git(str(work_tree))
+
     def call(
         self,
         *args: str,
@@ -243,6 +264,47 @@ class _Git:
             raise CheckpointStorageError(f"could not run git for the checkpoint repository "
                                          f"{self.git_dir}: {exc}") from exc
         return int(status or 0), out, err if isinstance(err, str) else err.decode(errors="replace")
+
+
+class _GitReader(_GitCommands):
+    """Runs read-only git commands with the ``git`` executable alone, for
+    :meth:`GitCheckpointStore.list_read_only`.
+
+    GitPython is not imported: ``hankweave inspect`` must not import ``git``.  The executable
+    is the one GitPython would run (``GIT_PYTHON_GIT_EXECUTABLE``, else ``git`` on ``PATH``),
+    in the same locale.  No work tree is named: reading needs none, and git refuses a
+    ``GIT_WORK_TREE`` that does not exist, which the reader must not create.
+    """
+
+    def __init__(self, git_dir: Path, home: Path, ceiling: Path) -> None:
+        self.git_dir = git_dir
+        self._home = home
+        # An inherited GIT_WORK_TREE (a git hook exports one) must not survive either.
+        inherited = {k: v for k, v in os.environ.items() if k != "GIT_WORK_TREE"}
+        self._env = {**inherited, "LANGUAGE": "C", "LC_ALL": "C",
+                     **self.environment(git_dir, None, home, ceiling)}
+        self._executable = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+
+    def call(
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        in_work_tree: bool = False,
+    ) -> tuple[int, bytes, str]:
+        """Run ``git <args>`` in the repository's parent directory."""
+        if in_work_tree:
+            raise ValueError("a _GitReader names no work tree to run git in")
+        try:
+            done = subprocess.run(
+                [self._executable, *args], input=stdin, capture_output=True, check=False,
+                cwd=self._home, env={**self._env, **env} if env else self._env)
+        except FileNotFoundError as exc:
+            raise CheckpointStorageError(GIT_MISSING) from exc
+        except OSError as exc:
+            raise CheckpointStorageError(f"could not run git for the checkpoint repository "
+                                         f"{self.git_dir}: {exc}") from exc
+        return done.returncode, done.stdout, done.stderr.decode(errors="replace")
 
 
 class GitCheckpointStore(CheckpointStore):
@@ -377,6 +439,21 @@ class GitCheckpointStore(CheckpointStore):
             and (codon_id is None or r.checkpoint.codon_id == codon_id)
             and (kind is None or r.checkpoint.kind == kind)
         ]
+
+    def list_read_only(self) -> builtins.list[Checkpoint]:
+        """Every checkpoint, newest first, read with the ``git`` executable alone.
+
+        GitPython is not imported, and nothing is written: the repository is not built,
+        moved, re-configured or repaired, lock files stay (reading takes no lock), and a
+        repository of Hankweave 0.10.0 or older is read where it is, without adopting it.
+        """
+        places = (self.git_dir, self.checkpoints_dir / LEGACY_GIT_DIR_NAME)
+        git_dir = next((place for place in places if place.is_dir()), None)
+        if git_dir is None:
+            return []
+        reader = _GitReader(git_dir, self.checkpoints_dir, self.execution_dir)
+        initial = _recorded_initial(reader) or _original_initial(reader)
+        return [r.checkpoint for r in _read_records(reader, initial)]
 
     def resolve(self, id_or_prefix: str) -> Checkpoint:
         return self._resolve_record(id_or_prefix).checkpoint
@@ -527,7 +604,7 @@ class GitCheckpointStore(CheckpointStore):
 
     def _migrate_legacy_git_dir(self) -> None:
         """Hankweave before 0.10 kept the repository in ``checkpoints/.git``; adopt it."""
-        legacy = self.checkpoints_dir / ".git"
+        legacy = self.checkpoints_dir / LEGACY_GIT_DIR_NAME
         if not legacy.is_dir():
             return
         if self.git_dir.exists():
@@ -633,18 +710,15 @@ class GitCheckpointStore(CheckpointStore):
             self._configure(git, self.git_dir)
 
     def _find_initial(self, git: _Git) -> str:
-        status, out, _ = git.call("rev-parse", "--verify", "--quiet", f"{INITIAL_REF}^{{commit}}")
-        if status == 0:
-            return out.decode().strip()
-        # A repository made by Hankweave 0.10.0: its root commit on main.
-        roots = git.run("log", "--all", "--max-parents=0", "--format=%H %s").decode()
-        for line in roots.splitlines():
-            sha, _, subject = line.partition(" ")
-            if subject == INITIAL_MESSAGE:
-                git.run("update-ref", INITIAL_REF, sha)
-                return sha
-        raise CheckpointStorageError(
-            f'the checkpoint repository {self.git_dir} has no "{INITIAL_MESSAGE}" commit')
+        recorded = _recorded_initial(git)
+        if recorded is not None:
+            return recorded
+        original = _original_initial(git)
+        if original is None:
+            raise CheckpointStorageError(
+                f'the checkpoint repository {self.git_dir} has no "{INITIAL_MESSAGE}" commit')
+        git.run("update-ref", INITIAL_REF, original)  # adopted: the ref answers from now on
+        return original
 
     def _check_index(self, git: _Git) -> None:
         """An index git cannot read is dropped: here it is only a cache of the last tree."""
@@ -659,19 +733,8 @@ class GitCheckpointStore(CheckpointStore):
     # ----- internals: listing -----
 
     def _records(self) -> builtins.list[_Record]:
-        git, _ = self._ready()
-        initial = self._initial
-        out = git.run("log", "--all", "--date-order", "-z", "--format=%H%x1f%ct%x1f%B")
-        records: dict[str, _Record] = {}
-        entries = [e for e in out.decode("utf-8", errors="replace").split("\0") if e]
-        for position, entry in enumerate(entries):
-            sha, committed, body = entry.split("\x1f", 2)
-            if sha in records:
-                continue
-            record = _parse_record(sha, int(committed), body, sha == initial, position)
-            if record is not None:
-                records[sha] = record
-        return sorted(records.values(), key=lambda r: r.order, reverse=True)
+        git, initial = self._ready()
+        return _read_records(git, initial)
 
     def _resolve_record(self, id_or_prefix: str) -> _Record:
         needle = id_or_prefix.strip().lower()
@@ -801,6 +864,37 @@ class GitCheckpointStore(CheckpointStore):
                 except OSError:
                     break
                 directory = directory.parent
+
+
+def _recorded_initial(git: _GitCommands) -> str | None:
+    """The initial checkpoint named by our ref, or None (a repository of Hankweave 0.10.0)."""
+    status, out, _ = git.call("rev-parse", "--verify", "--quiet", f"{INITIAL_REF}^{{commit}}")
+    return out.decode().strip() if status == 0 else None
+
+
+def _original_initial(git: _GitCommands) -> str | None:
+    """The initial checkpoint of a repository made by Hankweave 0.10.0: its root commit."""
+    roots = git.run("log", "--all", "--max-parents=0", "--format=%H %s").decode()
+    for line in roots.splitlines():
+        sha, _, subject = line.partition(" ")
+        if subject == INITIAL_MESSAGE:
+            return sha
+    return None
+
+
+def _read_records(git: _GitCommands, initial: str | None) -> list[_Record]:
+    """Every checkpoint reachable from a ref, newest first (``initial``: the initial commit)."""
+    out = git.run("log", "--all", "--date-order", "-z", "--format=%H%x1f%ct%x1f%B")
+    records: dict[str, _Record] = {}
+    entries = [e for e in out.decode("utf-8", errors="replace").split("\0") if e]
+    for position, entry in enumerate(entries):
+        sha, committed, body = entry.split("\x1f", 2)
+        if sha in records:
+            continue
+        record = _parse_record(sha, int(committed), body, sha == initial, position)
+        if record is not None:
+            records[sha] = record
+    return sorted(records.values(), key=lambda r: r.order, reverse=True)
 
 
 def _parse_record(

@@ -14,13 +14,17 @@ import pytest
 from hankweave.api import (
     CheckpointNotFoundError,
     CheckpointStorageError,
+    ExecutionLayout,
     FileChange,
     RetentionPolicy,
+    load_state,
+    record_checkpoints,
 )
 from hankweave.testing.checkpoints import (
     CheckpointStoreContract,
     Executable,
     Symlink,
+    file_stats,
     read_tree,
     write_tree,
 )
@@ -354,6 +358,7 @@ def test_git_calls_are_isolated_from_user_config_and_surrounding_repositories(
     store.restore(first.id)
     assert store.changed_files(first.id, second.id)
     store.prune(RetentionPolicy(keep_last_per_run=1))
+    assert GitCheckpointStore(execution_dir).list_read_only() == store.list()
     store.close()
 
     assert snapshot_repository(outer) == outer_before
@@ -397,6 +402,7 @@ def test_git_variables_inherited_from_a_hook_do_not_redirect_git(tmp_path, monke
     write_tree(store.work_tree, {"a.txt": "changed\n"})
     store.restore(made.id)
     assert read_tree(store.work_tree) == {"a.txt": ("file", b"a\n", False)}
+    assert GitCheckpointStore(outer / "exec").list_read_only() == store.list()
     for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                  "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT"):
         monkeypatch.delenv(name)
@@ -611,6 +617,62 @@ def test_materialize_writes_file_names_that_are_not_utf8(tmp_path):
     assert (tmp_path / "out" / name).read_bytes() == b"latin-1 name"
 
 
+# ----- listing read-only (hankweave inspect) -----
+
+
+def test_list_read_only_needs_no_work_tree_and_creates_none(tmp_path):
+    store = GitCheckpointStore(tmp_path / "exec")
+    initial = store.initialize()
+    made = snap(store, "a")
+    shutil.rmtree(store.work_tree)  # an agent may delete agentRoot itself
+
+    listed = GitCheckpointStore(tmp_path / "exec").list_read_only()
+
+    assert [c.id for c in listed] == [made.id, initial]
+    assert not store.work_tree.exists()
+
+
+def test_list_read_only_leaves_the_lock_files_of_a_killed_process(tmp_path):
+    execution_dir = tmp_path / "exec"
+    store = GitCheckpointStore(execution_dir)
+    store.initialize()
+    made = snap(store, "a")
+    lock = shadow_dir(execution_dir) / "refs" / "heads" / "run-r1.lock"
+    lock.write_bytes(made.id[:7].encode())
+    backdate([lock])
+
+    listed = GitCheckpointStore(execution_dir).list_read_only()
+
+    assert listed == store.list() and listed[0].id == made.id
+    assert lock.read_bytes() == made.id[:7].encode()  # repairing is initialize's job
+
+
+def test_list_read_only_without_a_git_executable_gives_the_clear_error(tmp_path, monkeypatch):
+    store = GitCheckpointStore(tmp_path / "exec")
+    store.initialize()
+    monkeypatch.setenv("GIT_PYTHON_GIT_EXECUTABLE", str(tmp_path / "no-such-git"))
+
+    with pytest.raises(CheckpointStorageError) as caught:
+        GitCheckpointStore(tmp_path / "exec").list_read_only()
+
+    assert str(caught.value) == GIT_MISSING
+
+
+def test_list_read_only_never_imports_gitpython(tmp_path):
+    store = GitCheckpointStore(tmp_path / "exec")
+    store.initialize()
+    snap(store, "a")
+    code = ("import sys\n"
+            "from hankweave_checkpoint_git import GitCheckpointStore\n"
+            "listed = GitCheckpointStore(sys.argv[1]).list_read_only()\n"
+            "print(len(listed), 'git' in sys.modules)\n")
+
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "exec")],
+                            capture_output=True, text=True, check=True)
+
+    assert result.stdout.split() == ["2", "False"]
+
+
 # ----- missing git -----
 
 
@@ -704,9 +766,9 @@ def test_prune_to_zero_keeps_what_head_is_at_and_moves_or_deletes_branches(tmp_p
 # ----- compatibility -----
 
 
-def test_a_repository_made_by_hankweave_0_10_is_adopted(tmp_path):
-    """The original: chained commits on run branches, no refs of ours, deletions not recorded."""
-    execution_dir = tmp_path / "exec"
+def original_repository(execution_dir: Path) -> tuple[str, str]:
+    """A repository as Hankweave 0.10.0 made it, with checkpoints of codons "one" and "two":
+    chained commits on run branches, no refs of ours, deletions not recorded."""
     work = execution_dir / "agentRoot"
     git_dir = shadow_dir(execution_dir)
     work.mkdir(parents=True)
@@ -728,7 +790,13 @@ def test_a_repository_made_by_hankweave_0_10_is_adopted(tmp_path):
     write_tree(work, {"a.txt": "a1"})
     first = original_commit("one", 1)
     write_tree(work, {"a.txt": "a2", "b.txt": "b"})
-    second = original_commit("two", 2)
+    return first, original_commit("two", 2)
+
+
+def test_a_repository_made_by_hankweave_0_10_is_adopted(tmp_path):
+    execution_dir = tmp_path / "exec"
+    work = execution_dir / "agentRoot"
+    first, second = original_repository(execution_dir)
 
     store = GitCheckpointStore(execution_dir)
     initial = store.initialize()
@@ -742,6 +810,19 @@ def test_a_repository_made_by_hankweave_0_10_is_adopted(tmp_path):
     assert store.prune(RetentionPolicy(keep_last_per_run=0)) == []
     newer = snap(store, "three", run="new")
     assert store.list()[0].id == newer.id
+
+
+def test_a_repository_made_by_hankweave_0_10_is_listed_read_only_without_adopting_it(tmp_path):
+    execution_dir = tmp_path / "exec"
+    first, second = original_repository(execution_dir)
+    before = file_stats(execution_dir)
+
+    listed = GitCheckpointStore(execution_dir).list_read_only()
+
+    assert [(c.id, c.kind) for c in listed[:2]] == [(second, "completed"), (first, "completed")]
+    assert [c.kind for c in listed[2:]] == ["initial"]
+    assert file_stats(execution_dir) == before  # refs/hankweave/initial is not written
+    assert GitCheckpointStore(execution_dir).list() == listed
 
 
 def test_a_legacy_dot_git_directory_is_moved_into_place(tmp_path):
@@ -776,3 +857,69 @@ def test_checkpoint_data_round_trips_through_json(tmp_path):
     snap(store, "a")
     data = store.checkpoint_data()
     assert json.loads(json.dumps(data)) == data
+
+
+# ----- hankweave inspect on a git-backed execution -----
+
+HANK = {"hank": [{"id": codon, "name": codon.title(), "model": "fake",
+                  "continuationMode": "fresh", "promptText": f"Write {codon}.",
+                  "checkpointedFiles": ["**"]} for codon in ("draft", "review")]}
+SCRIPT = {"codons": {codon: {"messages": 1, "writeFiles": {f"{codon}.md": codon}}
+                     for codon in ("draft", "review")}}
+
+# `python -m hankweave`, reporting at exit whether GitPython was imported.
+INSPECT = """
+import atexit, runpy, sys
+atexit.register(lambda: print("git imported:", "git" in sys.modules, file=sys.stderr))
+sys.argv = ["hankweave", *sys.argv[1:]]
+runpy.run_module("hankweave", run_name="__main__")
+"""
+
+
+def hankweave_env(tmp_path: Path) -> dict[str, str]:
+    return clean_env(HANKWEAVE_HOME=str(tmp_path / "home"), HANKWEAVE_LOAD_PLUGINS="checkpoint-git",
+                     HANKWEAVE_PLUGIN_MODULES="hankweave.testing.fake_harness",
+                     HANKWEAVE_FAKE_SCRIPT=str(tmp_path / "script.json"))
+
+
+def git_backed_execution(tmp_path: Path) -> Path:
+    """A two-codon hank run to completion by the fake agent on the git backend (the default)."""
+    (tmp_path / "hank").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "hank" / "hank.json").write_text(json.dumps(HANK))
+    (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
+    run = subprocess.run(
+        [sys.executable, "-m", "hankweave", "run", "hank", "data", "-e", "exec", "--headless"],
+        cwd=tmp_path, env=hankweave_env(tmp_path), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    return tmp_path / "exec"
+
+
+def inspect_thread(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", INSPECT, "inspect", "thread", "-e", "exec", *args],
+        cwd=tmp_path, env=hankweave_env(tmp_path), capture_output=True, text=True, timeout=60,
+        check=False)
+
+
+def test_inspect_thread_shows_the_checkpoints_of_a_git_backed_execution(tmp_path):
+    execution_dir = git_backed_execution(tmp_path)
+    state, _ = load_state(ExecutionLayout(execution_dir).hankweave_dir)
+    recorded = {codon.codon_id: [sha for _, sha in reversed(record_checkpoints(codon))]
+                for codon in state.runs[0].codons}
+    before = file_stats(execution_dir)
+
+    as_json = inspect_thread(tmp_path, "--json")
+    table = inspect_thread(tmp_path)
+
+    assert as_json.returncode == 0, as_json.stderr
+    shown = {codon["codonId"]: [cp["sha"] for cp in codon["validatedCheckpoints"]]
+             for codon in json.loads(as_json.stdout)["codons"]}
+    assert shown == recorded and all(recorded.values())
+    for codon, shas in recorded.items():
+        row = next(line for line in table.stdout.splitlines() if f" {codon} " in line)
+        assert row.rstrip().endswith(f"completed {shas[-1][:8]}")
+    # Read with the git executable alone, and read only.
+    assert as_json.stderr == table.stderr == "git imported: False\n"
+    assert file_stats(execution_dir) == before
