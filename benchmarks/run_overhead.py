@@ -5,9 +5,11 @@ assistant messages with usage; the fake's scripted time is zero) on the git chec
 in process, and measures each codon's wall time from its ``CodonStarted`` transition to its
 ``codon.completed`` event.  Overhead = wall time - scripted agent time.  The floor is the git
 checkpoint of one changed file in the same work tree, measured in the same run.  Also times
-``hankweave --help`` in a fresh process.
+``hankweave --help`` in fresh processes, with every installed plugin loading: the median
+(``help_s``) and the fastest (``help_min_s``) of ``--help-runs`` runs after one warm-up.
 
 Prints one JSON line.  Targets: median overhead <= 3x the commit floor; --help <= 0.3 s.
+``--help-only`` times --help alone (a few seconds).
 Needs the git backend: pip install -e plugins/hankweave-checkpoint-git
 """
 
@@ -87,28 +89,51 @@ def commit_floor(execution_dir: Path, samples: int) -> float:
     return statistics.median(times)
 
 
-def help_time(samples: int = 5) -> float:
-    times = []
-    for _ in range(samples):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "hankweave", "--help"], check=True,
-                       capture_output=True)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+def help_times(runs: int) -> list[float]:
+    """Seconds of ``runs`` fresh ``hankweave --help`` processes, after one warm-up run."""
+    with tempfile.TemporaryDirectory(prefix="hankweave-bench-pyc-") as pycache:
+        # An installed package has its bytecode compiled; an editable checkout under
+        # PYTHONDONTWRITEBYTECODE would compile every module on every start instead.  A private
+        # cache, filled by the warm-up, measures the former without writing into the checkout.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = pycache
+        times = []
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "hankweave", "--help"], check=True,
+                           capture_output=True, env=env)
+            times.append(time.perf_counter() - started)
+    return times[1:]
+
+
+def help_figures(runs: int) -> dict[str, Any]:
+    times = help_times(runs)
+    return {"help_s": round(statistics.median(times), 3), "help_min_s": round(min(times), 3),
+            "help_runs": runs}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--codons", type=int, default=100)
     parser.add_argument("--messages", type=int, default=20)
+    parser.add_argument("--help-runs", type=int, default=7,
+                        help="timed --help processes (after one warm-up)")
+    parser.add_argument("--help-only", action="store_true",
+                        help="time --help alone, without the 100-codon run")
     args = parser.parse_args()
+    if args.help_only:
+        figures = help_figures(args.help_runs)
+        print(json.dumps({"benchmark": "run_overhead", **figures,
+                          "targets": {"help_s_max": 0.3},
+                          "meets_targets": figures["help_s"] <= 0.3}))
+        return
     with tempfile.TemporaryDirectory(prefix="hankweave-bench-") as tmp:
         root = Path(tmp)
         hank_dir, data = build_project(root, args.codons, args.messages)
         total, walls, code = run_hank(root, hank_dir, data)
         floor = commit_floor(root / "exec", samples=20)
     overhead = statistics.median(walls)  # the fake agent's scripted time is 0
-    help_s = help_time()
+    figures = help_figures(args.help_runs)
     print(json.dumps({
         "benchmark": "run_overhead", "codons": args.codons,
         "messages_per_codon": args.messages, "exit_code": code,
@@ -116,9 +141,9 @@ def main() -> None:
         "median_overhead_ms_per_codon": round(overhead * 1000, 1),
         "git_commit_floor_ms": round(floor * 1000, 1),
         "overhead_to_floor_ratio": round(overhead / floor, 2),
-        "help_seconds": round(help_s, 3),
-        "targets": {"ratio_max": 3.0, "help_seconds_max": 0.3},
-        "meets_targets": overhead / floor <= 3.0 and help_s <= 0.3,
+        **figures,
+        "targets": {"ratio_max": 3.0, "help_s_max": 0.3},
+        "meets_targets": overhead / floor <= 3.0 and figures["help_s"] <= 0.3,
     }))
 
 

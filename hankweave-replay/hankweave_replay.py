@@ -23,13 +23,15 @@ values of secret-looking environment variables and of common API-key shapes.
 ``--replay SOURCE`` (and ``hankweave replay SOURCE``) calls :meth:`ReplayHarness.open_recording`
 with an archive, an unpacked recording or an execution directory (exported to a temporary
 directory first, so there is one path), then runs the recorded hank in a fresh execution with a
-harness class bound to the recording.  Each codon streams its recorded log records unchanged,
-instantly or with the recorded gaps, and just before its final ``result`` record makes the
-recorded workspace effects happen: the covered files of ``agentRoot/`` become exactly those of
-the recorded end-of-codon snapshot.  A replay never calls a provider.
+harness class bound to the recording; the new execution keeps a copy of the opened recording
+(``.hankweave/recording/``), which ``hankweave run -e DIR`` reopens to resume the replay.  Each
+codon streams its recorded log records unchanged, instantly or with the recorded gaps, and just
+before its final ``result`` record makes the recorded workspace effects happen: the covered
+files of ``agentRoot/`` become exactly those of the recorded end-of-codon snapshot.  A replay
+never calls a provider.
 
-The module is imported whenever ``hankweave`` starts (it adds the ``export`` command), so kernel
-modules beyond the harness interface are imported inside the functions that use them.
+The plugin's entry point is :mod:`hankweave_replay_plugin`, which every ``hankweave`` start
+loads; this module is imported only when a replay, an export or the harness list needs it.
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-# Only what the module needs when it loads (every `hankweave` start imports it): the rest of
-# the API is imported where it is used.
-from hankweave.api import REPLAY_HARNESS, Harness, hookimpl
+# The kernel API beyond the harness interface is imported where it is used.
+from hankweave.api import REPLAY_HARNESS, Harness
 from hankweave.api import __version__ as hankweave_version
+from hankweave_replay_plugin import RECORDING_SUFFIX, export_command
 
 if TYPE_CHECKING:
     from hankweave.api import (
@@ -80,6 +82,7 @@ __all__ = [
     "ReplayRecording",
     "SecretScrubber",
     "apply_snapshot",
+    "export_command",
     "export_recording",
     "stage_recording",
     "unpack_recording",
@@ -90,7 +93,6 @@ __version__ = "0.1.0"
 FORMAT: Literal["hankweave-recording"] = "hankweave-recording"
 FORMAT_VERSION = 1
 """Bumped when a reader of an older version could not replay the archive correctly."""
-RECORDING_SUFFIX = ".hwrec.tar.gz"
 MANIFEST_FILE = "recording.json"
 STATE_FILE = "state.json"
 META_FILE = "execution-meta.json"
@@ -691,6 +693,7 @@ def _neutral_meta(meta: Mapping[str, Any], hank_member: str, data_member: str | 
     """``execution-meta.json`` with the recording machine's paths replaced by archive paths."""
     neutral = dict(meta)
     neutral.pop("readOnlySourceResolvedDataPath", None)
+    neutral.pop("recording", None)  # a replayed execution's own copy: not in the archive
     neutral["readOnlySourceDataPath"] = data_member or ""
     neutral["hankPath"] = hank_member
     return (json.dumps(neutral, indent=2, ensure_ascii=False) + "\n").encode()
@@ -851,6 +854,9 @@ class ReplayRecording:
     """A recording opened for replay (see :meth:`ReplayHarness.open_recording`): what
     ``hankweave run --replay`` plays (the kernel's ``Playback``)."""
 
+    root: Path
+    """The unpacked recording: the source itself, or the temporary directory it was unpacked
+    into.  The new execution keeps a copy of it, which a resume opens."""
     hank_path: Path
     """The recorded hank file (inside the recording)."""
     data_path: Path | None
@@ -952,9 +958,10 @@ def _open_unpacked(root: Path, *, harness: type[ReplayHarness], speed: str,
     bound = type(harness.__name__, (harness,), {"player": player,
                                                 "__module__": harness.__module__})
     return ReplayRecording(
-        hank_path=hank_path, data_path=data_path, harness=bound, logs=logs, warnings=warnings,
-        complete=manifest.complete, reached=tuple(c.codon_id for c in manifest.codons),
-        agentless=frozenset(agentless), manifest=manifest, cleanup=cleanup)
+        root=root, hank_path=hank_path, data_path=data_path, harness=bound, logs=logs,
+        warnings=warnings, complete=manifest.complete,
+        reached=tuple(c.codon_id for c in manifest.codons), agentless=frozenset(agentless),
+        manifest=manifest, cleanup=cleanup)
 
 
 # ----- the harness ------------------------------------------------------------------------------
@@ -1164,25 +1171,11 @@ def _remove(work_dir: Path, rel: str) -> None:
         parent = parent.parent
 
 
-# ----- command line -----------------------------------------------------------------------------
+# ----- command line (the command itself is in hankweave_replay_plugin) -------------------
 
 
-@click.command("export")
-@click.option("-e", "--execution", "execution_dir", required=True, metavar="DIR",
-              type=click.Path(path_type=Path), help="The execution directory to record.")
-@click.option("-o", "--output", metavar="FILE", type=click.Path(path_type=Path),
-              help=f"The archive to write (default: <DIR name>{RECORDING_SUFFIX} here).")
-@click.option("--checkpoint-backend", "backend", metavar="NAME",
-              help="The checkpoint backend that holds the snapshots (default: from settings,"
-                   " as the runtime chooses it).")
-def export_command(execution_dir: Path, output: Path | None, backend: str | None) -> None:
-    """Write a portable recording of an execution: one archive that replays offline.
-
-    The archive holds the state, the execution metadata, the hank directory, the data source
-    (when under 10 MiB), the codon logs and each codon's end-of-codon workspace snapshot.
-    Secrets are left out or replaced with [REDACTED]. Replay it with
-    `hankweave replay FILE`.
-    """
+def run_export_command(execution_dir: Path, output: Path | None, backend: str | None) -> None:
+    """What ``hankweave export`` does: write the recording and say where it is."""
     from hankweave.api import CLIError
 
     try:
@@ -1197,12 +1190,3 @@ def export_command(execution_dir: Path, output: Path | None, backend: str | None
         click.echo(f"  note: {note}")
     click.echo(f"Replay it offline:  hankweave replay {result.path}")
 
-
-@hookimpl
-def register_harnesses(register: Any) -> None:
-    register(ReplayHarness)
-
-
-@hookimpl
-def register_commands(cli: click.Group) -> None:
-    cli.add_command(export_command)

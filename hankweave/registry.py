@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
 import pluggy
 
-from hankweave.checkpoints import BackendNotInstalledError, CheckpointStore
-from hankweave.events.sink import EventSink, SentinelTrigger
-from hankweave.harness import Harness, HarnessNotInstalledError, HarnessSelectionError
-
 if TYPE_CHECKING:
     import click
 
+    # The contracts load pydantic; the registry imports them when it collects, so that
+    # installing plugin commands (every start, `--help` included) does not.
+    from hankweave.checkpoints import CheckpointStore
+    from hankweave.events.sink import EventSink, SentinelTrigger
+    from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
 
 T = TypeVar("T")
@@ -108,6 +109,8 @@ class Registry:
         Raises :class:`hankweave.checkpoints.BackendNotInstalledError` saying what is
         installed and which distribution provides ``name`` by convention.
         """
+        from hankweave.checkpoints import BackendNotInstalledError
+
         backends = self._checkpoint_backends.items
         if name in backends:
             return backends[name]
@@ -229,6 +232,8 @@ class Registry:
         Raises :class:`hankweave.harness.HarnessNotInstalledError` when the chosen harness is
         not installed, and :class:`HarnessSelectionError` when no plugin chose one.
         """
+        from hankweave.harness import HarnessNotInstalledError, HarnessSelectionError
+
         installed = self._harnesses.items
         provider = self.provider_for(model)
         name = self.pm.hook.select_harness(
@@ -272,20 +277,28 @@ class Registry:
 
     @functools.cached_property
     def _harnesses(self) -> _Collection[type[Harness]]:
+        from hankweave.harness import Harness
+
         return self._collect_classes("register_harnesses", "harness", Harness)
 
     @functools.cached_property
     def _checkpoint_backends(self) -> _Collection[type[CheckpointStore]]:
+        from hankweave.checkpoints import CheckpointStore
+
         return self._collect_classes(
             "register_checkpoint_backends", "checkpoint backend", CheckpointStore
         )
 
     @functools.cached_property
     def _event_sinks(self) -> _Collection[type[EventSink]]:
+        from hankweave.events.sink import EventSink
+
         return self._collect_classes("register_event_sinks", "event sink", EventSink)
 
     @functools.cached_property
     def _sentinel_triggers(self) -> _Collection[type[SentinelTrigger]]:
+        from hankweave.events.sink import SentinelTrigger
+
         return self._collect_classes(
             "register_sentinel_triggers", "sentinel trigger", SentinelTrigger
         )

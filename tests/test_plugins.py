@@ -7,12 +7,11 @@ replacing `importlib.metadata.entry_points`.
 
 from __future__ import annotations
 
-import re
-
 import asyncio
 import builtins
 import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 import types

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from hankweave.testing.fake_harness import use_script
 from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
 from hankweave.testing.outcomes import codon_outcomes
 
-PLUGINS = "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints,hankweave_replay"
+PLUGINS = "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints,hankweave_replay_plugin"
 
 
 def codon(codon_id: str, **fields: Any) -> dict[str, Any]:
@@ -103,12 +104,20 @@ class Project:
     def write_hank(self, items: list[dict[str, Any]], **root: Any) -> None:
         (self.hank_dir / "hank.json").write_text(json.dumps({"hank": items, **root}, indent=2))
 
-    def _launch(self, **options: Any) -> Outcome:
+    def _launch(self, watch: Callable[[dict[str, Any]], None] | None = None,
+                **options: Any) -> Outcome:
+        """Run in-process; ``watch`` sees every event as it happens."""
         events: list[dict[str, Any]] = []
         notices: list[str] = []
+
+        def on_event(event: dict[str, Any]) -> None:
+            events.append(event)
+            if watch is not None:
+                watch(event)
+
         exec_dir = Path(options.pop("execution"))
         code = launch(LaunchRequest(execution=str(exec_dir), headless=True, cwd=self.root,
-                                    env=self.env, on_event=events.append,
+                                    env=self.env, on_event=on_event,
                                     notify=notices.append, **options))
         return Outcome(code, exec_dir, events, notices)
 
@@ -128,8 +137,18 @@ class Project:
         """Replay ``source`` (default: a fresh export) into a new execution directory."""
         if source is None:
             source = self.export().path
-        # The fake agent must never run during a replay: an empty script would still "work".
-        use_script({"codons": {}, "default": {"raiseError": "the fake agent ran in a replay"}})
+        forbid_the_fake_agent()
         self._replays += 1
         return self._launch(replay=str(source), execution=self.root / f"replay{self._replays}",
-                            copy=True, **options)
+                            **options)
+
+    def resume(self, exec_dir: Path, **options: Any) -> Outcome:
+        """``hankweave run -e EXEC_DIR`` with nothing else: a replayed execution resumes as a
+        replay, from the recording it keeps."""
+        forbid_the_fake_agent()
+        return self._launch(execution=exec_dir, **options)
+
+
+def forbid_the_fake_agent() -> None:
+    # The fake agent must never run during a replay: an empty script would still "work".
+    use_script({"codons": {}, "default": {"raiseError": "the fake agent ran in a replay"}})

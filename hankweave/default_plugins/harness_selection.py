@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from hankweave.harness import Harness, HarnessNotInstalledError
 from hankweave.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
 
 
@@ -34,6 +34,8 @@ def select_harness(
     else:
         return None
     if needed not in harnesses:
+        from hankweave.harness import HarnessNotInstalledError
+
         raise HarnessNotInstalledError(
             f"Model {model.full_id} needs the {needed.capitalize()} harness; "
             f"install it with: pip install {package}"

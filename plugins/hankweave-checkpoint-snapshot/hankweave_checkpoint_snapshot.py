@@ -44,7 +44,6 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 
@@ -63,7 +62,6 @@ from hankweave.api import (
     atomic_write_bytes,
     checkpoint_message,
     fsync_dir,
-    hookimpl,
     pid_alive,
     resolve_patterns,
     run_branch,
@@ -75,7 +73,6 @@ __all__ = [
     "Manifest",
     "SnapshotCheckpointStore",
     "SymlinkEntry",
-    "register_checkpoint_backends",
 ]
 
 STORE_DIR = (".hankweave", "checkpoints", "snapshot")
@@ -130,7 +127,9 @@ _OPEN_CREATE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW",
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Validators are built on first use, not at import: every start of hankweave (--help
+    # included) imports this module, and most never read a manifest.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class FileEntry(_Record):
@@ -151,7 +150,7 @@ class SymlinkEntry(_Record):
 
 TreeEntry: TypeAlias = Annotated[FileEntry | SymlinkEntry, Field(discriminator="type")]
 Tree: TypeAlias = dict[str, FileEntry | SymlinkEntry]
-_TREE = TypeAdapter(dict[str, TreeEntry])
+_TREE = TypeAdapter(dict[str, TreeEntry], config=ConfigDict(defer_build=True))
 
 
 class Manifest(_Record):
@@ -334,6 +333,11 @@ class SnapshotCheckpointStore(CheckpointStore):
             and (codon_id is None or m.codon_id == codon_id)
             and (kind is None or m.kind == kind)
         ]
+
+    def list_read_only(self) -> builtins.list[Checkpoint]:
+        """As :meth:`list`, which only reads manifests: no store directory is created, and
+        nothing is repaired (a temp file of a killed process is no manifest, so it is ignored)."""
+        return self.list()
 
     def resolve(self, id_or_prefix: str) -> Checkpoint:
         """The checkpoint with this id or unique id prefix."""
@@ -1109,6 +1113,9 @@ def _in_parallel(function: Callable[[Any], object], items: Sequence[Any]) -> Non
         for item in items:
             function(item)
         return
+    # Imported here, not with the module: every start of hankweave imports the module.
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=min(FSYNC_THREADS, len(items))) as pool:
         for _ in pool.map(function, items):
             pass
@@ -1146,12 +1153,3 @@ def _hash_stream(source: Any) -> tuple[str, int]:
 
 def _object_error(what: str, digest: str, problem: str) -> CheckpointStorageError:
     return CheckpointStorageError(f"{what} (object {digest}) {problem}")
-
-
-# ----- the plugin -----
-
-
-@hookimpl
-def register_checkpoint_backends(register: Callable[[type[CheckpointStore]], None]) -> None:
-    """Provide the ``snapshot`` backend."""
-    register(SnapshotCheckpointStore)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import hankweave_checkpoint_snapshot as snapshot
+import hankweave_checkpoint_snapshot_plugin as snapshot_plugin
 import pytest
 from hankweave_checkpoint_snapshot import SnapshotCheckpointStore
 
@@ -597,7 +598,7 @@ def test_the_plugin_registers_the_snapshot_backend():
     from hankweave.api import Registry, make_plugin_manager
 
     pm = make_plugin_manager(load_entrypoints=False)
-    pm.register(snapshot, name="checkpoint-snapshot")
+    pm.register(snapshot_plugin, name="checkpoint-snapshot")
     registry = Registry(pm)
     assert registry.checkpoint_backends() == {"snapshot": SnapshotCheckpointStore}
     assert registry.registered_by("checkpoint backend", "snapshot") == "checkpoint-snapshot"
@@ -607,4 +608,23 @@ def test_the_distribution_exposes_the_plugin_entry_point():
     from importlib.metadata import entry_points
 
     (entry,) = [ep for ep in entry_points(group="hankweave") if ep.name == "checkpoint-snapshot"]
-    assert entry.load() is snapshot
+    assert entry.load() is snapshot_plugin
+
+
+def test_loading_the_entry_point_leaves_the_backend_and_pydantic_unimported():
+    """Every start of hankweave loads the entry point (--help included): it stays light."""
+    code = ("import sys, hankweave_checkpoint_snapshot_plugin\n"
+            "print([m for m in ('hankweave_checkpoint_snapshot', 'pydantic') if m in sys.modules])\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_importing_the_plugin_builds_no_validator_and_no_thread_pool():
+    """Every start of hankweave imports the plugin (--help included): that must stay cheap."""
+    code = ("import sys, hankweave_checkpoint_snapshot as plugin\n"
+            "print(plugin.Manifest.__pydantic_complete__, plugin._TREE.pydantic_complete,\n"
+            "      'concurrent.futures' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["False", "False", "False"]
