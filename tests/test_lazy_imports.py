@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("litellm", "anthropic", "claude_agent_sdk", "git")
+HEAVY = ("litellm", "anthropic", "claude_agent_sdk", "git", "aiohttp", "openai")
 
 PROBE = """
 import sys

@@ -111,3 +111,24 @@ def test_a_run_ceiling_reached_mid_codon_stops_the_agent_and_the_run(project):
     a = outcome.record("a")
     assert a.assistant_message_count == 2
     assert a.budget_exceeded.currency == "cost" and a.budget_exceeded.limit == 0.0002
+
+
+def test_a_run_stopped_by_its_ceiling_resumes_with_the_codons_left(project):
+    project.write_hank([codon("a"), codon("b")])
+    project.run({"a": {"cost": 0.02}}, max_cost=0.01)
+
+    resumed = project.run({"a": {"cost": 0.02}}, max_cost=1.0)
+
+    assert resumed.code == 0
+    assert resumed.statuses() == [("b", "completed")]  # this run's codons; a ran before
+    assert not any("Nothing to do" in notice for notice in resumed.notices)
+
+
+def test_a_resume_after_a_failed_run_that_finished_its_plan_runs_nothing_again(project):
+    project.write_hank([codon("a")])
+    project.run({"a": {"cost": 0.02}}, max_cost=0.01)
+
+    resumed = project.run({"a": {"cost": 0.02}}, max_cost=1.0)
+
+    assert resumed.code == 0
+    assert [record.codon_id for run in resumed.state.runs for record in run.codons] == ["a"]

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from hankweave.execution.layout import ExecutionLayout
     from hankweave.execution.setup import ExecutionSetup
     from hankweave.harness import HarnessConfig
+    from hankweave.mock_provider.script import MockScript
+    from hankweave.mock_provider.server import MockProvider
     from hankweave.registry import Registry
     from hankweave.runtime.orchestrator import Runtime
     from hankweave.state.boot import OwnedExecution
@@ -76,6 +78,9 @@ class LaunchRequest:
     replay: str | None = None
     """A recorded execution directory or exported recording to play back (no provider)."""
     replay_speed: str = "instant"
+    mock_provider: str | None = None
+    """A mock provider script: the run serves it on 127.0.0.1 and points every codon's agent
+    at it (docs/testing-hanks.md)."""
     cwd: Path = field(default_factory=Path.cwd)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     stdin_text: bytes | None = None
@@ -97,6 +102,8 @@ class Prepared:
     harness_configs: dict[str, HarnessConfig] = field(default_factory=dict)
     sinks: list[EventSink] = field(default_factory=list)
     recording: Playback | None = None
+    mock_script: MockScript | None = None
+    """The mock provider this run serves to its agents, if any."""
 
     def release(self) -> None:
         """Give back what preparing took (sinks, an unpacked recording) if no run follows."""
@@ -113,7 +120,8 @@ def prepare(request: LaunchRequest) -> Prepared:
 
     registry = get_registry() if dict(request.env) == dict(os.environ) else Registry(
         make_plugin_manager(env=request.env))
-    recording = _open_recording(request, registry) if request.replay else None
+    recording = (_open_recording(request, registry) if request.replay
+                 else _kept_recording(request, registry))
     try:
         return _prepare(request, registry, recording)
     except BaseException:
@@ -124,26 +132,55 @@ def prepare(request: LaunchRequest) -> Prepared:
 
 def _open_recording(request: LaunchRequest, registry: Registry) -> Playback:
     """Open the replay source; replay always starts a new execution directory."""
-    harness = registry.harnesses().get(REPLAY_HARNESS)
-    opener = getattr(harness, "open_recording", None)
-    if opener is None:
-        raise LaunchError("Replay needs the replay plugin: pip install hankweave-replay")
     if request.execution:
         from hankweave.execution.layout import ExecutionLayout
 
         if ExecutionLayout(Path(request.cwd, request.execution)).state_file.exists():
             raise LaunchError(f"{request.execution} already holds an execution; a replay always"
-                              " starts a fresh one (omit -e, or give a new directory)")
+                              " starts a fresh one (omit -e, or give a new directory; to resume"
+                              f" a replay: hankweave run -e {request.execution})")
+    recording = _play(request, registry, Path(request.cwd, request.replay or ""),
+                      f"replay {request.replay}")
+    request.notify(f"[REPLAY] Starting a fresh run from the recording {request.replay}")
+    return recording
+
+
+def _kept_recording(request: LaunchRequest, registry: Registry) -> Playback | None:
+    """The recording a replayed execution keeps, when ``-e`` resumes one: the rest of a replay
+    is played from it, never by a live agent."""
+    if not request.execution or request.start_new:
+        return None
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+
+    layout = ExecutionLayout(Path(request.cwd, request.execution))
+    try:
+        kept = load_execution_meta(layout.meta_file).recording
+    except ExecutionMetaError:
+        return None  # no execution yet, or one whose metadata setup reports on
+    if kept is None:
+        return None
+    recording = _play(request, registry, layout.path / kept,
+                      f"resume the replay in {request.execution}")
+    request.notify(f"[REPLAY] Resuming the replay in {layout.path} from the recording it keeps")
+    return recording
+
+
+def _play(request: LaunchRequest, registry: Registry, source: Path, action: str) -> Playback:
+    """Open ``source`` with the replay plugin; ``action`` names what it is for in errors."""
+    harness = registry.harnesses().get(REPLAY_HARNESS)
+    opener = getattr(harness, "open_recording", None)
+    if opener is None:
+        raise LaunchError(f"Cannot {action}: replay needs the replay plugin: pip install"
+                          " hankweave-replay")
     limit = request.env.get("HANKWEAVE_REPLAY_MAX_DELAY_MS")
     try:
-        recording: Playback = opener(
-            Path(request.cwd, request.replay or ""), speed=request.replay_speed,
-            max_delay_ms=int(limit) if limit else None)
+        recording: Playback = opener(source, speed=request.replay_speed,
+                                     max_delay_ms=int(limit) if limit else None)
     except (ValueError, OSError) as exc:
-        raise LaunchError(f"Cannot replay {request.replay}: {exc}") from None
+        raise LaunchError(f"Cannot {action}: {exc}") from None
     for warning in recording.warnings:
         request.notify(f"warning: {warning}")
-    request.notify(f"[REPLAY] Starting a fresh run from the recording {request.replay}")
     return recording
 
 
@@ -160,7 +197,11 @@ def _prepare(request: LaunchRequest, registry: Registry,
     )
     from hankweave.plugins import strict_plugins
 
+    mock_script = _mock_script(request, recording)
     hank_arg, data_arg = request.hank, request.data
+    # Replaying a source starts afresh and keeps a copy of its recording; without a source,
+    # the recording is the one the resumed replay kept.
+    to_keep = recording if request.replay is not None else None
     if recording is not None:
         hank_arg = hank_arg or str(recording.hank_path)
         data_arg = data_arg or (str(recording.data_path) if recording.data_path else
@@ -201,19 +242,34 @@ def _prepare(request: LaunchRequest, registry: Registry,
             data_path=paths.data_path, hank_path=paths.hank_path,
             execution_path=(Path(os.path.abspath(request.cwd / request.execution))
                             if request.execution else None),
-            start_new=request.start_new or recording is not None, force=request.force,
-            yes=request.yes,
-            no_wipe=request.no_wipe, copy_data=request.copy or paths.inline_data,
+            start_new=request.start_new or to_keep is not None, force=request.force,
+            yes=request.yes, no_wipe=request.no_wipe,
+            # A replay's data is copied: the execution holds everything it plays.
+            copy_data=request.copy or paths.inline_data or recording is not None,
             data_hash_time_limit_ms=settings.data_hash_time_limit,
-            confirm=request.confirm or decline, env=request.env))
+            confirm=request.confirm or decline, env=request.env,
+            recording=to_keep.root if to_keep is not None else None))
     except BaseException:
         for sink in sinks:
             _close_quietly(sink)
         raise
     for notice in setup.notices:
         request.notify(notice)
-    return Prepared(hank, paths.hank_path, settings, setup, registry, backend,
-                    plugins.harness_configs, sinks, recording)
+    # The runtime reads the hank's files where the execution recorded it (a replay: its copy).
+    return Prepared(hank, setup.hank_path or paths.hank_path, settings, setup, registry,
+                    backend, plugins.harness_configs, sinks, recording, mock_script)
+
+
+def _mock_script(request: LaunchRequest, recording: Playback | None) -> MockScript | None:
+    """The ``--mock-provider`` script, checked before anything is created."""
+    if request.mock_provider is None:
+        return None
+    if recording is not None:
+        raise LaunchError("--mock-provider does not go with a replay: a replay plays its"
+                          " recording and talks to no provider")
+    from hankweave.mock_provider.script import load_script
+
+    return load_script(Path(request.cwd, request.mock_provider))
 
 
 def _checkpoint_backend(registry: Registry, name: str) -> type[CheckpointStore]:
@@ -273,11 +329,25 @@ def _cli_layer(request: LaunchRequest) -> dict[str, Any]:
     }
 
 
+def _nothing_to_do(state: HankweaveState) -> bool:
+    """Whether the execution has run every codon of its plan, so a resume has nothing to run.
+
+    The thread's ``next_codon_id`` follows the original, which names no next codon after a
+    failed run; a run stopped between codons (its ceiling spent, a stop) has codons left, and
+    the runtime's resume finds them.
+    """
+    from hankweave.state.thread import analyze_execution_thread
+
+    if not state.runs or state.runs[0].status in ("failed", "crashed"):
+        return False
+    thread = analyze_execution_thread(state)
+    return not thread.failed and thread.next_codon_id is None and not thread.has_running_codon
+
+
 async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
     """Own the execution directory, run the hank, and give the directory back."""
     from hankweave.state.boot import take_ownership
     from hankweave.state.lock import LockError, heartbeat_forever
-    from hankweave.state.thread import analyze_execution_thread
 
     layout = prepared.setup.layout
     try:
@@ -288,9 +358,7 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
     try:
         for run_id in owned.crashed_run_ids:
             request.notify(f"Run {run_id} had crashed; marked crashed and resuming after it")
-        thread = analyze_execution_thread(owned.store.state)
-        if owned.store.state.runs and not thread.failed and thread.next_codon_id is None \
-                and not thread.has_running_codon:
+        if _nothing_to_do(owned.store.state):
             request.notify(f"Nothing to do: every codon of {layout.path} has finished. Start"
                            " a new execution with -n (or roll back with `hankweave rollback`).")
             for sink in prepared.sinks:
@@ -310,7 +378,8 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
 
 
 def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
-             checkpoints: CheckpointStore, emit: Callable[[str, Any], Any]) -> Runtime:
+             checkpoints: CheckpointStore, emit: Callable[[str, Any], Any], *,
+             provider_env: Mapping[str, str]) -> Runtime:
     from hankweave.runtime.budget import RunBudget
     from hankweave.runtime.orchestrator import PromptBuilder, Runtime, RuntimeConfig
     from hankweave.runtime.planner import build_initial_plan
@@ -335,7 +404,7 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
         owned=owned, checkpoints=checkpoints, registry=prepared.registry, emit=emit, config=config, budget=budget,
         prompt_builder=PromptBuilder(prepared.hank, prepared.hank_path.parent,
-                                     layout.agent_root, request.env),
+                                     layout.agent_root, request.env, provider_env=provider_env),
         plan_builder=build_initial_plan)
 
 
@@ -346,6 +415,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     from hankweave.server import ControlServerError, serve_runtime
 
     settings, layout = prepared.settings, prepared.setup.layout
+    mock = await _start_mock_provider(prepared, request)
     handler = _server_log(layout.server_log)
     checkpoints = prepared.checkpoint_backend(layout.path)
     bus = EventBus(EventJournal(layout.events_file))
@@ -354,7 +424,8 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     on_event = request.on_event
     if on_event is not None:
         bus.subscribe(lambda event: on_event(event.to_wire()))
-    runtime = _runtime(prepared, request, owned, checkpoints, bus.emit)
+    runtime = _runtime(prepared, request, owned, checkpoints, bus.emit,
+                       provider_env=mock.client_env() if mock is not None else {})
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, runtime)
     server = None
@@ -377,8 +448,27 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
             loop.remove_signal_handler(signum)
         bus.close()  # flushes every sink's queue
         checkpoints.close()
+        if mock is not None:
+            await mock.stop()
         logging.getLogger("hankweave").removeHandler(handler)
         handler.close()
+
+
+async def _start_mock_provider(prepared: Prepared, request: LaunchRequest) -> MockProvider | None:
+    """The run's mock provider, serving on a free port of 127.0.0.1, if it has one."""
+    if prepared.mock_script is None:
+        return None
+    from hankweave.mock_provider.server import MockProvider
+
+    log = prepared.setup.layout.mock_provider_log
+    mock = MockProvider(prepared.mock_script, log_path=log)
+    try:
+        await mock.start()
+    except OSError as exc:
+        raise LaunchError(f"Cannot start the mock provider: {exc.strerror or exc}") from None
+    request.notify(f"[MOCK] Agents talk to the mock provider at {mock.base_url}"
+                   f" (request log: {log})")
+    return mock
 
 
 def _where(layout: ExecutionLayout, notify: Callable[[str], None]) -> None:

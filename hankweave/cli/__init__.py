@@ -27,6 +27,7 @@ def _register_commands() -> None:
     from hankweave.cli.init_cmd import init_command
     from hankweave.cli.inspect import inspect_group
     from hankweave.cli.journal_cmd import journal_command
+    from hankweave.cli.mock_provider_cmd import mock_provider_group
     from hankweave.cli.plugins_cmd import plugins_command
     from hankweave.cli.replay_cmd import replay_command
     from hankweave.cli.rollback_cmd import rollback_command
@@ -36,7 +37,7 @@ def _register_commands() -> None:
 
     for command in (run_command, replay_command, validate_command, init_command, inspect_group,
                     journal_command, rollback_command, attach_command, ctl_group,
-                    cleanup_command, schema_command, plugins_command):
+                    cleanup_command, schema_command, plugins_command, mock_provider_group):
         cli.add_command(command)
 
 

@@ -62,6 +62,9 @@ def interactive() -> bool:
 @click.option("--replay", metavar="SOURCE", help="Play a recording (.hwrec.tar.gz) or a recorded"
               " execution directory back in a fresh execution, with no provider (needs"
               " hankweave-replay).")
+@click.option("--mock-provider", "mock_provider", metavar="SCRIPT", help="Dry run: serve this"
+              " mock provider script on 127.0.0.1 and point every codon's agent at it, with"
+              " dummy keys (docs/testing-hanks.md).")
 @click.option("--replay-speed", type=click.Choice(["instant", "recorded"]), default="instant",
               show_default=True, help="With --replay: as fast as possible, or the recorded gaps"
               " (each capped by HANKWEAVE_REPLAY_MAX_DELAY_MS).")
@@ -74,7 +77,7 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
                 max_cost: float | None, max_time: float | None,
                 shim_idle_timeout: int | None, ignore_rig_failures: bool,
                 overwrite_output: bool, yes: bool, replay: str | None,
-                replay_speed: str) -> None:
+                mock_provider: str | None, replay_speed: str) -> None:
     """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
     directory; - reads stdin).
 
@@ -89,9 +92,9 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
     can_ask = interactive()
     request = LaunchRequest(
         hank=hank, data=data, execution=execution, start_new=start_new, force=force,
-        # A replay's recording is unpacked only for the length of the run: copy its data.
-        no_wipe=no_wipe, copy=copy or replay is not None, input_text=input_text, output=output,
+        no_wipe=no_wipe, copy=copy, input_text=input_text, output=output,
         model=model, port=port, host=host, replay=replay, replay_speed=replay_speed,
+        mock_provider=mock_provider,
         headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,
         max_cost=max_cost, max_time=max_time, shim_idle_timeout=shim_idle_timeout,
         ignore_rig_failures=ignore_rig_failures, overwrite_output=overwrite_output, yes=yes,

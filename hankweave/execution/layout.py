@@ -10,6 +10,7 @@
     runtime.lock  events/events.jsonl  runs/<runId>/<codonId>-claude.log
     runs/<runId>/<codonId>-stderr.log  harnesses/<name>/
     logs/server.log  logs/websocket.log  checkpoints/  sentinels/
+    recording/                  a replay's recording: the hank, data, logs and snapshots it plays
   .hankweave.backup-<ts>/       earlier state, set aside by `-n --force`
 ```
 
@@ -32,6 +33,7 @@ AGENT_ROOT_DIR = "agentRoot"
 RIG_ARCHIVE_DIR = "rigArchive"
 META_FILE = "execution-meta.json"
 ARCHIVE_MANIFEST_FILE = "archive-manifest.json"
+RECORDING_DIR = "recording"
 BACKUP_PREFIX = ".hankweave.backup-"
 CODON_LOG_SUFFIX = "-claude.log"
 STDERR_LOG_SUFFIX = "-stderr.log"
@@ -142,6 +144,11 @@ class ExecutionLayout:
         return self.logs_dir / "server.log"
 
     @property
+    def mock_provider_log(self) -> Path:
+        """The request log of a ``--mock-provider`` run's mock provider (JSONL)."""
+        return self.hankweave_dir / "mock-provider" / "requests.jsonl"
+
+    @property
     def socket_log(self) -> Path:
         return self.logs_dir / "websocket.log"
 
@@ -149,6 +156,12 @@ class ExecutionLayout:
     def meta_file(self) -> Path:
         """`.hankweave/execution-meta.json`: what this execution was created from."""
         return self.hankweave_dir / META_FILE
+
+    @property
+    def recording_dir(self) -> Path:
+        """`.hankweave/recording/`: the recording a replay plays, kept so the execution can be
+        resumed, inspected and exported after the recording's source is gone."""
+        return self.hankweave_dir / RECORDING_DIR
 
     @property
     def archive_manifest(self) -> Path:

@@ -12,8 +12,11 @@ class PromptBuilder:
     """Builds a codon's prompts and agent environment from the hank and the workspace."""
 
     def __init__(self, hank: HankFile, hank_dir: Path, agent_root: Path,
-                 env: Mapping[str, str]) -> None:
+                 env: Mapping[str, str], *, provider_env: Mapping[str, str] | None = None) -> None:
         self.hank, self.hank_dir, self.agent_root, self.base_env = hank, hank_dir, agent_root, env
+        self.provider_env = dict(provider_env or {})
+        """Set last, over the codon's own ``env``: where a mock provider run sends its agents,
+        so a dry run never reaches a real provider with a real key."""
 
     def user(self, codon: Codon) -> str:
         from hankweave.config.prompts import build_user_prompt
@@ -33,4 +36,4 @@ class PromptBuilder:
     def env(self, codon: Codon) -> dict[str, str]:
         from hankweave.config.settings import agent_env
 
-        return agent_env(self.base_env, codon.env or {})
+        return {**agent_env(self.base_env, codon.env or {}), **self.provider_env}

@@ -6,7 +6,10 @@
 * the contract suites every implementation subclasses: :class:`HarnessContract`,
   :class:`EventSinkContract`, :class:`CheckpointStoreContract`;
 * helpers: :func:`attempt_context` and :func:`run_attempt` (a harness called directly, or one
-  attempt through the kernel's runner), :func:`codon_outcomes` (what a run left, per codon).
+  attempt through the kernel's runner), :func:`codon_outcomes` (what a run left, per codon);
+* the scripted mock provider for tests: :func:`start_mock_provider` and :class:`MockProviderLog`
+  (``hankweave.testing.mock_provider``), and the ``mock_provider`` pytest fixture
+  (``pytest_plugins = ["hankweave.testing.pytest_plugin"]``).
 
 Names resolve lazily: loading the fake harness as a plugin does not import pytest.
 """
@@ -29,6 +32,11 @@ if TYPE_CHECKING:
         run_attempt,
     )
     from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
+    from hankweave.testing.mock_provider import (
+        LoggedRequest,
+        MockProviderLog,
+        start_mock_provider,
+    )
     from hankweave.testing.outcomes import codon_outcomes
     from hankweave.testing.sinks import EventSinkContract, MemorySink
 
@@ -39,13 +47,16 @@ _EXPORTS = {
     "FakeHarness": "fake_harness",
     "FakeScript": "fake_harness",
     "HarnessContract": "harness",
+    "LoggedRequest": "mock_provider",
     "MemoryCheckpointStore": "memory_checkpoints",
     "MemorySink": "sinks",
+    "MockProviderLog": "mock_provider",
     "RecordingPolicy": "harness",
     "attempt_context": "harness",
     "codon_outcomes": "outcomes",
     "collect": "harness",
     "run_attempt": "harness",
+    "start_mock_provider": "mock_provider",
     "use_script": "fake_harness",
 }
 
@@ -60,12 +71,15 @@ __all__ = [
     "FakeHarness",
     "FakeScript",
     "HarnessContract",
+    "LoggedRequest",
     "MemoryCheckpointStore",
     "MemorySink",
+    "MockProviderLog",
     "RecordingPolicy",
     "attempt_context",
     "codon_outcomes",
     "collect",
     "run_attempt",
+    "start_mock_provider",
     "use_script",
 ]

@@ -1,0 +1,120 @@
+"""Running the scripted mock provider in tests, and reading its request log.
+
+For pytest, ``pytest_plugins = ["hankweave.testing.pytest_plugin"]`` gives the
+``mock_provider`` fixture; elsewhere :func:`start_mock_provider` does the same::
+
+    with start_mock_provider({"rules": [...]}, log_path=tmp / "requests.jsonl") as mock:
+        client = anthropic.Anthropic(base_url=mock.base_url, api_key="x")
+        ...
+    log = MockProviderLog(tmp / "requests.jsonl")
+    first, second = log.requests(protocol="anthropic")
+    assert "Write a plan" in second.conversation_text()
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hankweave.mock_provider.script import MockScript, load_script, parse_script
+from hankweave.mock_provider.server import MockProviderThread
+
+
+def as_script(script: MockScript | Mapping[str, Any] | Path | str) -> MockScript:
+    """A script given as a model, decoded JSON, or the path of a script file."""
+    if isinstance(script, MockScript):
+        return script
+    if isinstance(script, Path | str):
+        return load_script(Path(script))
+    return parse_script(dict(script))
+
+
+def start_mock_provider(script: MockScript | Mapping[str, Any] | Path | str, *,
+                        log_path: Path | None = None, port: int = 0) -> MockProviderThread:
+    """A mock provider in a background thread: use it as a context manager, which starts it
+    and gives the running :class:`~hankweave.mock_provider.server.MockProvider`."""
+    return MockProviderThread(as_script(script), port=port, log_path=log_path)
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    """One line of the request log."""
+
+    entry: Mapping[str, Any]
+
+    @property
+    def protocol(self) -> str | None:
+        return self.entry.get("protocol")
+
+    @property
+    def rule(self) -> str | None:
+        """The rule that answered (``rules[0] (plan)``, ``default``), or None."""
+        return self.entry.get("rule")
+
+    @property
+    def status(self) -> int | None:
+        return self.entry.get("status")
+
+    @property
+    def body(self) -> Mapping[str, Any]:
+        return self.entry.get("request") or {}
+
+    @property
+    def model(self) -> str | None:
+        return self.entry.get("model")
+
+    @property
+    def messages(self) -> list[Mapping[str, Any]]:
+        messages = self.body.get("messages")
+        return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+
+    def conversation_text(self) -> str:
+        """Every piece of text in the request's messages (and system prompt), in order:
+        what to search to tell whether a conversation was carried over."""
+        return "\n".join(_texts({"system": self.body.get("system"), "messages": self.messages}))
+
+
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("text", "content", "system", "messages", "thinking") or isinstance(
+                    item, list | dict):
+                yield from _texts(item)
+
+
+class MockProviderLog:
+    """The mock provider's JSONL request log, read for assertions."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def entries(self) -> list[LoggedRequest]:
+        if not self.path.exists():
+            return []
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        return [LoggedRequest(json.loads(line)) for line in lines if line.strip()]
+
+    def requests(self, *, protocol: str | None = None, rule: str | None = None,
+                 path: str | None = None) -> list[LoggedRequest]:
+        """The logged model requests (``/v1/messages``, ``/v1/chat/completions``), filtered;
+        ``rule`` matches a rule's label or name (``plan`` finds ``rules[0] (plan)``)."""
+        paths = (path,) if path else MODEL_PATHS
+        return [request for request in self.entries()
+                if request.entry.get("path") in paths
+                and (protocol is None or request.protocol == protocol)
+                and (rule is None or _answered_by(request, rule))]
+
+
+MODEL_PATHS = ("/v1/messages", "/v1/chat/completions")
+
+
+def _answered_by(request: LoggedRequest, rule: str) -> bool:
+    return request.rule == rule or (request.rule or "").endswith(f"({rule})")
