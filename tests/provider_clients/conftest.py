@@ -9,14 +9,14 @@ so nothing here can reach a real provider.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hankweave.mock_provider.server import MockProvider, MockProviderThread
-from hankweave.testing.mock_provider import start_mock_provider
+from hankweave.mock_provider.server import MockProvider
+from hankweave.testing.pytest_plugin import StartMock, mock_provider  # noqa: F401 (the fixture)
 
 if os.environ.get("HANKWEAVE_PROVIDER_CLIENTS") != "1":
     collect_ignore_glob = ["test_*.py"]
@@ -36,16 +36,7 @@ def log_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def serve(log_path: Path) -> Iterator[Serve]:
-    """``mock = serve(script)``: a running mock provider, logging to ``log_path``."""
-    running: list[MockProviderThread] = []
-
-    def start(script: Mapping[str, Any]) -> MockProvider:
-        thread = start_mock_provider(script, log_path=log_path)
-        mock = thread.start()
-        running.append(thread)
-        return mock
-
-    yield start
-    for thread in running:
-        thread.stop()
+def serve(log_path: Path, mock_provider: StartMock) -> Serve:  # noqa: F811 (the fixture)
+    """``mock = serve(script)``: a running mock provider, logging to ``log_path`` (the public
+    ``mock_provider`` fixture, stopped when the test ends)."""
+    return lambda script: mock_provider(script, log_path=log_path)
