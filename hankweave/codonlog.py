@@ -30,6 +30,7 @@ describes the format with examples.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -771,6 +772,18 @@ class ParsedRecord:
     context_signal: ContextSignal | None = None
     error_text: str | None = None
     """An error (or disguised-error) result's text."""
+    new_message: bool = False
+    """An assistant record that starts a message (its ``message.id`` not seen before, or no
+    id); later frames of the same message (the Claude CLI writes one per content block) are
+    not new."""
+    usage_delta: TokenUsage | None = None
+    """What an assistant record adds to its message's usage (a later frame carries the usage
+    so far, so only its growth counts); None when nothing is known."""
+    cost_delta: float | None = None
+    """The price of :attr:`usage_delta`; None when unknown."""
+    ignored_result: bool = False
+    """A result after the pass's success result (the success stands; the SDK error after it
+    is only reported)."""
 
     @property
     def context_exceeded(self) -> bool:
@@ -826,11 +839,15 @@ class CodonLogParser:
     (:func:`summarize_log`); both give the same facts.
 
     Cost and tokens follow the runtime's state rules: each assistant message with usage adds
-    its usage (and ``price(usage)``); a result with subtype ``success`` (a disguised error
-    included) and usage replaces the totals with its own, its ``total_cost_usd`` being the
-    authoritative cost (else the price of its usage, else the running sum).  Error results
-    never set a final cost.  Missing usage is never taken as zero: it is counted
-    (:attr:`messages_without_usage`) and leaves :attr:`total_cost` None or incomplete.
+    its usage (and ``price(usage)``).  A message is one ``message.id``: the Claude CLI writes
+    one ``assistant`` frame per content block, each with the message's usage so far, so a
+    later frame adds only what its usage grew by, and the message is counted once.  A result
+    with subtype ``success`` (a disguised error included) and usage replaces the totals with
+    its own, its ``total_cost_usd`` being the authoritative cost (else the price of its usage,
+    else the running sum).  Error results never set a final cost, and a result after the
+    pass's success changes nothing (:attr:`ParsedRecord.ignored_result`).  Missing usage is
+    never taken as zero: it is counted (:attr:`messages_without_usage`) and leaves
+    :attr:`total_cost` None or incomplete.
     """
 
     def __init__(self, *, price: Price | None = None) -> None:
@@ -855,9 +872,11 @@ class CodonLogParser:
         """Each context-exceeded pattern seen, once, in the order first seen."""
         self.unknown: list[UnknownRecord] = []
         self._cost: float | None = None
-        self._cost_gaps = 0  # messages since the last authoritative total whose cost is unknown
+        # Messages since the last authoritative total whose cost (or usage) is unknown.
+        self._cost_gaps: set[int] = set()
         self._tokens = TokenUsage()
-        self._token_gaps = 0  # ... and whose usage is unknown
+        self._token_gaps: set[int] = set()
+        self._by_id: dict[str, int] = {}  # message id -> index in :attr:`messages`
         self._warned_types: set[str] = set()
 
     def feed(self, record: Mapping[str, Any] | LogModel | UnknownRecord, *,
@@ -924,29 +943,71 @@ class CodonLogParser:
             signal = "output-token-maximum"
         usage = message.usage.tokens() if message.usage is not None else None
         cost = self.price(usage) if usage is not None and self.price is not None else None
-        self.messages.append(MessageFacts(
-            index=self.assistant_messages, message_id=message.id, model=message.model,
-            usage=usage, cost=cost, timestamp=typed.timestamp))
-        self.assistant_messages += 1
-        if usage is None:
-            self.messages_without_usage += 1
-            self._token_gaps += 1
+        index = self._by_id.get(message.id) if message.id else None
+        if index is None:
+            new, usage_delta, cost_delta = True, usage, cost
+            self._new_message(typed, usage, cost)
         else:
-            self.usage_total = self.usage_total + usage
-            self._tokens = self._tokens + usage
-        if cost is None:
-            self._cost_gaps += 1
-        else:
-            self._cost = (self._cost or 0.0) + cost
+            new = False
+            usage_delta, cost_delta = self._grow_message(index, usage)
+        if usage_delta is not None:
+            self.usage_total = self.usage_total + usage_delta
+            self._tokens = self._tokens + usage_delta
+        if cost_delta is not None:
+            self._cost = (self._cost or 0.0) + cost_delta
         self.synthetic_timeout = self.synthetic_timeout or timeout
         self._signal(signal)
         return ParsedRecord("assistant", raw, typed, session_id=typed.session_id, usage=usage,
                             cost=cost, blocks=_raw_blocks(raw), synthetic_timeout=timeout,
-                            context_signal=signal)
+                            context_signal=signal, new_message=new, usage_delta=usage_delta,
+                            cost_delta=cost_delta)
+
+    def _new_message(self, typed: AssistantRecord, usage: TokenUsage | None,
+                     cost: float | None) -> None:
+        message, index = typed.message, len(self.messages)
+        self.messages.append(MessageFacts(
+            index=self.assistant_messages, message_id=message.id, model=message.model,
+            usage=usage, cost=cost, timestamp=typed.timestamp))
+        if message.id:
+            self._by_id[message.id] = index
+        self.assistant_messages += 1
+        if usage is None:
+            self.messages_without_usage += 1
+            self._token_gaps.add(index)
+        if cost is None:
+            self._cost_gaps.add(index)
+
+    def _grow_message(self, index: int, usage: TokenUsage | None
+                      ) -> tuple[TokenUsage | None, float | None]:
+        """Another frame of message ``index``: its usage is the largest seen (the CLI repeats
+        the message's usage so far on every frame); return what that adds, and its price."""
+        facts = self.messages[index]
+        if usage is None:
+            return None, None
+        before = facts.usage
+        grown = usage if before is None else _largest(before, usage)
+        cost = self.price(grown) if self.price is not None else None
+        self.messages[index] = dataclasses.replace(facts, usage=grown, cost=cost)
+        if before is None:
+            self.messages_without_usage -= 1
+            self._token_gaps.discard(index)
+        delta = grown if before is None else _difference(grown, before)
+        if cost is None:
+            return delta, None
+        self._cost_gaps.discard(index)
+        return delta, cost - (facts.cost or 0.0)
 
     def _result(self, typed: ResultRecord, raw: dict[str, Any]) -> ParsedRecord:
-        self.result = typed
         self.results += 1
+        if self.result is not None and self.result.succeeded:
+            # The SDK can write an error result after the session's success (for example
+            # "only prompt commands are supported in streaming mode"): the success stands.
+            text = typed.error_text
+            if text is not None:
+                self.error_texts.append(text)
+            return ParsedRecord("result", raw, typed, session_id=typed.session_id,
+                                error_text=text, ignored_result=True)
+        self.result = typed
         text = typed.error_text
         signal: ContextSignal | None = None
         if text is not None:
@@ -964,12 +1025,14 @@ class CodonLogParser:
 
     def _settle(self, result: ResultRecord, usage: TokenUsage) -> None:
         # The result's totals replace the running sums (as CodonFinalCostSet does in state).
-        self._tokens, self._token_gaps = usage, 0
+        self._tokens = usage
+        self._token_gaps.clear()
         final = result.final_cost
         if final is None and self.price is not None:
             final = self.price(usage)
         if final is not None:
-            self._cost, self._cost_gaps = final, 0
+            self._cost = final
+            self._cost_gaps.clear()
 
     def _unknown(self, typed: UnknownRecord, raw: dict[str, Any]) -> ParsedRecord:
         self.unknown.append(typed)
@@ -1009,7 +1072,7 @@ class CodonLogParser:
 
     @property
     def tokens_complete(self) -> bool:
-        return self._token_gaps == 0
+        return not self._token_gaps
 
     @property
     def total_cost(self) -> float | None:
@@ -1020,7 +1083,7 @@ class CodonLogParser:
     @property
     def cost_complete(self) -> bool:
         """The cost covers every message (priced, or settled by a success result)."""
-        return self._cost is not None and self._cost_gaps == 0
+        return self._cost is not None and not self._cost_gaps
 
     @property
     def context_exceeded(self) -> bool:
@@ -1049,6 +1112,21 @@ class CodonLogParser:
             synthetic_timeout=self.synthetic_timeout, context_exceeded=self.context_exceeded,
             output_tokens_exceeded=self.output_tokens_exceeded,
             context_signals=tuple(self.context_signals), unknown_records=self.unknown_records)
+
+
+def _largest(a: TokenUsage, b: TokenUsage) -> TokenUsage:
+    return TokenUsage(input_tokens=max(a.input_tokens, b.input_tokens),
+                      output_tokens=max(a.output_tokens, b.output_tokens),
+                      cache_creation_tokens=max(a.cache_creation_tokens, b.cache_creation_tokens),
+                      cache_read_tokens=max(a.cache_read_tokens, b.cache_read_tokens))
+
+
+def _difference(a: TokenUsage, b: TokenUsage) -> TokenUsage:
+    """``a - b`` for usage ``a`` that is at least ``b`` in every count."""
+    return TokenUsage(input_tokens=a.input_tokens - b.input_tokens,
+                      output_tokens=a.output_tokens - b.output_tokens,
+                      cache_creation_tokens=a.cache_creation_tokens - b.cache_creation_tokens,
+                      cache_read_tokens=a.cache_read_tokens - b.cache_read_tokens)
 
 
 def _raw_blocks(record: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:

@@ -30,6 +30,7 @@ from hankweave.codonlog import (
     CodonLogParser,
     CodonLogWriter,
     LogModel,
+    ParsedRecord,
     ToolResultBlock,
     catalogue_price,
     error_result,
@@ -70,6 +71,10 @@ log = logging.getLogger(__name__)
 
 Interrupt = Literal["skip", "stop", "budget", "timeout", "idle"]
 TOOL_RESULT_LIMIT = 2500
+TIMEOUT_RESULT_GRACE_S = 2.0
+"""After the CLI's synthetic "Request timed out" message, how long to keep reading for the
+``result`` that carries the session's real cost (the original drains the log for up to two
+parse intervals of 1 s after the agent exits)."""
 
 
 @dataclass
@@ -122,6 +127,8 @@ class CodonRunner:
         self._pending_tools: dict[str, tuple[str, float]] = {}
         self._crash: BaseException | None = None
         self._warned_unpriced = False
+        self._timeout_deadline: float | None = None
+        """Set by a synthetic timeout: the loop time until which its result is awaited."""
 
     @property
     def codon_id(self) -> str:
@@ -232,11 +239,16 @@ class CodonRunner:
     async def _wait_for(self, pending: asyncio.Future[Any]) -> Any:
         """The record ``pending`` brings, or :data:`_STOPPED` / :data:`_IDLE` when an interrupt
         or the idle timeout comes first (``pending`` is then cancelled)."""
-        self._stop_signal = stop = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._stop_signal = stop = loop.create_future()
         if self._interrupt is not None:
             stop.set_result(None)
+        wait = self.spec.idle_timeout_s
+        if self._timeout_deadline is not None:
+            left = max(0.0, self._timeout_deadline - loop.time())
+            wait = left if wait is None else min(wait, left)
         try:
-            done, _ = await asyncio.wait({pending, stop}, timeout=self.spec.idle_timeout_s,
+            done, _ = await asyncio.wait({pending, stop}, timeout=wait,
                                          return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             pending.cancel()
@@ -246,7 +258,16 @@ class CodonRunner:
         if pending in done:
             return pending.result()  # what the harness raised propagates from here
         pending.cancel()
+        if not stop.done() and self._timeout_deadline is not None \
+                and loop.time() >= self._timeout_deadline:
+            self.interrupt("timeout")  # no result came after the timeout: stop waiting
         return _STOPPED if stop.done() else _IDLE
+
+    def _timed_out(self) -> None:
+        """The CLI said the request timed out: the session is over, but its ``result`` (with
+        the real cost) usually follows; read on for a short while to take it."""
+        if self._timeout_deadline is None:
+            self._timeout_deadline = asyncio.get_running_loop().time() + TIMEOUT_RESULT_GRACE_S
 
     async def _close_iteration(self, records: Any, pending: asyncio.Future[Any] | None,
                                context: AttemptContext) -> None:
@@ -332,15 +353,20 @@ class CodonRunner:
         if parsed.kind == "init":
             await self._session_started()
         elif parsed.kind == "assistant":
-            await self._assistant(parsed.blocks, parsed.usage)
+            await self._assistant(parsed)
             if parsed.synthetic_timeout:
                 self.reporter.error("API Error: Request timed out.", codon=self.codon_id,
                                     severity="codon")
-                self.interrupt("timeout")
+                self._timed_out()
         elif parsed.kind == "user":
             self._tool_results(parsed.blocks)
+        elif parsed.kind == "result" and parsed.ignored_result:
+            self.reporter.error(f"The agent reported an error after its result, ignored:"
+                                f" {parsed.error_text}", codon=self.codon_id, severity="warning")
         elif parsed.kind == "result":
             await self._result(line, parsed.usage)
+            if self.parser.synthetic_timeout:
+                self.interrupt("timeout")  # the session's real cost is in: stop waiting
 
     async def _session_started(self) -> None:
         codon = self._record()
@@ -358,23 +384,25 @@ class CodonRunner:
             previous_session_id=request.session_id_to_resume,
             start_time=self._record().start_time)
 
-    async def _assistant(self, blocks: tuple[dict[str, Any], ...],
-                         usage: TokenUsage | None) -> None:
+    async def _assistant(self, parsed: ParsedRecord) -> None:
         request = self.spec.request
         now = time.monotonic()
-        for block in blocks:
+        for block in parsed.blocks:
             if block.get("type") == "tool_use":
                 self._pending_tools[str(block.get("id", ""))] = (str(block.get("name", "")), now)
-        self.reporter.assistant_blocks(request.codon_id, blocks)
+        self.reporter.assistant_blocks(request.codon_id, parsed.blocks)
         codon = self._record()
         if codon is None or codon.status != "running":
             return
-        await self.store.transition(AssistantMessageCountUpdated(data=AssistantMessageCountData(
-            run_id=request.run_id, codon_id=request.codon_id,
-            new_count=(codon.assistant_message_count or 0) + 1)))
-        if usage is None:
+        if parsed.new_message:  # one message, however many frames the CLI writes for it
+            await self.store.transition(AssistantMessageCountUpdated(
+                data=AssistantMessageCountData(
+                    run_id=request.run_id, codon_id=request.codon_id,
+                    new_count=(codon.assistant_message_count or 0) + 1)))
+        usage = parsed.usage_delta
+        if usage is None or usage == TokenUsage():
             return
-        cost = self._price(usage)  # None: the model has no price; never counted as 0
+        cost = parsed.cost_delta  # None: the model has no price; never counted as 0
         if cost is None:
             self._warn_unpriced()
         await self.store.transition(CostsIncremented(data=CostsIncrementedData(
@@ -446,17 +474,19 @@ class CodonRunner:
             out.budget_exceeded = self.budget.exceeded
             out.budget_message = self.budget.message
         text = parser.error_result_text
-        if text:
-            out.failure_reason = classify_api_error_text(
-                text, session_established=out.session_established)
-        elif parser.synthetic_timeout:
+        if parser.synthetic_timeout:
+            # Whatever the result after it says (a disguised success), this is a timeout.
             out.failure_reason = FailureReason(type="timeout", retriable=True,
                                                message="API Error: Request timed out.")
+        elif text:
+            out.failure_reason = classify_api_error_text(
+                text, session_established=out.session_established)
         elif self._crash is not None:
             out.failure_reason = classify_api_error_text(
                 f"{type(self._crash).__name__}: {self._crash}",
                 session_established=out.session_established)
-        crashed = self._crash is not None or (self._interrupt in ("timeout", "idle"))
+        crashed = self._crash is not None or self._interrupt in ("timeout", "idle") \
+            or parser.synthetic_timeout
         out.exit_code = 1 if crashed else 0
         return out
 

@@ -182,7 +182,7 @@ class FakeHarness(Harness):
             tool_id = f"toolu_fake{index}"
             yield assistant_tool_use("Write", {"file_path": path, "content": content},
                                      tool_use_id=tool_id, model=FAKE_MODEL.model_id, usage=usage,
-                                     message_id=f"msg_fake{index}")
+                                     message_id=f"msg_fakewrite{index}")
             yield tool_result_record(tool_id, f"File written: {path}")
         async for record in self._tool_calls(attempt, context, usage):
             yield record
