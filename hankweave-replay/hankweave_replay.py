@@ -26,9 +26,9 @@ directory first, so there is one path), then runs the recorded hank in a fresh e
 harness class bound to the recording; the new execution keeps a copy of the opened recording
 (``.hankweave/recording/``), which ``hankweave run -e DIR`` reopens to resume the replay.  Each
 codon streams its recorded log records unchanged, instantly or with the recorded gaps, and just
-before its final ``result`` record makes the recorded workspace effects happen: the covered
-files of ``agentRoot/`` become exactly those of the recorded end-of-codon snapshot.  A replay
-never calls a provider.
+before the ``result`` record that ends its last pass makes the recorded workspace effects
+happen: the covered files of ``agentRoot/`` become exactly those of the recorded end-of-codon
+snapshot.  A replay never calls a provider.
 
 The plugin's entry point is :mod:`hankweave_replay_plugin`, which every ``hankweave`` start
 loads; this module is imported only when a replay, an export or the harness list needs it.
@@ -110,6 +110,11 @@ DEFAULT_MAX_DELAY_MS = 5000
 UNTIMED_GAP_MS = 5
 """The gap in ``recorded`` pacing when a record has no usable timestamp (the original's)."""
 SPEEDS = ("instant", "recorded")
+MINIMAL_STATE_TIME = "1970-01-01T00:00:00.000Z"
+"""The time given to what a minimal recorded state leaves undated, when its metadata has no
+``createdAt`` either."""
+_NO_CHECKPOINT = "none"
+"""The original's ``completionCheckpoint`` placeholder: no checkpoint to restore."""
 
 REDACTED = b"[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -336,13 +341,19 @@ def export_recording(execution_dir: Path, output: Path | None = None, *,
 
 
 def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str],
-                    cwd: Path, backend: str | None = None,
-                    exclude: Sequence[Path] = ()) -> RecordingManifest:
+                    cwd: Path, backend: str | None = None, exclude: Sequence[Path] = (),
+                    minimal: bool = False) -> RecordingManifest:
     """Write the unpacked recording of ``execution_dir`` into the new directory ``target``.
 
     This is the one way a recording is made: :func:`export_recording` archives the result, and
     opening an execution directory for replay stages it into a temporary directory first.
     ``exclude`` names files never to copy (the archive being written).
+
+    ``minimal`` (what opening for replay passes) also accepts an execution that records only
+    what replay needs, as Hankweave 0.10.0's replay does: ``state.json`` runs of codons with
+    their ``codonId`` and ``claudeLogPath``, and an ``execution-meta.json`` naming the hank
+    (see :func:`_complete_minimal_state`).  Such an execution has no checkpoints, so its file
+    changes are not replayed (a note says so).
     """
     from hankweave.api import ExecutionLayout, analyze_execution_thread, dump_state, utc_now_iso
 
@@ -352,13 +363,13 @@ def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str]
         raise RecordingError(f"{layout.path}: not an execution directory (no"
                              " .hankweave/state.json)")
     _refuse_live_runtime(hw)
-    state = _read_state(hw)
-    meta_raw, hank_file = _read_meta(layout)
+    meta_raw, hank_file = _read_meta(layout, minimal=minimal)
+    state, state_notes = _read_state(hw, minimal=minimal, created_at=meta_raw.get("createdAt"))
     backend_name = backend or _backend_name(hank_file, env, cwd)
     if target.exists() and any(target.iterdir()):
         raise RecordingError(f"{target}: the staging directory is not empty")
     target.mkdir(parents=True, exist_ok=True)
-    staging = _Staging(target, SecretScrubber(env))
+    staging = _Staging(target, SecretScrubber(env), notes=state_notes)
     skip = {Path(os.path.abspath(p)) for p in exclude} | {layout.path}
 
     hank_member = _stage_hank(staging, hank_file, skip)
@@ -401,34 +412,167 @@ def _refuse_live_runtime(hankweave_dir: Path) -> None:
             f" ({holder.describe()}); export it after the run has ended")
 
 
-def _read_state(hankweave_dir: Path) -> HankweaveState:
+def _read_state(hankweave_dir: Path, *, minimal: bool = False, created_at: Any = None,
+                ) -> tuple[HankweaveState, list[str]]:
+    """The execution's state, strictly read, and notes for the recording's manifest.
+
+    With ``minimal``, a ``state.json`` the state model refuses is read again as a minimal
+    recorded state (:func:`_complete_minimal_state`), its timestamps ``created_at``.
+    """
     from hankweave.api import StateLoadError, read_state_strict
 
+    notes: list[str] = []
     try:
         state, _ = read_state_strict(hankweave_dir)
     except StateLoadError as exc:
-        raise RecordingError(str(exc)) from None
+        if not minimal:
+            raise RecordingError(str(exc)) from None
+        state, notes = _read_minimal_state(hankweave_dir / STATE_FILE, str(exc), created_at)
     if not state.runs:
         raise RecordingError(f"{hankweave_dir.parent} has no runs yet: there is nothing to"
                              " record")
-    return state
+    return state, notes
 
 
-def _read_meta(layout: Any) -> tuple[dict[str, Any], Path]:
+def _read_minimal_state(path: Path, strict_error: str, created_at: Any,
+                        ) -> tuple[HankweaveState, list[str]]:
+    from hankweave.api import HankweaveState
+
+    try:
+        raw = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        raise RecordingError(strict_error) from None  # the strict reader's message says why
+    if not isinstance(raw, dict):
+        raise RecordingError(f"{path}: not a state (the file is not a JSON object)")
+    stamp = created_at if isinstance(created_at, str) and created_at else MINIMAL_STATE_TIME
+    uncheckpointed = _complete_minimal_state(raw, path, stamp)
+    try:
+        state = HankweaveState.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        raise RecordingError(f"{path}: not a state replay can read: {problems}") from None
+    notes = []
+    if uncheckpointed:
+        notes.append(f"the recorded state has no end-of-codon checkpoint for codon(s)"
+                     f" {', '.join(uncheckpointed)} (a minimal recorded state); their logs are"
+                     " replayed, their file changes are not")
+    return state, notes
+
+
+def _complete_minimal_state(raw: dict[str, Any], path: Path, stamp: str) -> list[str]:
+    """Fill in, in place, what the state model requires and a minimal recorded state lacks.
+
+    Hankweave 0.10.0's replay reads only each run's codons, their ``codonId`` and
+    ``claudeLogPath`` (its own fixtures write nothing more), so a state of that shape is
+    completed here: a run's ``runId`` (``run-<n>``), ``runFolder`` (``.hankweave/runs/<runId>``),
+    ``gitBranch``, ``startingConditions`` (fresh), ``startTime`` and ``serverPid``; a codon's
+    ``status`` (completed) and the fields its status requires, with no checkpoint and no
+    recorded cost (the replay takes costs from the logs).  Only what replay cannot do without
+    is an error: a run with codons, and each codon's ``codonId`` and ``claudeLogPath`` (a
+    failed or skipped record without one never started an agent).
+
+    Returns the ids of the codons that ran an agent and have no end-of-codon checkpoint.
+    """
+    from hankweave.api import run_branch
+
+    runs = raw.get("runs")
+    if not isinstance(runs, list) or not any(
+            isinstance(run, dict) and run.get("codons") for run in runs):
+        raise RecordingError(f"{path}: no run with codons (runs[].codons): there is nothing to"
+                             " replay")
+    uncheckpointed: list[str] = []
+    for number, run in enumerate(runs, start=1):
+        if not isinstance(run, dict):
+            raise RecordingError(f"{path}: run {number} is not a JSON object")
+        run_id = run.setdefault("runId", f"run-{number}")
+        if not isinstance(run_id, str) or not run_id:
+            raise RecordingError(f"{path}: run {number} has an invalid runId ({run_id!r})")
+        run.setdefault("runFolder", f".hankweave/runs/{run_id}")
+        run.setdefault("gitBranch", run_branch(run_id))
+        run.setdefault("startingConditions", {"type": "fresh"})
+        run.setdefault("startTime", stamp)
+        run.setdefault("serverPid", 0)
+        codons = run.setdefault("codons", [])
+        if not isinstance(codons, list):
+            raise RecordingError(f"{path}: the codons of run {run_id} are not a list")
+        for position, record in enumerate(codons, start=1):
+            if not isinstance(record, dict):
+                raise RecordingError(f"{path}: codon {position} of run {run_id} is not a JSON"
+                                     " object")
+            if not _complete_minimal_codon(record, path, run_id, position, run["startTime"],
+                                           stamp):
+                uncheckpointed.append(record["codonId"])
+    return list(dict.fromkeys(uncheckpointed))
+
+
+def _complete_minimal_codon(record: dict[str, Any], path: Path, run_id: str, position: int,
+                            start: Any, stamp: str) -> bool:
+    """Complete one codon record (see :func:`_complete_minimal_state`); False when it ran an
+    agent and has no end-of-codon checkpoint (its file changes cannot be replayed)."""
+    codon_id = record.get("codonId")
+    if not isinstance(codon_id, str) or not codon_id:
+        raise RecordingError(f"{path}: codon {position} of run {run_id} has no codonId")
+    status = record.setdefault("status", "completed")
+    log = record.get("claudeLogPath")
+    agent_started = isinstance(log, str) and bool(log)
+    if not agent_started and status not in ("failed", "skipped"):
+        raise RecordingError(f"{path}: codon {codon_id} (run {run_id}) has no claudeLogPath:"
+                             " replay plays each codon's recorded log")
+    during = "running" if agent_started else "preparing"
+    record.setdefault("startTime", start)
+    # The fields each status requires (the state model's), where the record has none.
+    required: dict[str, dict[str, Any]] = {
+        "completed": {"endTime": stamp, "finalCost": 0.0, "finalTokens": {},
+                      "completionCheckpoint": _NO_CHECKPOINT},
+        "failed": {"endTime": stamp, "failedDuring": during, "exitCode": 1,
+                   "failureReason": {"type": "unknown", "retriable": False}},
+        "skipped": {"endTime": stamp, "skippedDuring": during},
+        "initializing": {"claudePid": 0},
+        "running": {"claudePid": 0, "claudeSessionId": ""},
+        "completing-sentinels": {"claudePid": 0, "claudeSessionId": ""},
+    }
+    for key, value in (required.get(status, {}) if isinstance(status, str) else {}).items():
+        record.setdefault(key, value)
+    checkpoint = {"completed": "completionCheckpoint", "failed": "errorCheckpoint",
+                  "skipped": "skipCheckpoint"}.get(status)
+    no_checkpoint = checkpoint is not None and record.get(checkpoint) in (None, _NO_CHECKPOINT)
+    return not (agent_started and no_checkpoint)
+
+
+def _read_meta(layout: Any, *, minimal: bool = False) -> tuple[dict[str, Any], Path]:
+    """The raw ``execution-meta.json`` and the hank file it names.
+
+    With ``minimal``, metadata the model refuses is used as it is, provided it names the hank.
+    """
     from hankweave.api import ExecutionMetaError, load_execution_meta
 
     try:
         meta = load_execution_meta(layout.meta_file)
         raw = json.loads(layout.meta_file.read_text(encoding="utf-8"))
+        hank_path = meta.hank_path
     except ExecutionMetaError as exc:
-        raise RecordingError(f"{exc} (it names the hank to record)") from None
-    if not meta.hank_path:
+        raw = _raw_meta(layout.meta_file) if minimal else None
+        if raw is None:
+            raise RecordingError(f"{exc} (it names the hank to record)") from None
+        given = raw.get("hankPath")
+        hank_path = given if isinstance(given, str) else None
+    if not hank_path:
         raise RecordingError(f"{layout.meta_file} does not name the hank file (hankPath)")
-    hank_file = Path(meta.hank_path)
+    hank_file = Path(hank_path)
     if not hank_file.is_file():
         raise RecordingError(f"the hank file {hank_file} named in {layout.meta_file} no longer"
                              " exists; a recording needs the hank it ran")
     return raw, hank_file
+
+
+def _raw_meta(path: Path) -> dict[str, Any] | None:
+    """``execution-meta.json`` as a JSON object, unchecked; None when it is not one."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) else None
 
 
 def _backend_name(hank_file: Path, env: Mapping[str, str], cwd: Path) -> str:
@@ -818,7 +962,8 @@ class _Playback:
     log_member: str
     records: list[dict[str, Any]]
     final_result: int | None
-    """Index of the last ``result`` record, before which the workspace effects happen."""
+    """Index of the ``result`` record that ends the last pass (see :func:`_last_pass_result`),
+    before which the workspace effects happen; None when the log has no result."""
     snapshot: Path | None
     patterns: tuple[str, ...]
     cursor: int = 0
@@ -951,7 +1096,7 @@ def _open_unpacked(root: Path, *, harness: type[ReplayHarness], speed: str,
                             " the recording; its file changes are not replayed")
             snapshot = None
         playbacks[codon.codon_id] = _Playback(codon.codon_id, codon.log, records,
-                                              results[-1] if results else None, snapshot,
+                                              _last_pass_result(records), snapshot,
                                               tuple(codon.checkpoint_patterns))
         logs[codon.codon_id] = log_path
     player = _Player(playbacks, frozenset(agentless), speed, max_delay_ms)
@@ -962,6 +1107,30 @@ def _open_unpacked(root: Path, *, harness: type[ReplayHarness], speed: str,
         warnings=warnings, complete=manifest.complete,
         reached=tuple(c.codon_id for c in manifest.codons), agentless=frozenset(agentless),
         manifest=manifest, cleanup=cleanup)
+
+
+def _last_pass_result(records: Sequence[Mapping[str, Any]]) -> int | None:
+    """The index of the ``result`` that ends the codon's last pass: the first result after
+    which no conversation record (``assistant``, ``user``, a new ``system`` ``init``) follows.
+
+    A pass ends at its result, so what a log holds after that result is never played: the real
+    Claude CLI can write an ``error_during_execution`` result after a success.  A log that
+    extends its session (an extension: more messages after a result) ends its last pass at a
+    later result.  When the last pass ends without a result (the agent was cut off during an
+    extension), it is the log's last result; None for a log without any.
+    """
+    final: int | None = None
+    last_result: int | None = None
+    for index, record in enumerate(records):
+        kind = record.get("type")
+        if kind == "result":
+            last_result = index
+            if final is None:
+                final = index
+        elif kind in ("assistant", "user") or (kind == "system"
+                                                and record.get("subtype") == "init"):
+            final = None
+    return final if final is not None else last_result
 
 
 # ----- the harness ------------------------------------------------------------------------------
@@ -1004,7 +1173,7 @@ class ReplayHarness(Harness):
         try:
             root = scratch / "recording"
             if source.is_dir():
-                stage_recording(source, root, env=os.environ, cwd=Path.cwd())
+                stage_recording(source, root, env=os.environ, cwd=Path.cwd(), minimal=True)
             else:
                 unpack_recording(source, root)
             return _open_unpacked(root, harness=cls, speed=speed, max_delay_ms=delay,
@@ -1015,8 +1184,12 @@ class ReplayHarness(Harness):
 
     async def run_codon(self, request: CodonRequest, context: AttemptContext
                         ) -> AsyncIterator[dict[str, Any]]:
-        """Stream the codon's recorded records; apply its workspace effects before the last
-        ``result`` record (or at the end of a log that has none)."""
+        """Stream the codon's recorded records; apply its workspace effects before the
+        ``result`` that ends its last pass (or at the end of a log that has none).
+
+        One call plays one pass, which ends at its ``result`` record; the next pass of the
+        same attempt (an extension) continues after it.
+        """
         player = type(self).player
         playback = player.playback_for(request.codon_id) if player is not None else None
         if player is None or playback is None:

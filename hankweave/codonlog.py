@@ -1018,17 +1018,19 @@ class CodonLogParser:
                 signal = "input-overflow"
         self._signal(signal)
         usage = typed.usage.tokens() if typed.usage is not None else None
-        if typed.subtype == "success" and usage is not None:
+        if typed.subtype == "success":
             self._settle(typed, usage)
         return ParsedRecord("result", raw, typed, session_id=typed.session_id, usage=usage,
                             context_signal=signal, error_text=text)
 
-    def _settle(self, result: ResultRecord, usage: TokenUsage) -> None:
-        # The result's totals replace the running sums (as CodonFinalCostSet does in state).
-        self._tokens = usage
-        self._token_gaps.clear()
+    def _settle(self, result: ResultRecord, usage: TokenUsage | None) -> None:
+        # The result's totals replace the running sums (as CodonFinalCostSet does in state); a
+        # result with a cost but no usage (the original's own fixtures) settles the cost only.
+        if usage is not None:
+            self._tokens = usage
+            self._token_gaps.clear()
         final = result.final_cost
-        if final is None and self.price is not None:
+        if final is None and self.price is not None and usage is not None:
             final = self.price(usage)
         if final is not None:
             self._cost = final

@@ -241,3 +241,25 @@ def test_an_sdk_error_after_the_success_result_leaves_the_codon_completed(projec
     assert outcome.record("a").final_cost == 0.05
     warnings = [e for e in outcome.of_type("error") if "after its result" in e["message"]]
     assert len(warnings) == 1
+
+
+def test_a_success_result_with_a_cost_and_no_usage_settles_the_cost_only():
+    # The original's own fixtures write results like this one.
+    lines = [*framed_session(), result_record(session_id="s1", text="Done.",
+                                              total_cost_usd=0.0001)]
+    parser = parse(lines, price=per_million)
+
+    assert parser.total_cost == 0.0001 and parser.cost_complete
+    assert parser.tokens == usage(250, 110, 2000, 22_000)  # from the messages
+
+
+def test_a_live_run_takes_the_cost_of_a_result_without_usage(project, monkeypatch):
+    lines = [*framed_session(), result_record(session_id="s1", text="Done.",
+                                              total_cost_usd=0.0001)]
+
+    outcome = run_lines(project, monkeypatch, {"a": lines})
+
+    record = outcome.record("a")
+    assert record.status == "completed"
+    assert record.final_cost == 0.0001
+    assert record.final_tokens == usage(250, 110, 2000, 22_000)

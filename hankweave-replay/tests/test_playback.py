@@ -14,7 +14,7 @@ import hankweave_replay
 from hankweave.api import CodonRequest
 from hankweave.testing import attempt_context
 from hankweave.testing.fake_harness import FAKE_MODEL
-from hankweave_replay import ReplayHarness, apply_snapshot
+from hankweave_replay import ReplayHarness, apply_snapshot, unpack_recording
 
 
 def request(work_dir, codon_id="a"):
@@ -71,6 +71,73 @@ def test_records_are_streamed_unchanged_and_files_appear_before_the_result(proje
     assert records == recorded_lines(project)
     assert seen_before_result[-1] is True and not any(seen_before_result[:-1])
     assert (work / "out.md").read_text() == "written"
+
+
+def error_during_execution(session_id):
+    """The result the real Claude CLI can write after a pass's success result."""
+    return {"type": "result", "subtype": "error_during_execution", "is_error": True,
+            "result": "Error: Claude Code process exited with code 1",
+            "session_id": session_id}
+
+
+def with_a_trailing_error_result(project, root):
+    """The project's recording, unpacked into ``root``, its log of codon a ending with an
+    ``error_during_execution`` result after the last pass's success."""
+    unpack_recording(project.export().path, root)
+    manifest = json.loads((root / "recording.json").read_text())
+    log = root / next(c["log"] for c in manifest["codons"] if c["codonId"] == "a")
+    first = json.loads(log.read_text().splitlines()[0])
+    with log.open("a") as out:
+        out.write(json.dumps(error_during_execution(first["session_id"])) + "\n")
+    return root
+
+
+def test_results_after_the_passs_result_are_not_played_and_the_files_still_appear(
+        project, work, tmp_path):
+    project.write_hank([codon("a", checkpointedFiles=["**"])])
+    project.record({"a": {"writeFiles": {"out.md": "written"}}})
+    lines = recorded_lines(project)
+    assert [line["type"] for line in lines] == ["system", "assistant", "assistant", "user",
+                                                "result"]
+    recording = ReplayHarness.open_recording(with_a_trailing_error_result(project,
+                                                                         tmp_path / "rec"))
+
+    played = play(recording.harness, request(work))
+    recording.close()
+
+    assert played == lines
+    assert (work / "out.md").read_text() == "written"
+
+
+def test_a_codon_whose_log_goes_on_after_its_result_replays_completed_with_its_files(
+        project, tmp_path):
+    project.write_hank([codon("a", checkpointedFiles=["**"])])
+    recorded = project.record({"a": {"writeFiles": {"out.md": "written"}}})
+
+    replayed = project.replay(with_a_trailing_error_result(project, tmp_path / "rec"))
+
+    assert replayed.code == 0, replayed.notices
+    assert [(c.codon_id, c.status) for c in replayed.state.runs[0].codons] == [
+        ("a", "completed")]
+    assert replayed.work_tree == recorded.work_tree == {"out.md": b"written"}
+
+
+def test_an_extended_log_makes_its_effects_happen_in_its_last_pass(project, work, tmp_path):
+    project.write_hank([codon("a", checkpointedFiles=["**"], exhaustWithPrompt="More.",
+                              maxExtensions=3)])
+    project.record({"a": [{"writeFiles": {"one.md": "1"}},
+                          {"writeFiles": {"two.md": "2"}, "contextExceeded": True}]})
+    recording = ReplayHarness.open_recording(with_a_trailing_error_result(project,
+                                                                         tmp_path / "rec"))
+
+    first = play(recording.harness, request(work))
+    after_first = sorted(p.name for p in work.iterdir())
+    second = play(recording.harness, request(work))
+    recording.close()
+
+    assert first[-1]["subtype"] == second[-1]["subtype"] == "success"
+    assert after_first == []
+    assert sorted(p.name for p in work.iterdir()) == ["one.md", "two.md"]
 
 
 def test_instant_speed_never_sleeps_and_recorded_speed_waits_capped_gaps(project, work,

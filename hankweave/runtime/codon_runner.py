@@ -439,8 +439,9 @@ class CodonRunner:
 
     async def _result(self, record: Mapping[str, Any], usage: TokenUsage | None) -> None:
         # Error results never set a final cost (the original's rule); success results
-        # (disguised errors included) do.
-        if record.get("subtype") != "success" or usage is None:
+        # (disguised errors included) do, with their usage or, without one, their cost alone.
+        final = final_cost_of(record)
+        if record.get("subtype") != "success" or (usage is None and final is None):
             return
         codon = self._record()
         if codon is None or codon.status != "running":
@@ -448,11 +449,13 @@ class CodonRunner:
         request = self.spec.request
         # The result's own total, else the price of its usage, else the running sum if that
         # is complete: an unknown cost stays unknown.
-        final = final_cost_of(record)
-        if final is None:
+        if final is None and usage is not None:
             final = self._price(usage)
         if final is None and codon_cost_complete(codon):
             final = codon.current_cost
+        if usage is None:
+            usage = codon.current_tokens  # the cost is the result's; the tokens the messages'
+
         await self.store.transition(CodonFinalCostSet(data=CodonFinalCostData(
             run_id=request.run_id, codon_id=request.codon_id, final_cost=final,
             final_tokens=usage)))
