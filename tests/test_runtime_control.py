@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from hankweave.fsutil import process_running
 from hankweave.state.store import StateStore, load_state
 from hankweave.testing.fake_harness import use_script
 from tests.runtime_harness import Project, codon, wait_for_status
@@ -319,3 +320,71 @@ def test_an_unattended_run_ends_after_a_retriable_failure(project):
     outcome = project.run({"a": {"result": "error", "errorText": "API Error: 529 overloaded"}})
     assert outcome.code == 1
     assert outcome.state.runs[0].status == "failed"
+
+
+LONG_RIG = [{"type": "command", "command": {"run": "echo $$ > rig.pid; sleep 60; touch late"}}]
+
+
+def rig_process_ended(project) -> bool:
+    """The rig command's shell (and so its `sleep`) is gone (a zombie counts as gone) and never
+    finished its work."""
+    pid = int((project.agent_root / "rig.pid").read_text())
+    deadline = time.monotonic() + 5
+    while process_running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not process_running(pid) and not (project.agent_root / "late").exists()
+
+
+async def until_rig_runs(runtime, project) -> None:
+    await wait_for_status(runtime, "a", "preparing")
+    while not (project.agent_root / "rig.pid").exists():
+        await asyncio.sleep(0.02)
+
+
+def test_a_stop_during_a_long_rig_command_ends_it_at_once(project):
+    project.write_hank([codon("a", rigSetup=LONG_RIG), codon("b")])
+
+    async def stop_during_rig(runtime):
+        await until_rig_runs(runtime, project)
+        runtime.request_shutdown("SIGINT")
+
+    started = time.monotonic()
+    outcome = project.run_controlled(stop_during_rig, timeout=30)
+
+    assert time.monotonic() - started < 20  # not the command's 60 s
+    assert outcome.code == 130
+    assert outcome.statuses() == [("a", "failed")]
+    assert outcome.record("a").failure_reason.message == "Interrupted: SIGINT"
+    assert rig_process_ended(project)
+
+
+def test_a_skip_during_rig_setup_skips_the_codon_and_runs_the_next(project):
+    project.write_hank([codon("a", rigSetup=LONG_RIG), codon("b")])
+
+    async def skip_during_rig(runtime):
+        await until_rig_runs(runtime, project)
+        assert runtime.skip()
+
+    outcome = project.run_controlled(skip_during_rig, timeout=30)
+
+    assert outcome.code == 0
+    assert outcome.statuses() == [("a", "skipped"), ("b", "completed")]
+    assert outcome.record("a").skipped_during == "preparing"
+    assert rig_process_ended(project)
+
+
+def test_a_force_stop_during_rig_setup_fails_the_codon_and_waits_for_a_command(project):
+    project.write_hank([codon("a", rigSetup=LONG_RIG), codon("b")])
+
+    async def force_stop_during_rig(runtime):
+        await until_rig_runs(runtime, project)
+        assert runtime.force_stop("enough") == "a"
+        while not runtime.waiting_for_command:
+            await asyncio.sleep(0.02)
+        runtime.request_shutdown("SIGTERM")
+
+    outcome = project.run_controlled(force_stop_during_rig, timeout=30)
+
+    assert outcome.statuses() == [("a", "failed")]
+    assert outcome.record("a").failure_reason.message == "Force stopped: enough"
+    assert rig_process_ended(project)

@@ -20,7 +20,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from hankweave.checkpoints import CheckpointError, CheckpointKind
 from hankweave.config.hank import Codon
@@ -33,6 +33,9 @@ from hankweave.runtime.context import RunContext, elapsed_ms
 from hankweave.state.thread import find_continuation_session_id
 from hankweave.state.transitions import CodonStarted, CodonStartedData
 from hankweave.state.types import FailureReason, LoopContext
+
+if TYPE_CHECKING:
+    from hankweave.runtime.rig import RigResult
 
 StopReason = Callable[[], str | None]
 """Why the runtime is shutting down (None while it is not)."""
@@ -52,6 +55,9 @@ class CodonAttempt:
         """Why a client force-stopped this attempt (it is then neither retried nor fatal)."""
         self._stop_reason = stop_reason
         self._runner: CodonRunner | None = None
+        self._rig: asyncio.Future[RigResult] | None = None
+        self._rig_interrupt: Interrupt | None = None
+        """Set when a skip or a stop cancelled the rig setup (its command is killed)."""
         self._started = time.monotonic()
 
     # ----- control -----
@@ -61,10 +67,20 @@ class CodonAttempt:
         """Whether the harness is driving the agent now (what skip and force stop act on)."""
         return self._runner is not None
 
+    @property
+    def rig_running(self) -> bool:
+        """Whether the rig setup runs now (a skip or a stop ends its command at once)."""
+        return self._rig is not None and not self._rig.done()
+
     def interrupt(self, kind: Interrupt) -> None:
-        """Stop the agent, if it runs; a stop before it runs is seen at the next step."""
+        """Stop the agent, or the rig setup, if one runs; a stop between them is seen at the
+        next step."""
         if self._runner is not None:
             self._runner.interrupt(kind)
+        elif self.rig_running and self._rig_interrupt is None:
+            assert self._rig is not None
+            self._rig_interrupt = kind
+            self._rig.cancel()  # the rig's command group is killed (runtime.rig)
 
     def force_stop(self, reason: str) -> None:
         self.force_stop_reason = reason
@@ -92,6 +108,10 @@ class CodonAttempt:
         rig_sha: str | None = None
         if codon.rig_setup is not None and not self.skip_rig:
             failure = await self._rig_setup()
+            if self._rig_interrupt == "skip":
+                return await complete(self, AttemptOutcome(interrupted="skip"))
+            if self._rig_interrupt is not None:
+                return await self._fail_early("preparing", self.interrupted_reason())
             if failure is not None:
                 return await self._fail_early("preparing", failure)
             rig_sha = await self.checkpoint("rig-setup")
@@ -183,7 +203,7 @@ class CodonAttempt:
         ops = codon.rig_setup or []
         reporter.info(f"Rig setup started for codon '{codon.name}': {len(ops)} operation(s)")
         started = time.monotonic()
-        result = await run_rig(
+        self._rig = asyncio.ensure_future(run_rig(
             ops, agent_root=ctx.layout.agent_root, hank_dir=ctx.hank_dir,
             env=ctx.prompts.env(codon), ignore_failures=ctx.config.ignore_rig_failures,
             timeout_s=ctx.config.rig_timeout_s,
@@ -191,7 +211,17 @@ class CodonAttempt:
                 codon_id, index, stream, line),
             on_operation=lambda index, total, description: reporter.info(
                 f"Rig operation {index + 1}/{total}: {description}"),
-            on_failure=lambda failure: reporter.rig_failed(codon_id, failure))
+            on_failure=lambda failure: reporter.rig_failed(codon_id, failure)))
+        try:
+            result = await self._rig
+        except asyncio.CancelledError:
+            if self._rig_interrupt is None:
+                raise  # the attempt itself is cancelled
+            reporter.info(f"Rig setup of codon '{codon.name}' interrupted"
+                          f" ({self._rig_interrupt}); its command was ended")
+            return None
+        finally:
+            self._rig = None
         duration = elapsed_ms(started)
         reporter.rig_completed(codon_id, commands=len(ops), duration_ms=duration,
                                created_checkpoint=result.failed is None)

@@ -127,9 +127,10 @@ class LiveControl:
     # ----- commands -----
 
     def skip(self) -> bool:
-        """Skip the running codon (``codon.skip``); False when no agent runs."""
+        """Skip the running codon (``codon.skip``), during its rig setup too; False when
+        neither its agent nor its rig runs."""
         attempt = self.attempt
-        if attempt is None or not attempt.agent_running:
+        if attempt is None or not (attempt.agent_running or attempt.rig_running):
             return False
         attempt.interrupt("skip")
         return True
@@ -143,7 +144,7 @@ class LiveControl:
         """
         self.refuse_if_stopping()
         attempt = self.attempt
-        if attempt is None or not attempt.agent_running:
+        if attempt is None or not (attempt.agent_running or attempt.rig_running):
             current = self.ctx.codon_in_progress()
             if current is not None and current[1] in ("preparing", "starting", "initializing"):
                 raise RuntimeCommandError(f"Codon {current[0]} is {current[1]} (its agent has not"

@@ -279,8 +279,14 @@ async def run_command(
     finally:
         os.close(out_write)
         os.close(err_write)
-    stdout_reader, stdout_transport = await _open_reader(out_read)
-    stderr_reader, stderr_transport = await _open_reader(err_read)
+    exited: asyncio.Future[int] = asyncio.ensure_future(process.wait())
+    try:
+        stdout_reader, stdout_transport = await _open_reader(out_read)
+        stderr_reader, stderr_transport = await _open_reader(err_read)
+    except BaseException:
+        # Cancelled (a skip, a stop) before the readers were set up: the command runs already.
+        await asyncio.shield(_end_group(process, exited))
+        raise
 
     throttles: dict[Stream, _LineThrottle] = {}
     if on_output is not None:
@@ -295,7 +301,6 @@ async def run_command(
         asyncio.ensure_future(_pump(stdout_reader, out, throttles.get("stdout"))),
         asyncio.ensure_future(_pump(stderr_reader, err, throttles.get("stderr"))),
     ]
-    exited: asyncio.Future[int] = asyncio.ensure_future(process.wait())
     timed_out = False
     try:
         try:
