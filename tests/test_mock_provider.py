@@ -324,6 +324,87 @@ def test_the_tool_result_condition_reads_the_last_tool_result():
     assert chosen(script, "anthropic", anthropic_turns(user("created"))) is None
 
 
+def test_the_system_condition_also_reads_system_messages_among_the_messages():
+    """The Claude CLI sends its environment section as a ``system`` message after the
+    prompt, and marks a subagent's requests in its ``system`` blocks."""
+    script = {"rules": [rule("sub", system="cc_is_subagent=true"),
+                        rule("here", system="Primary working directory: /work")]}
+    cli_body = anthropic_turns(
+        user([{"type": "text", "text": "<system-reminder>\nAttribution\n</system-reminder>\n"},
+              {"type": "text", "text": "Say hello"}]),
+        {"role": "system", "content": [
+            {"type": "text", "text": "# Environment\n - Primary working directory: /work"}]},
+        system=[{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332;"},
+                {"type": "text", "text": "You are a Claude agent."}])
+    assert chosen(script, "anthropic", cli_body) == "here"
+    cli_body["system"][0]["text"] += " cc_is_subagent=true;"
+    assert chosen(script, "anthropic", cli_body) == "sub"
+    view = ConversationView.of("anthropic", cli_body)
+    assert view.system is not None and view.system.endswith("directory: /work")
+    assert view.last_user_message is not None and view.last_user_message.endswith("Say hello")
+
+
+def test_the_after_tool_result_condition_tells_a_tool_answer_from_a_new_prompt():
+    script = {"rules": [rule("answer", afterToolResult=True),
+                        rule("prompt", afterToolResult=False)]}
+    call_turn = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "Write", "input": {}}]}
+    result = user([{"type": "tool_result", "tool_use_id": "t1", "content": "File created"}])
+    environment = {"role": "system", "content": "# Environment"}
+    assert chosen(script, "anthropic", anthropic_turns(user("go"), environment)) == "prompt"
+    assert chosen(script, "anthropic", anthropic_turns(user("go"), call_turn, result)) == "answer"
+    assert chosen(script, "anthropic",
+                  anthropic_turns(user("go"), call_turn, result, environment)) == "answer"
+    # A new prompt after a finished tool round trip: the old tool result is still the last
+    # one (toolResult matches it), but the request answers no tool call.
+    later = anthropic_turns(user("go"), call_turn, result,
+                            {"role": "assistant", "content": "Done."}, user("Now polish"))
+    assert chosen(script, "anthropic", later) == "prompt"
+    assert ConversationView.of("anthropic", later).tool_result == "File created"
+    openai_call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "Write", "arguments": "{}"}}]}
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "created"}
+    assert chosen(script, "openai", {"model": "m", "messages": [
+        user("go"), openai_call, tool]}) == "answer"
+    assert chosen(script, "openai", {"model": "m", "messages": [
+        user("go"), openai_call, tool, {"role": "assistant", "content": "ok"},
+        user("more")]}) == "prompt"
+    assert chosen(script, "anthropic", {"model": "m", "messages": []}) == "prompt"
+
+
+def test_the_stream_condition():
+    script = {"rules": [rule("streamed", stream=True), rule("whole", stream=False)]}
+    assert chosen(script, "anthropic", {**anthropic_turns(user("a")), "stream": True}) == "streamed"
+    assert chosen(script, "anthropic", anthropic_turns(user("a"))) == "whole"
+    assert chosen(script, "openai", {"model": "m", "stream": True,
+                                     "messages": [user("a")]}) == "streamed"
+
+
+def test_a_cli_write_round_trip_script_answers_each_request_once():
+    """The Write round trip the Claude CLI makes (docs/testing-hanks.md): the prompt, then the
+    tool result; a later prompt in the same session is neither."""
+    script = {"rules": [
+        {"name": "write", "when": {"lastUserMessage": "Create hello.txt",
+                                   "afterToolResult": False},
+         "reply": {"toolCalls": [{"name": "Write", "input": {"file_path": "hello.txt",
+                                                             "content": "hi\n"}}]}},
+        {"name": "done", "when": {"afterToolResult": True, "toolResult": "File created"},
+         "reply": {"text": "Done."}}]}
+    prompt = user([{"type": "text", "text": "<system-reminder>\nx\n</system-reminder>\n"},
+                   {"type": "text", "text": "Create hello.txt please"}])
+    environment = {"role": "system", "content": [{"type": "text", "text": "# Environment"}]}
+    call_turn = {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "Write", "input": {}}]}
+    result = user([{"tool_use_id": "t1", "type": "tool_result",
+                    "content": "File created successfully at: hello.txt"}])
+    assert chosen(script, "anthropic", anthropic_turns(prompt, environment)) == "write"
+    assert chosen(script, "anthropic",
+                  anthropic_turns(prompt, environment, call_turn, result)) == "done"
+    assert chosen(script, "anthropic", anthropic_turns(
+        prompt, environment, call_turn, result, {"role": "assistant", "content": "Done."},
+        user("Create hello.txt again"))) == "write"
+
+
 def test_the_model_condition():
     script = {"rules": [rule("opus", model={"regex": "opus"}), rule("other")]}
     assert chosen(script, "anthropic", anthropic_turns(user("hi"), model="claude-opus-4")) == "opus"
@@ -386,6 +467,17 @@ def test_without_a_default_an_unmatched_request_is_a_provider_shaped_400(serve, 
     assert "no rule matches" in message
     assert "'Tell me a joke'" in message
     assert protocol in message
+
+
+def test_the_unmatched_error_quotes_the_prompt_not_the_cli_system_reminders(serve):
+    mock = serve({"rules": []})
+    body = anthropic_body()
+    body["messages"] = [user([
+        {"type": "text", "text": "<system-reminder>\nAttribution for git commits "
+                                 + "and pull requests " * 10 + "\n</system-reminder>\n"},
+        {"type": "text", "text": "Tell me a joke"}])]
+    message = call("POST", messages_url(mock), body).json()["error"]["message"]
+    assert "last user message 'Tell me a joke'" in message
 
 
 # --------------------------------------------------------------------------------------------
@@ -505,6 +597,34 @@ def test_count_tokens_answers_a_count(serve):
 def test_head_api_hello_answers_200(serve):
     mock = serve({"rules": []})
     assert call("HEAD", f"{mock.base_url}/api/hello").status == 200
+
+
+def test_side_requests_are_logged_with_method_query_and_headers(serve, tmp_path: Path):
+    mock = serve({"rules": [], "default": {"text": "hi"}})
+    headers = {"anthropic-beta": "claude-code-20250219", "user-agent": "claude-cli/2.1.332",
+               "x-api-key": "secret-key", "authorization": "Bearer secret-token"}
+    call("POST", f"{messages_url(mock)}?beta=true", anthropic_body(stream=True),
+         headers=headers)
+    call("POST", f"{messages_url(mock)}/count_tokens?beta=true",
+         anthropic_body(model="claude-haiku"), headers=headers)
+    call("HEAD", f"{mock.base_url}/api/hello", headers=headers)
+    call("GET", f"{mock.base_url}/v1/nothing?x=1", headers=headers)
+    lines = [json.loads(line) for line in
+             (tmp_path / "requests.jsonl").read_text().splitlines()]
+    messages, count, *_ = lines
+    assert [(line["method"], line["path"], line.get("query"), line["status"])
+            for line in lines] == [
+        ("POST", "/v1/messages", "beta=true", 200),
+        ("POST", "/v1/messages/count_tokens", "beta=true", 200),
+        ("HEAD", "/api/hello", None, 200),
+        ("GET", "/v1/nothing", "x=1", 404)]
+    assert messages["headers"]["anthropic-beta"] == "claude-code-20250219"
+    assert messages["headers"]["user-agent"] == "claude-cli/2.1.332"
+    assert count["model"] == "claude-haiku" and count["request"]["messages"]
+    assert all(line["auth"] == "other" for line in lines)
+    assert "secret" not in (tmp_path / "requests.jsonl").read_text()
+    assert not {"x-api-key", "authorization"} & {
+        name for line in lines for name in line["headers"]}
 
 
 def test_an_unknown_route_is_a_404_that_names_it(serve):
@@ -709,6 +829,49 @@ def test_delay_ms_also_holds_back_an_error(serve):
     started = time.monotonic()
     assert call("POST", chat_url(mock), openai_body()).status == 500
     assert time.monotonic() - started >= 0.3
+
+
+def _log_lines(path: Path, count: int) -> list[dict[str, Any]]:
+    """The log's lines once it has ``count`` of them (a handler may still be finishing)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        lines = [json.loads(line) for line in path.read_text().splitlines()] \
+            if path.exists() else []
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.02)
+
+
+def test_a_client_that_gives_up_during_delay_ms_is_logged_as_abandoned(
+        serve, tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    """Like the Claude CLI's request timeout: nothing is sent, nothing fails in the server,
+    and the handler does not sit out the whole delay."""
+    mock = serve({"rules": [{"name": "slow", "times": 1,
+                             "reply": {"text": "late", "delayMs": 60_000}}],
+                  "default": {"text": "next"}})
+    with pytest.raises(asyncio.TimeoutError):
+        call("POST", messages_url(mock), anthropic_body(stream=True),
+             timeout=aiohttp.ClientTimeout(total=0.3))
+    (entry,) = _log_lines(tmp_path / "requests.jsonl", 1)
+    assert entry["rule"] == "rules[0] (slow)"
+    assert entry["abandoned"] is True and entry["status"] is None
+    assert call("POST", messages_url(mock), anthropic_body()).json()["content"][0][
+        "text"] == "next"
+    assert "Error handling request" not in caplog.text
+
+
+def test_a_client_that_leaves_a_paced_stream_ends_it_quietly(
+        serve, caplog: pytest.LogCaptureFixture):
+    mock = serve({"rules": [{"reply": {"text": "x" * 400, "chunkSize": 10,
+                                       "chunkDelayMs": 50}}]})
+    received: list[bytes] = []
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(_read_events(messages_url(mock), anthropic_body(stream=True),
+                                 aiohttp.ClientTimeout(total=0.4), received))
+    assert 0 < len(received) < 40
+    time.sleep(0.2)  # the handler notices the client is gone
+    assert call("POST", messages_url(mock), anthropic_body()).status == 200
+    assert "Error handling request" not in caplog.text
 
 
 async def _read_events(url: str, body: Any, timeout: aiohttp.ClientTimeout,

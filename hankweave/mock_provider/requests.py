@@ -21,6 +21,8 @@ class ConversationView:
     system: str | None
     last_user_message: str | None
     tool_result: str | None
+    after_tool_result: bool
+    """The last user message carries tool results."""
     turn: int
     """1 + the number of assistant messages in the request."""
 
@@ -32,7 +34,7 @@ class ConversationView:
         system, user, tool = reader(body, messages)
         return cls(protocol=protocol, model=str(body.get("model", "")),
                    stream=body.get("stream") is True, system=system, last_user_message=user,
-                   tool_result=tool,
+                   tool_result=tool, after_tool_result=_after_tool_result(protocol, messages),
                    turn=1 + sum(1 for m in messages if m.get("role") == "assistant"))
 
     def satisfies(self, when: When) -> bool:
@@ -41,6 +43,10 @@ class ConversationView:
         if any(match is not None and not match.matches(text) for match, text in texts):
             return False
         if when.turn is not None and when.turn != self.turn:
+            return False
+        if when.after_tool_result is not None and when.after_tool_result != self.after_tool_result:
+            return False
+        if when.stream is not None and when.stream != self.stream:
             return False
         if when.first_request is not None and when.first_request != (self.turn == 1):
             return False
@@ -59,9 +65,29 @@ def _text_of(content: Any, *, kinds: tuple[str, ...] = ("text",)) -> str | None:
     return "\n".join(parts) if parts else None
 
 
+def _after_tool_result(protocol: Protocol, messages: list[dict[str, Any]]) -> bool:
+    """Whether the last message from the user's side carries tool results: OpenAI's
+    ``tool`` messages, Anthropic's ``tool_result`` blocks.  ``system`` messages after it (the
+    Claude CLI's environment section) do not count."""
+    for message in reversed(messages):
+        role = message.get("role")
+        if role in ("system", "developer"):
+            continue
+        if protocol == "openai":
+            return role == "tool"
+        blocks = message.get("content")
+        return role == "user" and isinstance(blocks, list) and any(
+            isinstance(block, dict) and block.get("type") == "tool_result" for block in blocks)
+    return False
+
+
 def _anthropic(body: Mapping[str, Any], messages: list[dict[str, Any]]
                ) -> tuple[str | None, str | None, str | None]:
-    system = _text_of(body.get("system"))
+    # The Claude CLI sends part of its system prompt as ``system`` messages.
+    systems = [text for text in [_text_of(body.get("system"))]
+               + [_text_of(m.get("content")) for m in messages if m.get("role") == "system"]
+               if text is not None]
+    system = "\n".join(systems) if systems else None
     user = tool = None
     for message in messages:
         if message.get("role") != "user":

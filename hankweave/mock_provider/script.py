@@ -14,9 +14,9 @@ A script is a JSON file (docs/testing-hanks.md)::
     }
 
 The first rule whose every condition holds answers; a rule with ``times`` answers that many
-requests, then no more.  Nothing else is kept between requests, so the side calls real clients
-make (titles, token counts) cannot put the script out of step.  A request no rule matches gets
-``default``, or, without one, an error reply that names the request.
+requests, then no more.  Nothing else is kept between requests, so the extra calls real
+clients make (subagents, retries, fallbacks) cannot put the script out of step.  A request no
+rule matches gets ``default``, or, without one, an error reply that names the request.
 """
 
 from __future__ import annotations
@@ -101,11 +101,19 @@ class When(_ScriptModel):
     last_user_message: TextMatch | None = None
     """The text of the last user message that has text (tool results are not user text)."""
     system: TextMatch | None = None
-    """The system prompt."""
+    """The system prompt: Anthropic's ``system`` and any ``system`` messages among the
+    messages (the Claude CLI sends its environment section as one), OpenAI's ``system`` and
+    ``developer`` messages."""
     tool_result: TextMatch | None = None
     """The text of the last tool result in the conversation."""
+    after_tool_result: bool | None = None
+    """True: the last user message carries tool results (the client is answering the
+    previous reply's tool calls); false: it carries none (a new prompt)."""
     model: TextMatch | None = None
     """The model name the client asked for."""
+    stream: bool | None = None
+    """True: only streamed requests; false: only whole ones (the Claude CLI repeats a
+    request whose stream broke off as a whole one)."""
     turn: int | None = Field(default=None, ge=1)
     """1 for the first request of a conversation, 2 after one assistant reply, and so on."""
     first_request: bool | None = None
@@ -165,13 +173,15 @@ class Reply(_ScriptModel):
     """Default: the script's ``usage``."""
     error: ErrorReply | None = None
     delay_ms: int = Field(default=0, ge=0)
-    """Wait this long before answering (time to first byte)."""
+    """Wait this long before answering (time to first byte); a client that gives up first is
+    logged as ``abandoned``."""
     chunk_delay_ms: int = Field(default=0, ge=0)
     """Wait this long between streamed chunks."""
     chunk_size: int = Field(default=24, ge=1)
     """Characters of text (or of a tool call's JSON input) per streamed delta."""
     hang: bool = False
-    """Streamed: send the first event, then nothing until the client gives up."""
+    """Send the first event of a stream (nothing of a whole reply), then nothing more until
+    the client gives up."""
     drop_after_events: int | None = Field(default=None, ge=0)
     """Streamed: close the connection after this many events."""
 

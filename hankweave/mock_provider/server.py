@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 MOCK_API_KEY = "hankweave-mock-key"
 _HANG_POLL_S = 0.05
+_SECRET_HEADERS = frozenset({"x-api-key", "authorization", "proxy-authorization", "cookie"})
 _SHUTDOWN_TIMEOUT_S = 2.0
 
 
@@ -163,12 +165,20 @@ class MockProvider:
         from aiohttp import web
 
         raw = await request.read()
-        self.log.write({"protocol": "anthropic", "path": request.path, "status": 200})
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        entry: dict[str, Any] = {"protocol": "anthropic", **_request_facts(request)}
+        if isinstance(body, dict):
+            entry.update(model=str(body.get("model", "")), request=body)
+        self.log.write({**entry, "status": 200})
         return web.json_response({"input_tokens": max(1, len(raw) // 4)})
 
     async def _hello(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
+        self.log.write({**_request_facts(request), "status": 200})
         return web.Response(status=200)
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
@@ -183,7 +193,7 @@ class MockProvider:
     async def _unknown_route(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        self.log.write({"path": request.path, "method": request.method, "status": 404})
+        self.log.write({**_request_facts(request), "status": 404})
         return web.json_response({"type": "error", "error": {
             "type": "not_found_error",
             "message": f"the hankweave mock provider has no route {request.method} {request.path}",
@@ -198,8 +208,7 @@ class MockProvider:
             body = json.loads(await request.read())
         except ValueError:
             body = None
-        entry: dict[str, Any] = {"protocol": protocol, "path": request.path,
-                                 "auth": _auth_kind(request)}
+        entry: dict[str, Any] = {"protocol": protocol, **_request_facts(request)}
         if not isinstance(body, dict):
             error = ErrorReply(kind="invalid_request",
                                message="the request body is not a JSON object")
@@ -214,15 +223,17 @@ class MockProvider:
             error = ErrorReply(kind="invalid_request", message=_unmatched(view))
             return self._error_response(protocol, error, view, entry)
         entry["reply"] = reply.model_dump(by_alias=True, exclude_defaults=True)
-        if reply.delay_ms:
-            await self._sleep(reply.delay_ms / 1000)
+        if reply.delay_ms and not await self._wait(request, reply.delay_ms / 1000):
+            # The client gave up (or the mock stops) before the answer was due.
+            self.log.write({**entry, "status": None, "abandoned": True})
+            return web.Response(status=503)
         if reply.error is not None:
             return self._error_response(protocol, reply.error, view, entry)
         self.log.write({**entry, "status": 200})
         if view.stream:
             return await self._stream(request, protocol, reply, view, body)
         if reply.hang:
-            await self._hang(request)
+            await self._wait(request, None)
         usage = reply.usage or self.script.usage
         whole = (anthropic_message(reply, view, usage) if protocol == "anthropic"
                  else openai_completion(reply, view, usage))
@@ -253,32 +264,55 @@ class MockProvider:
             frames = openai_events(reply, view, usage, include)
         response = web.StreamResponse(headers={"content-type": "text/event-stream",
                                                "cache-control": "no-cache"})
-        await response.prepare(request)
-        for sent, frame in enumerate(frames):
-            if reply.drop_after_events is not None and sent >= reply.drop_after_events:
-                if request.transport is not None:
-                    request.transport.abort()  # a connection dropped mid-stream
-                return response
-            await response.write(frame)
-            if reply.hang:
-                await self._hang(request)
-                return response
-            if reply.chunk_delay_ms:
-                await self._sleep(reply.chunk_delay_ms / 1000)
-        await response.write_eof()
+        try:
+            await response.prepare(request)
+            for sent, frame in enumerate(frames):
+                if reply.drop_after_events is not None and sent >= reply.drop_after_events:
+                    if request.transport is not None:
+                        request.transport.abort()  # a connection dropped mid-stream
+                    return response
+                await response.write(frame)
+                if reply.hang:
+                    await self._wait(request, None)
+                    return response
+                if reply.chunk_delay_ms and not await self._wait(
+                        request, reply.chunk_delay_ms / 1000):
+                    return response
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client went away mid-stream: nothing left to answer
         return response
 
-    async def _hang(self, request: web.Request) -> None:
-        """Send nothing more until the client goes away or the mock stops."""
+    async def _wait(self, request: web.Request, seconds: float | None) -> bool:
+        """Wait ``seconds`` (None: for ever); True unless the client went away or the mock
+        is stopping first."""
+        deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds
         while not self._closing.is_set():
             transport = request.transport
             if transport is None or transport.is_closing():
-                return
-            await self._sleep(_HANG_POLL_S)
+                return False
+            left = _HANG_POLL_S if deadline is None else deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return True
+            await self._sleep(min(left, _HANG_POLL_S))
+        return False
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._closing.wait(), seconds)
+
+
+def _request_facts(request: web.Request) -> dict[str, Any]:
+    """What the log records of any request besides its body: method, path, query string (when
+    there is one), the headers (names in lower case; credentials left out) and which key was
+    sent."""
+    facts: dict[str, Any] = {"method": request.method, "path": request.path}
+    if request.query_string:
+        facts["query"] = request.query_string
+    facts["headers"] = {name.lower(): value for name, value in request.headers.items()
+                        if name.lower() not in _SECRET_HEADERS}
+    facts["auth"] = _auth_kind(request)
+    return facts
 
 
 def _auth_kind(request: web.Request) -> str:
@@ -291,8 +325,12 @@ def _auth_kind(request: web.Request) -> str:
     return "mock" if key == MOCK_API_KEY else "other"
 
 
+_REMINDER = re.compile(r"<system-reminder>.*?(</system-reminder>|$)", re.DOTALL)
+
+
 def _unmatched(view: ConversationView) -> str:
-    said = (view.last_user_message or "")[:80]
+    # The Claude CLI puts <system-reminder> blocks before the prompt: quote what is left.
+    said = _REMINDER.sub("", view.last_user_message or "").strip()[:80]
     return (f"hankweave mock provider: no rule matches this {view.protocol} request "
             f"(model {view.model!r}, turn {view.turn}, last user message {said!r}) and the "
             "script has no default")
