@@ -82,6 +82,14 @@ class CodonRequest:
     None for a fresh one."""
     env: Mapping[str, str] = field(default_factory=dict)
     """Environment for the agent process: the runtime has already filtered and merged it."""
+    env_overlay: Mapping[str, str] = field(default_factory=dict)
+    """What the hank and the runtime add to the environment, already merged into :attr:`env`:
+    the ``HANKWEAVE_<X>`` passthrough, the codon's ``env``, a mock provider's endpoints and
+    keys, and the agent marker (:data:`hankweave.processes.AGENT_MARKER_ENV`), in that order.
+    A harness that builds its agent's environment from an allowlist of :attr:`env` (the Claude
+    harness, as the original) applies these over it."""
+    auto_compact: bool = False
+    """The codon's ``autoCompact``: let the agent compact its session at the context limit."""
     codon_id: str = ""
     """The codon's runtime id (``review#1``), for logs and scripted harnesses."""
     run_id: str = ""
@@ -209,6 +217,7 @@ class AttemptContext:
         on_process: Callable[[int], Awaitable[None]],
         policy: AttemptPolicy | None = None,
         idle_timeout_s: float | None = None,
+        on_warning: Callable[[str], None] | None = None,
     ) -> None:
         self.request = request
         self.log_path = log_path
@@ -220,6 +229,7 @@ class AttemptContext:
         """How long the runtime waits for the next record before it aborts the attempt (None:
         forever).  For information: the runtime enforces it."""
         self._on_process = on_process
+        self._on_warning = on_warning
         self._policy = policy or AttemptPolicy()
         self._pids: list[int] = []
 
@@ -251,6 +261,12 @@ class AttemptContext:
             raise ValueError(f"report_process({pid}): not an agent process of its own")
         self._pids.append(pid)
         await self._on_process(pid)
+
+    def warn(self, message: str) -> None:
+        """Tell the user something about this attempt they should know (a setting the harness
+        had to change, say): an ``error`` event of severity ``warning`` for the codon."""
+        if self._on_warning is not None:
+            self._on_warning(message)
 
     async def authorize_tool(self, name: str, tool_input: Mapping[str, Any]) -> ToolDecision:
         """Ask before the agent runs tool ``name``: the harness runs it only if allowed (with
@@ -296,6 +312,12 @@ class Harness(abc.ABC):
     supports_resume: ClassVar[bool] = True
     """Whether :attr:`CodonRequest.session_id_to_resume` works: without it, ``continue-previous``
     codons and extensions are refused before the agent starts."""
+
+    preload_modules: ClassVar[tuple[str, ...]] = ()
+    """Modules the runtime imports in a background thread as soon as a run knows it will use
+    this harness, before its first codon: a heavy client library's import (the Claude Agent
+    SDK takes a second, litellm four) then overlaps the runtime's own start.  Keep them out of
+    the module that defines the harness class, which every ``hankweave`` start imports."""
 
     close_timeout_s: ClassVar[float] = 10.0
     """How long the runtime waits for :meth:`aclose` (and for a cancelled iteration to finish)

@@ -7,6 +7,7 @@ timeouts, extensions, context exhaustion, continuation sessions and prompt probl
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -122,6 +123,21 @@ def test_exhaust_with_prompt_extends_the_codon_up_to_max_extensions(project):
     lines = logs[0].read_text().splitlines()
     assert sum('"subtype":"init"' in line for line in lines) == 3
     assert sum(line.startswith('{"type":"result"') for line in lines) == 3
+
+
+def test_an_extended_codon_costs_what_all_its_passes_cost(project):
+    # Each pass's result covers that pass (the harness contract): the codon's totals add up.
+    project.write_hank([codon("a", exhaustWithPrompt="Keep going.", maxExtensions=2)])
+    outcome = project.run({"a": [{"messages": 1, "cost": 0.25}, {"messages": 1, "cost": 0.5},
+                                 {"messages": 1, "cost": 1.0}]})
+
+    a = outcome.record("a")
+    assert a.status == "completed" and a.extension_count == 2
+    assert a.final_cost == pytest.approx(1.75)
+    results = [json.loads(line) for line in (project.exec_dir / a.claude_log_path).read_text()
+               .splitlines() if line.startswith('{"type":"result"')]
+    assert len(results) == 3
+    assert a.final_tokens.input_tokens == sum(r["usage"]["input_tokens"] for r in results) > 0
 
 
 def test_an_overflowing_context_ends_the_extensions_as_a_completion(project):

@@ -124,7 +124,7 @@ class HeadlessLog:
             message = str(data.get("message", ""))
             return None if message.startswith(_QUIET_INFO_PREFIXES) else message
         if kind == "error":
-            return f"error: {data.get('message')}"
+            return f"{_error_label(data)}: {data.get('message')}"
         if kind == "rig.setup.failed":
             return f"rig operation {data.get('commandIndex')} failed ({data.get('failureType')})"
         if kind == "loop.iteration.completed":
@@ -161,7 +161,9 @@ class LiveView:
                  style), (codon_id, "bold"), f"  {status}  {ms / 1000:.1f}s  {_money(cost)}"
                 f"  checkpoint {_short(sha)}"))
         if kind == "error":
-            self.console.print(Text(f"error: {data.get('message')}", style="red"))
+            label = _error_label(data)
+            self.console.print(Text(f"{label}: {data.get('message')}",
+                                    style="yellow" if label == "warning" else "red"))
         elif kind == "server.idle":
             self.console.print(Text(str(data.get("message", "")), style="yellow"))
         self._live.update(self._render())
@@ -180,3 +182,8 @@ class LiveView:
         total = Text(f"total {_money(self.tracker.total_cost)}  elapsed"
                      f" {time.monotonic() - self.tracker.run_started:.0f}s", style="dim")
         return Group(table, total)
+
+
+def _error_label(data: dict[str, Any]) -> str:
+    """``warning`` for an ``error`` event of severity warning, else ``error``."""
+    return "warning" if data.get("severity") == "warning" else "error"

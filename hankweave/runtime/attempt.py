@@ -26,6 +26,7 @@ from hankweave.checkpoints import CheckpointError, CheckpointKind
 from hankweave.config.hank import Codon
 from hankweave.config.settings import effective_shim_idle_timeout
 from hankweave.harness import CodonRequest
+from hankweave.processes import AGENT_MARKER_ENV, agent_marker
 from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRunner, Interrupt
 from hankweave.runtime.completion import CodonResult, complete
@@ -176,10 +177,16 @@ class CodonAttempt:
                              f" ({'continue-previous' if session else 'exhaustWithPrompt'}), but"
                              f" harness {harness.name!r} cannot resume sessions")
         run_id = ctx.run_id or ""
+        # Every process of the agent carries the marker, so none outlives the attempt or a
+        # crash of this runtime (hankweave.processes).
+        marker = {AGENT_MARKER_ENV: agent_marker(run_id, codon_id)}
         request = CodonRequest(
             prompt=ctx.prompts.user(codon), system_prompt=ctx.prompts.system(codon), model=model,
             work_dir=ctx.layout.agent_root, session_id_to_resume=session,
-            env=ctx.prompts.env(codon), codon_id=codon_id, run_id=run_id, codon_name=codon.name)
+            env={**ctx.prompts.env(codon), **marker},
+            env_overlay={**ctx.prompts.env_overlay(codon), **marker},
+            auto_compact=codon.auto_compact is True,
+            codon_id=codon_id, run_id=run_id, codon_name=codon.name)
         return AttemptSpec(
             request=request, harness=harness,
             harness_config=ctx.config.harness_configs.get(harness.name),

@@ -15,11 +15,8 @@ breach, an idle timeout); it then cancels the harness's iteration, which ends it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-import os
-import signal
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -36,7 +33,6 @@ from hankweave.codonlog import (
     error_result,
     final_cost_of,
 )
-from hankweave.fsutil import process_running
 from hankweave.harness import (
     AttemptContext,
     AttemptPolicy,
@@ -45,6 +41,7 @@ from hankweave.harness import (
     Harness,
     HarnessConfig,
 )
+from hankweave.processes import AGENT_MARKER_ENV, end_processes_now, marked_processes
 from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.failures import classify_api_error_text
 from hankweave.runtime.reporter import Reporter
@@ -129,6 +126,9 @@ class CodonRunner:
         self._warned_unpriced = False
         self._timeout_deadline: float | None = None
         """Set by a synthetic timeout: the loop time until which its result is awaited."""
+        self._before_pass: tuple[float | None, TokenUsage] | None = None
+        """The codon's cost (None: unknown) and tokens when the current extension pass began:
+        a result's totals cover its own pass, so an extension's are added to these."""
 
     @property
     def codon_id(self) -> str:
@@ -155,7 +155,9 @@ class CodonRunner:
         context = AttemptContext(
             request=spec.request, log_path=spec.log_path, stderr_path=spec.stderr_path,
             state_dir=spec.state_dir, on_process=self._process_reported, policy=spec.policy,
-            idle_timeout_s=spec.idle_timeout_s)
+            idle_timeout_s=spec.idle_timeout_s,
+            on_warning=lambda message: self.reporter.error(message, codon=self.codon_id,
+                                                           severity="warning"))
         harness: Harness | None = None
         try:
             # Without a settings section a harness is built with no arguments (its defaults).
@@ -166,6 +168,7 @@ class CodonRunner:
                     and self._should_extend():
                 self.outcome.extension_count += 1
                 await self._extended()
+                self._before_pass = self._codon_totals()
                 # The next pass resumes this session with the extension prompt; its evidence
                 # starts afresh, the session stays established.
                 self.parser.begin_extension()
@@ -178,8 +181,13 @@ class CodonRunner:
         finally:
             if harness is not None:
                 await self._bounded(harness.aclose(), "aclose()", context)
-                # Closed, it should have ended what it started: nothing outlives the attempt.
+                # Closed, it should have ended what it started: nothing outlives the attempt,
+                # neither a reported process nor one that carries the attempt's marker.
                 _kill(context.reported_pids, f"harness {spec.harness.name} left it running")
+                marker = spec.request.env.get(AGENT_MARKER_ENV)
+                if marker:
+                    _kill(tuple(marked_processes(marker)),
+                          f"the agent of {self.codon_id} left it running")
             context.stderr.close()
             writer.close()
         return self._finish()
@@ -448,9 +456,15 @@ class CodonRunner:
             return
         request = self.spec.request
         # The result's own total, else the price of its usage, else the running sum if that
-        # is complete: an unknown cost stays unknown.
+        # is complete: an unknown cost stays unknown.  The result's totals cover its pass; an
+        # extension's are added to what the earlier passes of the attempt spent.
         if final is None and usage is not None:
             final = self._price(usage)
+        before = self._before_pass
+        if before is not None and final is not None:
+            final = None if before[0] is None else before[0] + final
+        if before is not None and usage is not None:
+            usage = before[1] + usage
         if final is None and codon_cost_complete(codon):
             final = codon.current_cost
         if usage is None:
@@ -463,6 +477,12 @@ class CodonRunner:
         self.reporter.token_usage(
             codon_id=request.codon_id, usage=usage, cost=final, model_id=request.model.full_id,
             model_usage=model_usage if isinstance(model_usage, Mapping) else None)
+
+    def _codon_totals(self) -> tuple[float | None, TokenUsage]:
+        codon = self._record()
+        tokens = getattr(codon, "current_tokens", None) or TokenUsage()
+        cost = codon.current_cost if codon is not None and codon_cost_complete(codon) else None
+        return cost, tokens
 
     # -- the outcome --
 
@@ -495,12 +515,9 @@ class CodonRunner:
 
 
 def _kill(pids: tuple[int, ...], why: str) -> None:
-    """SIGKILL each reported process still running (never this process)."""
-    for pid in pids:
-        if pid != os.getpid() and process_running(pid):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                log.warning("%s: killed agent process %d", why, pid)
+    """SIGKILL each of ``pids`` still running (never this process)."""
+    for pid in end_processes_now(pids):
+        log.warning("%s: killed agent process %d", why, pid)
 
 
 _END = object()

@@ -37,3 +37,11 @@ class PromptBuilder:
         from hankweave.config.settings import agent_env
 
         return {**agent_env(self.base_env, codon.env or {}), **self.provider_env}
+
+    def env_overlay(self, codon: Codon) -> dict[str, str]:
+        """What :meth:`env` adds to the base environment: the ``HANKWEAVE_<X>`` passthrough,
+        the codon's ``env`` and the provider variables, in that order."""
+        from hankweave.config.settings import hankweave_passthrough
+
+        return {**hankweave_passthrough(self.base_env).set, **(codon.env or {}),
+                **self.provider_env}

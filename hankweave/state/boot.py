@@ -24,6 +24,8 @@ class OwnedExecution:
     store: StateStore
     acquired: AcquireResult
     crashed_run_ids: list[str] = field(default_factory=list)
+    ended_agents: dict[str, list[int]] = field(default_factory=dict)
+    """Per crashed run, the agent processes it left running that were ended."""
 
     async def release(self) -> None:
         """Fold the state into ``state.json`` and give the directory up."""
@@ -43,6 +45,9 @@ async def take_ownership(
     that process is not this run's runtime.  Then every other ``running`` run whose server
     process is gone is marked crashed too.
 
+    The agent processes a crashed run left running (the Claude CLI keeps going after its host
+    is killed) are ended next, before anything resumes (:mod:`hankweave.processes`).
+
     Raises :class:`~hankweave.state.lock.LockHeldError` when a live runtime holds the directory.
     """
     hankweave_dir = Path(hankweave_dir)
@@ -61,7 +66,23 @@ async def take_ownership(
                 run_id=stale_run.run_id, detected_at=utc_now_iso(), last_codon_status="unknown")))
             owned.crashed_run_ids.append(stale_run.run_id)
         owned.crashed_run_ids += await store.detect_crashed_runs(alive=alive)
+        await _end_agents_left_running(owned)
     except BaseException:
         await owned.release()
         raise
     return owned
+
+
+async def _end_agents_left_running(owned: OwnedExecution) -> None:
+    from hankweave.processes import end_agents_of_crashed_run
+
+    for run_id in owned.crashed_run_ids:
+        run = owned.store.state.run_by_id(run_id)
+        if run is None:
+            continue
+        # An in-process agent records the runtime's own pid: nothing of its own to end.
+        pids = {getattr(codon, "claude_pid", None) for codon in run.codons}
+        recorded = [pid for pid in pids if isinstance(pid, int) and pid != run.server_pid]
+        ended = await end_agents_of_crashed_run(run_id, recorded)
+        if ended:
+            owned.ended_agents[run_id] = ended
