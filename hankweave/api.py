@@ -85,8 +85,21 @@ if TYPE_CHECKING:
         StderrLog,
         ToolDecision,
     )
-    from hankweave.models import ModelCost, ModelEntry, ProviderEntry, UnknownModelError
+    from hankweave.lazy import lazy_exports
+    from hankweave.models import (
+        CatalogueSnapshot,
+        ModelCost,
+        ModelEntry,
+        ProviderEntry,
+        UnknownModelError,
+    )
     from hankweave.plugins import make_plugin_manager
+    from hankweave.processes import (
+        AGENT_MARKER_ENV,
+        end_processes,
+        end_processes_now,
+        marked_processes,
+    )
     from hankweave.registry import Registry, get_registry
     from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
     from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
@@ -144,6 +157,7 @@ _EXPORTS: dict[str, str] = {
     "tool_result_record": "hankweave.codonlog",
     "tool_use_block": "hankweave.codonlog",
     # models
+    "CatalogueSnapshot": "hankweave.models",
     "ModelCost": "hankweave.models",
     "ModelEntry": "hankweave.models",
     "ProviderEntry": "hankweave.models",
@@ -200,6 +214,11 @@ _EXPORTS: dict[str, str] = {
     "pid_alive": "hankweave.fsutil",
     "process_running": "hankweave.fsutil",
     "utc_now_iso": "hankweave.fsutil",
+    # agent processes: the marker they carry, ending them
+    "AGENT_MARKER_ENV": "hankweave.processes",
+    "end_processes": "hankweave.processes",
+    "end_processes_now": "hankweave.processes",
+    "marked_processes": "hankweave.processes",
     # hanks, settings and plans
     "ConfigError": "hankweave.config.errors",
     "HankFile": "hankweave.config.hank",
@@ -216,6 +235,8 @@ _EXPORTS: dict[str, str] = {
     "REPLAY_HARNESS": "hankweave.app.playback",
     "launch": "hankweave.app.launch",
     "CLIError": "hankweave.cli.errors",
+    # a package's lazy exports (PEP 562), as this module does it
+    "lazy_exports": "hankweave.lazy",
 }
 
 
@@ -227,6 +248,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AGENT_MARKER_ENV",
     "DATA_LINK",
     "REPLAY_HARNESS",
     "AmbiguousCheckpointError",
@@ -234,6 +256,7 @@ __all__ = [
     "AttemptPolicy",
     "BackendNotInstalledError",
     "CLIError",
+    "CatalogueSnapshot",
     "Checkpoint",
     "CheckpointError",
     "CheckpointKind",
@@ -296,6 +319,8 @@ __all__ = [
     "compact_boundary_record",
     "dump_state",
     "end_checkpoint",
+    "end_processes",
+    "end_processes_now",
     "error_result",
     "expected_codon_ids",
     "fsync_dir",
@@ -303,11 +328,13 @@ __all__ = [
     "hookimpl",
     "init_record",
     "launch",
+    "lazy_exports",
     "live_runtime_lock",
     "load_execution_meta",
     "load_hank",
     "load_state",
     "make_plugin_manager",
+    "marked_processes",
     "parse_iso",
     "parse_record",
     "pid_alive",

@@ -145,9 +145,12 @@ def register_models(register: Callable[[ModelEntry | ProviderEntry], None]) -> N
         provider's models, and which distribution provides it).  A second entry with the same
         ``provider/model`` id, alias or provider id is an error naming both plugins.
 
-    The return value is ignored.  The kernel's built-in catalogue registers the Anthropic
-    models and the routing of the original (Anthropic and Anthropic-on-Bedrock models to the
-    ``claude`` harness, every other provider to ``pi``); catalogue plugins add more.
+    The return value is ignored.  The kernel's built-in catalogue registers the models of the
+    providers hankweave routes and the routing of the original (Anthropic and
+    Anthropic-on-Bedrock models to the ``claude`` harness, every other provider to ``pi``);
+    catalogue plugins add more.  The built-in entries are the fallback: a plugin's entry with
+    the same id, alias or provider id replaces the built-in one (the Claude harness registers
+    the Anthropic models of its own release this way), and only two plugins' entries clash.
     """
 
 

@@ -50,6 +50,10 @@ KERNEL = "hankweave"
 """The owner named for objects the kernel itself provides (its own CLI commands)."""
 
 
+BUILTIN_CATALOGUE = "hankweave.default_plugins.model_catalogue"
+"""The plugin name of the kernel's built-in model catalogue, whose entries plugins may replace."""
+
+
 class RegistrationError(Exception):
     """A plugin registered something invalid (wrong type, missing name)."""
 
@@ -65,9 +69,13 @@ class _Collection(Generic[T]):
         self.kind = kind
         self.items: dict[str, T] = {}
         self.owners: dict[str, str] = {}
+        self.defaults: set[str] = set()
+        """Names registered as defaults, which another plugin's registration replaces."""
 
-    def add(self, name: str, obj: T, plugin: str) -> None:
-        if name in self.items:
+    def add(self, name: str, obj: T, plugin: str, *, default: bool = False) -> None:
+        if name in self.defaults and not default:
+            self.defaults.discard(name)
+        elif name in self.items:
             owner = self.owners[name]
             if owner == plugin:
                 raise DuplicateRegistrationError(
@@ -78,6 +86,8 @@ class _Collection(Generic[T]):
             )
         self.items[name] = obj
         self.owners[name] = plugin
+        if default:
+            self.defaults.add(name)
 
 
 class _Catalogue(NamedTuple):
@@ -312,14 +322,19 @@ class Registry:
         )
         models, providers, aliases = catalogue
         for plugin in self._implementers("register_models"):
+            # The kernel's built-in catalogue is the fallback: a plugin's entry with the same
+            # id, alias or provider replaces it (the Claude harness ships the Anthropic models
+            # of its own release) instead of clashing with it.
+            builtin = plugin == BUILTIN_CATALOGUE
 
-            def register(entry: ModelEntry | ProviderEntry, _plugin: str = plugin) -> None:
+            def register(entry: ModelEntry | ProviderEntry, _plugin: str = plugin,
+                         _builtin: bool = builtin) -> None:
                 if isinstance(entry, ModelEntry):
-                    models.add(entry.full_id.lower(), entry, _plugin)
+                    models.add(entry.full_id.lower(), entry, _plugin, default=_builtin)
                     for alias in entry.aliases:
-                        aliases.add(alias.lower(), entry, _plugin)
+                        aliases.add(alias.lower(), entry, _plugin, default=_builtin)
                 elif isinstance(entry, ProviderEntry):
-                    providers.add(entry.provider_id.lower(), entry, _plugin)
+                    providers.add(entry.provider_id.lower(), entry, _plugin, default=_builtin)
                 else:
                     raise RegistrationError(
                         f"plugin {_plugin} registered {entry!r} as a model catalogue entry, but "
@@ -327,6 +342,11 @@ class Registry:
                     )
 
             self._call_one("register_models", plugin, register=register)
+        # A built-in alias whose model a plugin replaced names the replacement.
+        for alias, entry in list(aliases.items.items()):
+            current = models.items.get(entry.full_id.lower())
+            if current is not None and current is not entry:
+                aliases.items[alias] = current
         return catalogue
 
     # `base` is an abstract class, which mypy refuses for a `type[T]` parameter; the typed

@@ -30,7 +30,11 @@ from pathlib import Path
 from typing import Any
 
 DATA_FILE = "model_prices_and_context_window_backup.json"
-TARGET = Path(__file__).resolve().parents[1] / "hankweave/default_plugins/model_catalogue.json"
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = ROOT / "hankweave/default_plugins/model_catalogue.json"
+CLAUDE_TARGET = ROOT / "hankweave-harness-claude/hankweave_harness_claude/anthropic_models.json"
+"""The Claude harness's own catalogue: the Anthropic models (on Anthropic and on Bedrock),
+written from the same data, which replaces the kernel's entries where the harness is installed."""
 
 CHAT_MODES = {"chat", "responses"}
 # litellm provider -> (our provider id, the key prefix litellm puts before the model id)
@@ -160,11 +164,30 @@ def main() -> None:
     parser.add_argument("--wheel", help="a directory holding a downloaded litellm wheel")
     parser.add_argument("--source", help="a copy of litellm's model data JSON file")
     parser.add_argument("--output", default=str(TARGET), help="where to write the catalogue")
+    parser.add_argument("--claude-output", default=str(CLAUDE_TARGET),
+                        help="where to write the Claude harness's Anthropic catalogue")
     args = parser.parse_args()
     data, source = read_source(args)
     snapshot = convert(data, source)
-    Path(args.output).write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf-8")
-    print(f"{len(snapshot['models'])} models, aliases {snapshot['aliases']} -> {args.output}")
+    write(Path(args.output), snapshot)
+    write(Path(args.claude_output), anthropic_subset(snapshot))
+
+
+def anthropic_subset(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The Anthropic models of ``snapshot`` (Bedrock's included) and their aliases."""
+    def anthropic(model: dict[str, Any]) -> bool:
+        return model["provider"] == "anthropic" or (
+            model["provider"] == "amazon-bedrock" and ".anthropic." in f".{model['id']}")
+
+    models = [model for model in snapshot["models"] if anthropic(model)]
+    ids = {f"{model['provider']}/{model['id']}" for model in models}
+    aliases = {alias: full for alias, full in snapshot["aliases"].items() if full in ids}
+    return {**snapshot, "aliases": aliases, "models": models}
+
+
+def write(path: Path, snapshot: dict[str, Any]) -> None:
+    path.write_text(json.dumps(snapshot, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(snapshot['models'])} models, aliases {snapshot['aliases']} -> {path}")
 
 
 if __name__ == "__main__":

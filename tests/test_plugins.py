@@ -363,16 +363,46 @@ def test_duplicate_model_aliases_name_both_plugins(
     pm: HankweavePluginManager, registry: Registry
 ) -> None:
     pm.register(
-        registering("register_models", model("example", "haiku-clone", aliases=("Haiku",))),
+        registering("register_models", model("example", "haiku-clone", aliases=("clone",))),
         name="clone-catalogue",
+    )
+    pm.register(
+        registering("register_models", model("other", "haiku-copy", aliases=("Clone",))),
+        name="copy-catalogue",
     )
 
     with pytest.raises(DuplicateRegistrationError) as excinfo:
-        registry.resolve_model("haiku")
+        registry.resolve_model("clone")
     assert str(excinfo.value) == (
-        'model alias "haiku" is registered by both '
-        "hankweave.default_plugins.model_catalogue and clone-catalogue"
+        'model alias "clone" is registered by both clone-catalogue and copy-catalogue'
     )
+
+
+def test_a_plugin_entry_replaces_the_built_in_catalogues(
+    pm: HankweavePluginManager, registry: Registry
+) -> None:
+    built_in = registry.resolve_model("haiku")
+    pm.register(registering("register_models", model("example", "haiku-clone",
+                                                      aliases=("Haiku",))), name="clone")
+    newer = built_in.model_copy(update={"name": "Newer data", "aliases": ()})
+    pm.register(registering("register_models", newer), name="newer")
+    registry = Registry(pm)
+
+    assert registry.resolve_model("haiku").full_id == "example/haiku-clone"
+    assert registry.registered_by("model", "example/haiku-clone") == "clone"
+    # The built-in entry's replacement is the one found by its id.
+    assert registry.models()[built_in.full_id.lower()].name == "Newer data"
+
+
+def test_a_replaced_built_in_model_keeps_its_built_in_aliases(
+    pm: HankweavePluginManager, registry: Registry
+) -> None:
+    built_in = registry.resolve_model("sonnet")
+    pm.register(registering("register_models", built_in.model_copy(
+        update={"name": "Sonnet, newer data", "aliases": ()})), name="newer")
+    registry = Registry(pm)
+
+    assert registry.resolve_model("sonnet").name == "Sonnet, newer data"
 
 
 def test_a_class_of_the_wrong_kind_is_rejected(
