@@ -1,3 +1,3 @@
-from hankweave.cli import main
+from hankweave.cli import console_main
 
-main()
+console_main()

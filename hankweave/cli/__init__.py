@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import click
@@ -54,3 +55,40 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     sys.exit(run_cli(cli))
+
+
+def console_main() -> None:
+    """The ``hankweave`` command (console script and ``python -m hankweave``): :func:`main`,
+    then a prompt exit.
+
+    Everything a command acknowledges is already durable (the runtime is safe under SIGKILL),
+    so the process leaves without tearing the interpreter down, which takes a third of a
+    second once an agent SDK is loaded: the exit handlers run, the output is flushed, then
+    ``os._exit``.  Not while another (non-daemon) thread runs, nor under a profiler or a
+    tracer (``python -m cProfile -m hankweave``, a debugger): they exit as usual.
+    """
+    try:
+        main()
+        code: str | int | None = 0
+    except SystemExit as exc:
+        code = exc.code
+    _exit_promptly(code)
+
+
+def _exit_promptly(code: str | int | None) -> None:
+    import atexit
+    import os
+    import threading
+
+    others = any(t.is_alive() and not t.daemon for t in threading.enumerate()
+                 if t is not threading.main_thread())
+    if others or sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # let them finish; a profiler or tracer writes its data at the end
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()  # logging.shutdown() and the libraries' own cleanups
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0 if code is None else code)
