@@ -313,12 +313,6 @@ class Harness(abc.ABC):
     """Whether :attr:`CodonRequest.session_id_to_resume` works: without it, ``continue-previous``
     codons and extensions are refused before the agent starts."""
 
-    preload_modules: ClassVar[tuple[str, ...]] = ()
-    """Modules the runtime imports in a background thread as soon as a run knows it will use
-    this harness, before its first codon: a heavy client library's import (the Claude Agent
-    SDK takes a second, litellm four) then overlaps the runtime's own start.  Keep them out of
-    the module that defines the harness class, which every ``hankweave`` start imports."""
-
     close_timeout_s: ClassVar[float] = 10.0
     """How long the runtime waits for :meth:`aclose` (and for a cancelled iteration to finish)
     before it kills the processes the harness reported."""

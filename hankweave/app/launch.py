@@ -231,7 +231,6 @@ def _prepare(request: LaunchRequest, registry: Registry,
     for warning in report.warnings + plugins.warnings:
         request.notify(f"warning: {warning}")
     report.raise_for_errors()
-    _preload_harnesses(registry, {m.harness for m in report.models if m.harness})
     hank = report.hank
     assert hank is not None  # raise_for_errors() passed
     backend = _checkpoint_backend(registry, settings.checkpoints.backend)
@@ -271,28 +270,6 @@ def _mock_script(request: LaunchRequest, recording: Playback | None) -> MockScri
     from hankweave.mock_provider.script import load_script
 
     return load_script(Path(request.cwd, request.mock_provider))
-
-
-def _preload_harnesses(registry: Registry, names: set[str]) -> None:
-    """Import the heavy modules of the harnesses this run will use in a background thread
-    (``Harness.preload_modules``), while the runtime sets the execution up."""
-    import importlib
-    import threading
-
-    harnesses = registry.harnesses()
-    modules = [module for name in sorted(names) if name in harnesses
-               for module in harnesses[name].preload_modules]
-    if not modules:
-        return
-
-    def preload() -> None:
-        for module in modules:
-            try:
-                importlib.import_module(module)
-            except Exception as exc:  # the codon that needs it reports the failure itself
-                log.debug("preloading %s failed: %r", module, exc)
-
-    threading.Thread(target=preload, name="hankweave-preload", daemon=True).start()
 
 
 def _checkpoint_backend(registry: Registry, name: str) -> type[CheckpointStore]:

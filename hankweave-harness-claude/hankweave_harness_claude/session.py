@@ -1,0 +1,190 @@
+"""One pass of a codon: the Claude Agent SDK driving a CLI that :mod:`.cli` has started.
+
+Imported only when a codon runs (``claude_agent_sdk`` takes about a second to import; the
+harness imports this module in a thread while the CLI boots).
+
+The SDK's ``ClaudeSDKClient`` speaks the CLI's control protocol (the initialize handshake, the
+``PreToolUse`` hook that asks the kernel's tool policy, the prompt) over :class:`CLITransport`,
+our transport for the running :class:`~hankweave_harness_claude.cli.CLIProcess`.  Every stdout
+frame is teed into the codon log as it arrives (:mod:`.messages` converts it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    CLIConnectionError,
+    HookMatcher,
+    Transport,
+)
+
+from hankweave.api import AttemptContext, ToolDecision, error_result
+from hankweave_harness_claude.cli import CLIError, CLIProcess
+from hankweave_harness_claude.messages import (
+    SessionCosts,
+    codon_log_record,
+    is_result,
+    is_success,
+)
+
+log = logging.getLogger(__name__)
+
+EXIT_GRACE_S = 5.0
+"""After a result: how long the CLI may take to write its transcript and exit on stdin EOF."""
+DISCONNECT_TIMEOUT_S = 5.0
+EARLY_EXIT_WAIT_S = 2.0
+"""When the handshake fails: how long to wait for the CLI's exit code (it is usually gone)."""
+
+
+class CLITransport(Transport):
+    """The SDK's view of a running :class:`CLIProcess`."""
+
+    def __init__(self, process: CLIProcess) -> None:
+        self.process = process
+
+    async def connect(self) -> None:
+        await self.process.start()  # already started by the harness: nothing to do
+
+    def is_ready(self) -> bool:
+        return self.process.running
+
+    async def write(self, data: str) -> None:
+        try:
+            await self.process.write(data)
+        except CLIError as exc:
+            raise CLIConnectionError(str(exc)) from exc
+
+    async def end_input(self) -> None:
+        await self.process.end_input()
+
+    def read_messages(self) -> AsyncIterator[dict[str, Any]]:
+        return self.process.frames()
+
+    async def close(self) -> None:
+        await self.process.stop(exit_grace_s=EXIT_GRACE_S)
+
+
+def tool_policy_hook(context: AttemptContext) -> HookMatcher:
+    """A ``PreToolUse`` hook that asks the kernel's tool policy before every tool call.
+
+    Hooks run under every permission mode (``bypassPermissions`` included), unlike the SDK's
+    ``can_use_tool``, which the CLI consults only where it would have asked a user.
+    """
+
+    async def before_tool(data: Any, tool_use_id: str | None, _ctx: Any) -> Any:
+        name = str(data.get("tool_name", ""))
+        tool_input = data.get("tool_input") or {}
+        decision: ToolDecision = await context.authorize_tool(name, tool_input)
+        if not decision.allowed:
+            return {"hookSpecificOutput": {
+                "hookEventName": "PreToolUse", "permissionDecision": "deny",
+                "permissionDecisionReason": decision.message or f"{name} is not allowed"}}
+        if decision.updated_input is not None:
+            return {"hookSpecificOutput": {
+                "hookEventName": "PreToolUse", "permissionDecision": "allow",
+                "updatedInput": dict(decision.updated_input)}}
+        return {}
+
+    return HookMatcher(matcher=None, hooks=[before_tool])
+
+
+class ClaudeCLIError(RuntimeError):
+    """The CLI failed after its session had already reported its result."""
+
+
+async def run_pass(process: CLIProcess, context: AttemptContext
+                   ) -> AsyncIterator[dict[str, Any]]:
+    """Drive the started ``process`` through one pass; yield its codon-log records as the CLI
+    writes them.  Cancelling the iteration ends the CLI at once."""
+    plan = process.plan
+    frames: collections.deque[dict[str, Any]] = collections.deque()
+    process.on_frame = frames.append
+    # The CLI's flags come from the plan (cli.py); these options are what the SDK's protocol
+    # side reads (the hooks it registers in the initialize handshake).
+    options = ClaudeAgentOptions(
+        model=plan.model, cwd=str(plan.cwd), permission_mode=plan.permission_mode,  # type: ignore[arg-type]
+        hooks={"PreToolUse": [tool_policy_hook(context)]},
+        max_buffer_size=plan.buffer_size)
+    client = ClaudeSDKClient(options=options, transport=CLITransport(process))
+    costs = SessionCosts(context.state_dir)
+    cost_before = costs.total(plan.resume)
+    session_id: str | None = None
+    succeeded = finished = False
+
+    def drain() -> list[dict[str, Any]]:
+        nonlocal session_id, succeeded, finished
+        records = []
+        while frames and not finished:
+            record = codon_log_record(frames.popleft())
+            if record is None:
+                continue
+            session_id = session_id or record.get("session_id")
+            succeeded = succeeded or is_success(record)
+            finished = is_result(record)
+            if finished:
+                record = costs.per_pass(record, cost_before)
+            records.append(record)
+        return records
+
+    ended_cleanly = False
+    try:
+        try:
+            await client.connect()
+            await client.query(plan.prompt)
+        except Exception:
+            if not await process.exited_within(EARLY_EXIT_WAIT_S):
+                raise  # the SDK failed, not the CLI
+            # The CLI died before it took the prompt: its exit code and stderr say why.
+            yield error_result(_ended_without_result(None, process), session_id=None)
+            return
+        messages = client.receive_messages().__aiter__()
+        failure: Exception | None = None
+        while not finished:
+            try:
+                await messages.__anext__()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:  # the CLI died, or the SDK failed
+                failure = exc
+                break
+            for record in drain():
+                yield record
+        for record in drain():  # what came with the end or the failure
+            yield record
+        if not finished:
+            yield error_result(_ended_without_result(failure, process), session_id=session_id)
+            return
+        await _bounded(client.disconnect())  # stdin EOF: the CLI writes its transcript, exits
+        ended_cleanly = True
+        code = process.returncode
+        if code not in (0, None) and succeeded:
+            raise ClaudeCLIError(f"Claude Code exited with code {code} after its result:"
+                                 f" {process.stderr_tail()[-500:]}")
+    finally:
+        if not ended_cleanly:
+            # Cancelled (skip, stop, idle timeout, budget) or failed: end the CLI now.
+            await process.stop(exit_grace_s=0)
+            await _bounded(client.disconnect())
+
+
+def _ended_without_result(failure: BaseException | None, process: CLIProcess) -> str:
+    """The error text of a pass whose CLI ended before its result (classified by the kernel)."""
+    if failure is not None:
+        return f"Claude Code CLI failed: {failure}"
+    tail = process.stderr_tail()
+    return (f"Claude Code CLI ended without a result (exit code {process.returncode})"
+            + (f": {tail[-1000:]}" if tail else ""))
+
+
+async def _bounded(closing: Awaitable[Any]) -> None:
+    try:
+        await asyncio.wait_for(closing, DISCONNECT_TIMEOUT_S)
+    except Exception as exc:
+        log.debug("disconnecting from the Claude Code CLI: %r", exc)
