@@ -20,7 +20,8 @@ names = sorted(name for name, _ in get_plugin_manager().list_name_plugin())
 print("PLUGINS=" + ",".join(names))
 print("LOADED=" + ",".join(m for m in {heavy!r} if m in sys.modules))
 """
-HEAVY = ("pydantic", "asyncio", "tarfile", "git", "aiohttp", "litellm", "anthropic")
+HEAVY = ("pydantic", "asyncio", "tarfile", "git", "aiohttp", "litellm", "anthropic",
+         "claude_agent_sdk")
 
 
 def test_help_loads_every_plugin_and_no_heavy_module():
@@ -30,6 +31,6 @@ def test_help_loads_every_plugin_and_no_heavy_module():
                  and line.split("=", 1)[0] in ("PLUGINS", "LOADED"))
 
     plugins = lines["PLUGINS"]
-    for entry in ("replay", "checkpoint-git", "checkpoint-snapshot"):
+    for entry in ("replay", "checkpoint-git", "checkpoint-snapshot", "claude"):
         assert entry in plugins, plugins
     assert lines["LOADED"] == ""

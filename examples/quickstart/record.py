@@ -2,18 +2,19 @@
 
     python examples/quickstart/record.py [OUTPUT]
 
-Runs the quickstart hank, written for ``haiku``, with the scripted fake agent of
-``hankweave.testing`` standing in for every model (``HANKWEAVE_FAKE_ALL=1``) and playing
-``fake-script.json``, then exports the execution next to this file.  Costs are computed with
-haiku's catalogue prices.  Needs hankweave, hankweave-replay and a checkpoint backend (git by
-default) installed; no provider and no API key.  ``OUTPUT`` writes the recording elsewhere (the
-tests use it to check that regenerating gives an equivalent recording).
+Runs the quickstart hank live, on the Claude harness: the real Claude Code CLI for every codon,
+talking to the scripted mock provider (``hankweave run --mock-provider mock-script.json``)
+instead of Anthropic, so it needs no API key and sends nothing anywhere but 127.0.0.1.  The
+script answers each codon's requests: the agent reads the notes and writes them with the CLI's
+own Read and Write tools.  Then the execution is exported next to this file.  Needs hankweave,
+hankweave-harness-claude, hankweave-replay and a checkpoint backend (git by default) installed.
+``OUTPUT`` writes the recording elsewhere (the tests use it to check that regenerating gives an
+equivalent recording).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,25 +22,24 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 RECORDING = HERE / "recording.hwrec.tar.gz"
+SCRIPT = HERE / "mock-script.json"
+
+# Whatever the environment holds, the agents get only the mock's address and dummy key.
+PROVIDER_VARIABLES = ("ANTHROPIC_", "CLAUDE_", "OPENAI_", "HANKWEAVE_")
 
 
 def main(output: Path = RECORDING) -> int:
     """Record the quickstart into ``output``; return the exit code."""
     with tempfile.TemporaryDirectory(prefix="hankweave-quickstart-") as scratch_dir:
         scratch = Path(scratch_dir)
-        # The fake harness counts attempts in a file next to its script: keep that out of here.
-        script = scratch / "fake-script.json"
-        shutil.copyfile(HERE / "fake-script.json", script)
-        env = {**os.environ,
-               "HANKWEAVE_FAKE_ALL": "1",
-               "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
-               "HANKWEAVE_FAKE_SCRIPT": str(script),
-               "HANKWEAVE_HOME": str(scratch / "home")}
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith(PROVIDER_VARIABLES)}
+        env["HANKWEAVE_HOME"] = str(scratch / "home")
         execution = scratch / "execution"
         hankweave = [sys.executable, "-m", "hankweave"]
         steps = [
             [*hankweave, "run", str(HERE), str(HERE / "data"), "-e", str(execution),
-             "--headless"],
+             "--headless", "--mock-provider", str(SCRIPT)],
             [*hankweave, "export", "-e", str(execution), "-o", str(output)],
         ]
         for step in steps:
