@@ -31,6 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The sibling benchmark's way of serving the mock in its own process (this folder is on
+# sys.path when a benchmark runs as a script).
+from mock_provider import _serve_process
+
 PROMPT = "Say hello to the benchmark."
 SCRIPT = {"rules": [{"name": "hello", "when": {"lastUserMessage": "Say hello"},
                      "reply": {"text": "Hello, benchmark!",
@@ -54,18 +58,6 @@ async def main():
 
 sys.exit(asyncio.run(main()))
 """
-
-
-def _serve(script_path: Path) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hankweave", "mock-provider", "serve", "--script",
-         str(script_path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("Mock provider listening on "):
-        process.kill()
-        raise RuntimeError(f"the mock provider did not start: {line!r}")
-    return process, line.split()[-1]
 
 
 def _env(base_url: str, folder: Path) -> dict[str, str]:
@@ -105,7 +97,7 @@ def run(pairs: int, workdir: Path) -> dict[str, Any]:
     data = workdir / "data"
     data.mkdir()
     (data / "input.txt").write_text("one line\n")
-    server, base_url = _serve(script_path)
+    server, base_url = _serve_process(script_path, None)
     try:
         env = _env(base_url, workdir / "bare")
         run_env = {**env, "HANKWEAVE_HOME": str(workdir / "home")}
