@@ -105,6 +105,7 @@ class CLIProcess:
         self.stderr = stderr
         self.on_spawn = on_spawn
         self.process: asyncio.subprocess.Process | None = None
+        self._stopped = False
         self.on_frame: Callable[[dict[str, Any]], None] = lambda frame: None
 
     @property
@@ -201,8 +202,9 @@ class CLIProcess:
         """End the CLI: stdin EOF and ``exit_grace_s`` to exit, then SIGTERM, then SIGKILL of
         its process group."""
         process = self.process
-        if process is None:
+        if process is None or self._stopped:
             return
+        self._stopped = True  # once: the group's id may be reused after the CLI is gone
         with contextlib.suppress(Exception):
             await self.end_input()
         if process.returncode is None and exit_grace_s > 0:
