@@ -182,10 +182,11 @@ class CodonRunner:
             if harness is not None:
                 await self._bounded(harness.aclose(), "aclose()", context)
                 # Closed, it should have ended what it started: nothing outlives the attempt,
-                # neither a reported process nor one that carries the attempt's marker.
+                # neither a reported process nor one that carries the attempt's marker (looked
+                # for when the agent ran in processes of its own: a scan of every process).
                 _kill(context.reported_pids, f"harness {spec.harness.name} left it running")
                 marker = spec.request.env.get(AGENT_MARKER_ENV)
-                if marker:
+                if marker and context.reported_pids:
                     _kill(tuple(marked_processes(marker)),
                           f"the agent of {self.codon_id} left it running")
             context.stderr.close()
