@@ -87,3 +87,45 @@ def test_taking_over_a_crashed_execution_ends_the_agent_it_left_running(tmp_path
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_nothing_an_attempt_started_outlives_it(tmp_path) -> None:
+    from collections.abc import AsyncIterator
+    from typing import Any, ClassVar
+
+    from hankweave.codonlog import init_record, result_record
+    from hankweave.harness import AttemptContext, CodonRequest, Harness
+    from hankweave.testing import run_attempt
+    from hankweave.testing.harness import CONTRACT_MODEL
+
+    started: list[subprocess.Popen[bytes]] = []
+
+    class LeavesAToolBehind(Harness):
+        name: ClassVar[str] = "leaves-a-tool"
+        package: ClassVar[str] = "hankweave-tests"
+
+        async def run_codon(self, request: CodonRequest, context: AttemptContext
+                            ) -> AsyncIterator[Any]:
+            agent = sleeper(request.env[AGENT_MARKER_ENV])
+            tool = sleeper(request.env[AGENT_MARKER_ENV], new_session=True)
+            started.extend([agent, tool])
+            await context.report_process(agent.pid)
+            yield init_record("s-1")
+            agent.kill()  # the agent ends; the tool it started in a session of its own does not
+            agent.wait()
+            yield result_record(session_id="s-1", success=True, text="done")
+
+    marker = agent_marker(f"r-{os.getpid()}", "c")
+    request = CodonRequest(prompt="p", system_prompt=None, model=CONTRACT_MODEL,
+                           work_dir=tmp_path, env={**os.environ, AGENT_MARKER_ENV: marker},
+                           codon_id="c", run_id="r")
+    try:
+        run = asyncio.run(run_attempt(LeavesAToolBehind, request, tmp_path / "exec"))
+        assert run.outcome.success
+        tool = started[1]
+        assert tool.wait(timeout=10) is not None
+        assert marked_processes(marker) == []
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
