@@ -25,8 +25,9 @@ harness ends its agent before the iterator finishes closing.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeAlias
@@ -232,6 +233,7 @@ class AttemptContext:
         self._on_warning = on_warning
         self._policy = policy or AttemptPolicy()
         self._pids: list[int] = []
+        self._busy = 0
 
     @property
     def log_dir(self) -> Path:
@@ -261,6 +263,22 @@ class AttemptContext:
             raise ValueError(f"report_process({pid}): not an agent process of its own")
         self._pids.append(pid)
         await self._on_process(pid)
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Mark a stretch where the agent works without producing records (a long tool, a
+        slow first token): meanwhile the runtime's idle limit is at least five minutes (the
+        original pi watchdog's busy limit), however short the idle timeout."""
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+
+    @property
+    def busy_now(self) -> bool:
+        """Whether a :meth:`busy` stretch is open."""
+        return self._busy > 0
 
     def warn(self, message: str) -> None:
         """Tell the user something about this attempt they should know (a setting the harness

@@ -68,6 +68,9 @@ log = logging.getLogger(__name__)
 
 Interrupt = Literal["skip", "stop", "budget", "timeout", "idle"]
 TOOL_RESULT_LIMIT = 2500
+BUSY_IDLE_TIMEOUT_S = 300.0
+"""The idle limit while the harness says its agent is busy (``AttemptContext.busy()``), when
+that is longer than the idle timeout: the original pi watchdog's ``max(idle, 300 s)``."""
 TIMEOUT_RESULT_GRACE_S = 2.0
 """After the CLI's synthetic "Request timed out" message, how long to keep reading for the
 ``result`` that carries the session's real cost (the original drains the log for up to two
@@ -126,6 +129,7 @@ class CodonRunner:
         self._warned_unpriced = False
         self._timeout_deadline: float | None = None
         """Set by a synthetic timeout: the loop time until which its result is awaited."""
+        self._context: AttemptContext | None = None
         self._before_pass: tuple[float | None, TokenUsage] | None = None
         """The codon's cost (None: unknown) and tokens when the current extension pass began:
         a result's totals cover its own pass, so an extension's are added to these."""
@@ -158,6 +162,7 @@ class CodonRunner:
             idle_timeout_s=spec.idle_timeout_s,
             on_warning=lambda message: self.reporter.error(message, codon=self.codon_id,
                                                            severity="warning"))
+        self._context = context
         harness: Harness | None = None
         try:
             # Without a settings section a harness is built with no arguments (its defaults).
@@ -256,9 +261,19 @@ class CodonRunner:
         if self._timeout_deadline is not None:
             left = max(0.0, self._timeout_deadline - loop.time())
             wait = left if wait is None else min(wait, left)
+        began = loop.time()
         try:
-            done, _ = await asyncio.wait({pending, stop}, timeout=wait,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                done, _ = await asyncio.wait({pending, stop}, timeout=wait,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if done or wait is None or self._timeout_deadline is not None:
+                    break
+                # Idle for the limit, but the agent says it is busy (a tool runs): the
+                # original's busy limit applies.
+                busy_left = self._busy_limit() - (loop.time() - began)
+                if busy_left <= 0:
+                    break
+                wait = busy_left
         except asyncio.CancelledError:
             pending.cancel()
             raise
@@ -271,6 +286,13 @@ class CodonRunner:
                 and loop.time() >= self._timeout_deadline:
             self.interrupt("timeout")  # no result came after the timeout: stop waiting
         return _STOPPED if stop.done() else _IDLE
+
+    def _busy_limit(self) -> float:
+        """How long a busy agent may go without a record (0 when it is not busy)."""
+        context = self._context
+        if context is None or not context.busy_now or self.spec.idle_timeout_s is None:
+            return 0.0
+        return max(self.spec.idle_timeout_s, BUSY_IDLE_TIMEOUT_S)
 
     def _timed_out(self) -> None:
         """The CLI said the request timed out: the session is over, but its ``result`` (with
