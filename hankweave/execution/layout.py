@@ -24,8 +24,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hankweave.state.lock import LOCK_FILE_NAME
-from hankweave.state.store import BACKUP_FILE, STATE_FILE, WAL_FILE
+from hankweave.state.files import BACKUP_FILE, LOCK_FILE_NAME, STATE_FILE, WAL_FILE
 from hankweave.workspace import DATA_LINK
 
 HANKWEAVE_DIR = ".hankweave"

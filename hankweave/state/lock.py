@@ -43,6 +43,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hankweave.fsutil import atomic_write_bytes, fsync_dir, parse_iso, pid_alive, utc_now_iso
+from hankweave.state.files import LOCK_FILE_NAME  # re-exported
 
 __all__ = [
     "HEARTBEAT_INTERVAL_S",
@@ -70,7 +71,7 @@ HEARTBEAT_INTERVAL_S: Final = 30.0
 STALE_AFTER_S: Final = 120.0
 """A heartbeat older than this marks the lock stale, even if its pid is alive."""
 
-LOCK_FILE_NAME: Final = "runtime.lock"
+
 GUARD_SUFFIX: Final = ".acquire"
 LOCK_FILE_MODE: Final = 0o600
 

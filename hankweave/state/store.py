@@ -40,6 +40,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from hankweave.fsutil import atomic_write_bytes, fsync_dir, pid_alive, utc_now_iso
+from hankweave.state.files import BACKUP_FILE, STATE_FILE, WAL_FILE  # re-exported
 from hankweave.state.reducer import apply_transition
 from hankweave.state.transitions import (
     RunCrashed,
@@ -54,9 +55,7 @@ from hankweave.state.validation import ValidationIssue, validate_state
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "state.json"
-BACKUP_FILE = "state.json.bak"
-WAL_FILE = "state.wal"
+
 WAL_VERSION = 1
 ABSENT = "absent"  # the WAL base of an execution that has no state.json yet
 

@@ -1,0 +1,12 @@
+"""The names of the state files in ``.hankweave/``, in a module of their own so that what only
+needs the names (the execution layout, ``hankweave validate``) does not load the store."""
+
+from __future__ import annotations
+
+from typing import Final
+
+STATE_FILE: Final = "state.json"
+BACKUP_FILE: Final = "state.json.bak"
+WAL_FILE: Final = "state.wal"
+"""The transition log replayed over ``state.json`` (docs/state.md)."""
+LOCK_FILE_NAME: Final = "runtime.lock"
