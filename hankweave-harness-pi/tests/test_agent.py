@@ -1,0 +1,209 @@
+"""The agent loop with real litellm against the mock provider: tools over both protocols,
+sessions that resume, provider errors, context, costs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pi_helpers import attempt, log_records, model, offline_env, request
+
+from hankweave.api import ModelEntry
+from hankweave.testing.mock_provider import MockProviderLog, start_mock_provider
+from hankweave_harness_pi import PiConfig
+
+EDIT_LOOP = [
+    {"name": "write", "when": {"lastUserMessage": "Write the plan", "afterToolResult": False},
+     "reply": {"text": "Writing it.", "usage": {"inputTokens": 500, "outputTokens": 40},
+               "toolCalls": [{"name": "write", "input": {"path": "plan.md",
+                                                         "content": "# Plan\n\nstep one\n"}}]}},
+    {"name": "edit", "when": {"lastUserMessage": "Write the plan", "toolResult": "Wrote"},
+     "reply": {"usage": {"inputTokens": 600, "outputTokens": 30},
+               "toolCalls": [{"name": "edit", "input": {"path": "plan.md",
+                                                        "old_text": "step one",
+                                                        "new_text": "step one\nstep two"}}]}},
+    {"name": "done", "when": {"lastUserMessage": "Write the plan", "afterToolResult": True},
+     "reply": {"text": "The plan has two steps.", "usage": {"inputTokens": 700,
+                                                            "outputTokens": 10}}},
+]
+SCRIPT = {"rules": [
+    *EDIT_LOOP,
+    {"name": "remember", "when": {"lastUserMessage": "Name a fruit"},
+     "reply": {"text": "Quince."}},
+    {"name": "recall", "when": {"lastUserMessage": "Which fruit"},
+     "reply": {"text": "You asked about a fruit: quince."}},
+    {"name": "limited", "when": {"lastUserMessage": "Hurry"},
+     "reply": {"error": {"kind": "rate_limit", "retryAfter": 7}}},
+    {"name": "overflow", "when": {"lastUserMessage": "Read everything"},
+     "reply": {"error": {"kind": "context_length"}}},
+    {"name": "summary", "when": {"lastUserMessage": "too long to continue"},
+     "reply": {"text": "Summary: wrote big.md; next, say done."}},
+    {"name": "fill-1", "when": {"lastUserMessage": "Fill the context", "afterToolResult": False},
+     "reply": {"usage": {"inputTokens": 500, "outputTokens": 10},
+               "toolCalls": [{"name": "write", "input": {"path": "a.md", "content": "a\n"}}]}},
+    {"name": "fill-2", "when": {"lastUserMessage": "Fill the context", "toolResult": "a.md"},
+     "reply": {"usage": {"inputTokens": 9000, "outputTokens": 10},
+               "toolCalls": [{"name": "write", "input": {"path": "big.md", "content": "x\n"}}]}},
+    {"name": "big-done", "when": {"afterToolResult": True, "toolResult": "big.md"},
+     "reply": {"text": "Done after compaction.", "usage": {"inputTokens": 300,
+                                                          "outputTokens": 5}}},
+    {"name": "priced", "when": {"lastUserMessage": "Count the cost"},
+     "reply": {"text": "Counted.", "usage": {"inputTokens": 1000000, "outputTokens": 500000}}},
+]}
+
+
+@pytest.fixture(scope="module")
+def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
+    log = tmp_path_factory.mktemp("mock") / "requests.jsonl"
+    with start_mock_provider(SCRIPT, log_path=log) as provider:
+        yield provider.client_env(), log
+
+
+@pytest.mark.parametrize("spec", ["gpt-5.2", "pi/anthropic/claude-haiku-4-5"],
+                         ids=["openai-protocol", "anthropic-protocol"])
+def test_a_multi_turn_tool_loop_writes_and_edits_files(tmp_path: Path, mock, spec: str) -> None:
+    run = attempt(request(tmp_path, mock[0], "Write the plan.", spec=spec), tmp_path)
+
+    assert run.outcome.success, run.outcome
+    assert (tmp_path / "agentRoot/plan.md").read_text() == "# Plan\n\nstep one\nstep two\n"
+    records = log_records(run)
+    kinds = [r["type"] for r in records]
+    assert kinds == ["system", "assistant", "user", "assistant", "user", "assistant", "result"]
+    init = records[0]
+    assert init["subtype"] == "init" and init["tools"] == [
+        "Read", "Write", "Edit", "Bash", "Grep", "Glob", "LS"]
+    uses = [b for r in records if r["type"] == "assistant" for b in r["message"]["content"]
+            if b["type"] == "tool_use"]
+    assert [u["name"] for u in uses] == ["Write", "Edit"]
+    assert uses[0]["input"]["file_path"] == "plan.md"  # Claude's spelling in the log
+    results = [b for r in records if r["type"] == "user" for b in r["message"]["content"]]
+    assert [b["tool_use_id"] for b in results] == [u["id"] for u in uses]
+    assert records[-1]["result"] == "The plan has two steps."
+    assert run.record.current_tokens.input_tokens == 1800
+    assert run.record.current_tokens.output_tokens == 80
+    assert run.record.assistant_message_count == 3
+
+
+RESUME_IN_A_NEW_PROCESS = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from pi_helpers import attempt, request
+from hankweave_harness_pi import PiConfig
+root, sessions, session = Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+mock_env = json.loads(sys.argv[5])
+run = attempt(request(root, mock_env, "Which fruit did I ask about?",
+                      session_id_to_resume=session), root,
+              config=PiConfig(sessions_dir=sessions))
+print(json.dumps({"success": run.outcome.success, "session": run.record.claude_session_id}))
+"""
+
+
+def test_continue_previous_resumes_the_saved_conversation_after_a_restart(tmp_path: Path,
+                                                                         mock) -> None:
+    sessions = tmp_path / "sessions"
+    first = attempt(request(tmp_path / "one", mock[0], "Name a fruit."), tmp_path / "one",
+                    config=PiConfig(sessions_dir=str(sessions)))
+    session = first.record.claude_session_id
+    assert first.outcome.success and session
+
+    # Another process reads the session back from its file and continues it.
+    done = subprocess.run(
+        [sys.executable, "-c", RESUME_IN_A_NEW_PROCESS, str(Path(__file__).parent),
+         str(tmp_path / "two"), str(sessions), session, json.dumps(mock[0])],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    again = json.loads(done.stdout.strip().splitlines()[-1])
+    assert again == {"success": True, "session": session}
+    recall = MockProviderLog(mock[1]).requests(rule="recall")[-1]
+    text = recall.conversation_text()
+    assert "Name a fruit." in text and "Quince." in text and "Be brief." in text
+
+
+def test_a_missing_session_fails_the_codon_with_the_reason(tmp_path: Path, mock) -> None:
+    run = attempt(request(tmp_path, mock[0], "Which fruit?", session_id_to_resume="gone-1"),
+                  tmp_path)
+    assert not run.outcome.success
+    assert run.outcome.failure_reason is not None
+    assert "No pi session gone-1 to resume" in run.outcome.failure_reason.message
+    assert run.outcome.failure_reason.retriable is False
+
+
+def test_a_rate_limit_carries_its_retry_after(tmp_path: Path, mock) -> None:
+    run = attempt(request(tmp_path, mock[0], "Hurry."), tmp_path)
+    reason = run.outcome.failure_reason
+    assert reason is not None and reason.type == "rate-limit" and reason.retriable
+    assert reason.retry_after_ms == 7000
+
+
+def test_a_context_length_error_is_context_exceeded(tmp_path: Path, mock) -> None:
+    run = attempt(request(tmp_path, mock[0], "Read everything."), tmp_path)
+    assert not run.outcome.success
+    assert run.outcome.context_exceeded
+    assert run.outcome.failure_reason is not None
+    assert run.outcome.failure_reason.retriable is False
+
+
+def test_auto_compact_summarises_and_keeps_going_past_the_limit(tmp_path: Path, mock) -> None:
+    small = model("gpt-5.2").model_copy(update={"context_limit": 10_000})
+    run = attempt(request(tmp_path, mock[0], "Fill the context.", entry=small,
+                          auto_compact=True), tmp_path)
+
+    assert run.outcome.success, run.outcome
+    records = log_records(run)
+    boundary = [r for r in records if r.get("subtype") == "compact_boundary"]
+    assert boundary and boundary[0]["compact_metadata"]["trigger"] == "auto"
+    assert records[-1]["result"] == "Done after compaction."
+    after = MockProviderLog(mock[1]).requests(rule="big-done")[-1]
+    assert "Summary: wrote big.md" in after.conversation_text()
+
+
+def test_a_model_priced_in_the_settings_has_its_cost(tmp_path: Path, mock) -> None:
+    unknown = ModelEntry(provider_id="openai", model_id="my-local-model", name="Local",
+                         context_limit=32_000, output_limit=4_000)
+    config = PiConfig.model_validate({"models": {"openai/my-local-model": {
+        "input": 2.0, "output": 8.0}}})
+    run = attempt(request(tmp_path, mock[0], "Count the cost.", entry=unknown), tmp_path,
+                  config=config)
+    assert run.outcome.success
+    assert run.record.current_cost == pytest.approx(2.0 + 4.0)
+
+
+def test_an_unpriced_model_has_an_unknown_cost_not_zero(tmp_path: Path, mock) -> None:
+    unknown = ModelEntry(provider_id="openai", model_id="my-local-model", name="Local",
+                         context_limit=32_000, output_limit=4_000)
+    run = attempt(request(tmp_path, mock[0], "Count the cost.", entry=unknown), tmp_path)
+    assert run.outcome.success
+    assert run.record.current_cost is None or run.record.cost_complete is False
+
+
+def test_a_missing_key_fails_before_the_agent_starts(tmp_path: Path) -> None:
+    req = request(tmp_path, {}, "Say hello.", spec="pi/deepseek/deepseek-chat",
+                  env=offline_env({}))
+    run = attempt(req, tmp_path)
+    reason = run.outcome.failure_reason
+    assert reason is not None and reason.retriable is False
+    assert "DEEPSEEK_API_KEY" in reason.message
+
+
+def test_settings_are_strict_with_their_paths() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="maxTurns"):
+        PiConfig.model_validate({"maxTurns": 0})
+    with pytest.raises(ValidationError, match=r"apiBase|protocol"):
+        PiConfig.model_validate({"providers": {"local": {"protocol": "grpc"}}})
+
+
+def test_a_context_limit_in_the_settings_drives_compaction(tmp_path: Path, mock) -> None:
+    config = PiConfig.model_validate({"models": {"openai/gpt-5.2": {
+        "input": 1.0, "output": 2.0, "contextLimit": 10_000}}})
+    run = attempt(request(tmp_path, mock[0], "Fill the context.", auto_compact=True),
+                  tmp_path, config=config)
+
+    assert run.outcome.success, run.outcome
+    assert any(r.get("subtype") == "compact_boundary" for r in log_records(run))
