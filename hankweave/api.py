@@ -114,7 +114,7 @@ if TYPE_CHECKING:
         end_checkpoint,
         record_checkpoints,
     )
-    from hankweave.workspace import DATA_LINK, resolve_patterns
+    from hankweave.workspace import DATA_LINK, glob_regex, resolve_patterns
 
 _EXPORTS: dict[str, str] = {
     # plugins
@@ -176,6 +176,7 @@ _EXPORTS: dict[str, str] = {
     "checkpoint_message": "hankweave.checkpoints",
     "run_branch": "hankweave.checkpoints",
     "DATA_LINK": "hankweave.workspace",
+    "glob_regex": "hankweave.workspace",
     "resolve_patterns": "hankweave.workspace",
     # events
     "EventSink": "hankweave.events.sink",
@@ -325,6 +326,7 @@ __all__ = [
     "expected_codon_ids",
     "fsync_dir",
     "get_registry",
+    "glob_regex",
     "hookimpl",
     "init_record",
     "launch",

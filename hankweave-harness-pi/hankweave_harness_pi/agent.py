@@ -43,7 +43,6 @@ from hankweave.api import (
     TokenUsage,
     assistant_record,
     compact_boundary_record,
-    error_result,
     init_record,
     result_record,
     text_block,
@@ -52,7 +51,13 @@ from hankweave.api import (
 )
 from hankweave_harness_pi.providers import Route
 from hankweave_harness_pi.sessions import Session, SessionStore
-from hankweave_harness_pi.tools import CLAUDE_NAMES, TOOL_SPECS, Toolbox, log_input
+from hankweave_harness_pi.tools import (
+    CLAUDE_NAMES,
+    TOOL_SPECS,
+    Toolbox,
+    ToolOutcome,
+    log_input,
+)
 
 if TYPE_CHECKING:
     from hankweave_harness_pi.harness import PiConfig
@@ -191,6 +196,9 @@ class AgentPass:
         self.totals = PassTotals()
         self.tool_ids = ToolIds()
         self.context_limit = request.model.context_limit
+        self.last_prompt_tokens = 0
+        """The prompt size of the last request (input, cache reads and writes): what decides
+        a compaction."""
 
     async def run(self) -> AsyncIterator[dict[str, Any]]:
         session = self.session
@@ -309,8 +317,6 @@ class AgentPass:
         decision = await self.context.authorize_tool(CLAUDE_NAMES.get(name, name),
                                                       log_input(arguments))
         if not decision.allowed:
-            from hankweave_harness_pi.tools import ToolOutcome
-
             return ToolOutcome(decision.message or f"{name} is not allowed", is_error=True)
         if decision.updated_input is not None:
             arguments = dict(decision.updated_input)
@@ -329,7 +335,7 @@ class AgentPass:
     # -- context --
 
     async def _compact_if_needed(self) -> AsyncIterator[dict[str, Any]]:
-        prompt = getattr(self, "last_prompt_tokens", 0)
+        prompt = self.last_prompt_tokens
         if self.request.auto_compact and prompt > self.config.compact_at * self.context_limit:
             async for record in self._compact():
                 yield record
@@ -339,7 +345,7 @@ class AgentPass:
         keep = _tail_start(messages, KEEP_AFTER_COMPACTION)
         if keep <= 2 and not force:
             return
-        before = getattr(self, "last_prompt_tokens", 0)
+        before = self.last_prompt_tokens
         summary_request = [*messages[:keep], {"role": "user", "content": SUMMARY_PROMPT}]
         with self.context.busy():
             response = await litellm.acompletion(
@@ -425,4 +431,4 @@ async def run_pass(request: CodonRequest, context: AttemptContext, config: PiCon
         yield record
 
 
-__all__ = ["AgentPass", "describe_error", "error_result", "run_pass"]
+__all__ = ["AgentPass", "StreamedReply", "describe_error", "run_pass"]

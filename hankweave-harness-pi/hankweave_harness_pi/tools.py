@@ -14,7 +14,8 @@ into a symlinked folder, so a search from the root does not wander into the data
 ``bash`` is not confined: it runs in the root with the codon's environment, and whatever sandbox
 the runtime provides is its only fence.
 
-Nothing here needs litellm: the tools are plain standard-library code, tested on their own.
+Nothing here needs litellm: the tools are standard-library code (and the kernel's glob
+syntax, as ``checkpointedFiles`` uses it), tested on their own.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hankweave.api import glob_regex
 
 __all__ = [
     "CLAUDE_NAMES",
@@ -358,46 +361,6 @@ def _looks_binary(path: Path) -> bool:
 
 # --- globs ----------------------------------------------------------------------------------
 
-_CLOSING = {"[": "]", "{": "}"}
-"""Glob brackets; an unclosed one is a literal character."""
-
-
-def _glob_regex(pattern: str) -> str:
-    """`pattern` as a regex over "/"-separated paths: `*` and `?` stay within one folder, `**`
-    spans folders, `[...]` is a character class and `{a,b}` a choice."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] in _CLOSING and (end := pattern.find(_CLOSING[pattern[i]], i)) != -1:
-            out.append(_bracket_regex(pattern[i : end + 1]))
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return "".join(out)
-
-
-def _bracket_regex(group: str) -> str:
-    body = group[1:-1]
-    if group[0] == "{":
-        return "(?:" + "|".join(_glob_regex(option) for option in body.split(",")) + ")"
-    if body.startswith("!"):
-        body = "^" + body[1:]
-    return "[" + body.replace("\\", "\\\\") + "]"
-
-
 def _path_matcher(pattern: str) -> Callable[[str], bool]:
     """A test for paths relative to the search folder: a pattern without "/" matches the file
     name at any depth (as pi's fd-based find does), one with "/" the whole relative path."""
@@ -407,7 +370,7 @@ def _path_matcher(pattern: str) -> Callable[[str], bool]:
                         "as path")
     by_name = "/" not in pattern
     pattern = pattern.removeprefix("./")
-    regex = re.compile(_glob_regex(pattern))
+    regex = glob_regex(pattern)  # the kernel's glob syntax, as checkpointedFiles use it
     if by_name:
         return lambda rel: regex.fullmatch(rel.rpartition("/")[2]) is not None
     return lambda rel: regex.fullmatch(rel) is not None
