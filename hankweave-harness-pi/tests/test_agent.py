@@ -51,6 +51,11 @@ SCRIPT = {"rules": [
     {"name": "big-done", "when": {"afterToolResult": True, "toolResult": "big.md"},
      "reply": {"text": "Done after compaction.", "usage": {"inputTokens": 300,
                                                           "outputTokens": 5}}},
+    {"name": "two-at-once", "when": {"lastUserMessage": "Write both", "afterToolResult": False},
+     "reply": {"toolCalls": [{"name": "write", "input": {"path": "a.md", "content": "a\n"}},
+                             {"name": "bash", "input": {"command": "sleep 0.3; echo slept"}}]}},
+    {"name": "both-done", "when": {"lastUserMessage": "Write both", "afterToolResult": True},
+     "reply": {"text": "Both done."}},
     {"name": "priced", "when": {"lastUserMessage": "Count the cost"},
      "reply": {"text": "Counted.", "usage": {"inputTokens": 1000000, "outputTokens": 500000}}},
 ]}
@@ -207,3 +212,18 @@ def test_a_context_limit_in_the_settings_drives_compaction(tmp_path: Path, mock)
 
     assert run.outcome.success, run.outcome
     assert any(r.get("subtype") == "compact_boundary" for r in log_records(run))
+
+
+def test_parallel_tool_calls_run_together_and_answer_in_one_message(tmp_path: Path,
+                                                                      mock) -> None:
+    run = attempt(request(tmp_path, mock[0], "Write both files."), tmp_path)
+
+    assert run.outcome.success, run.outcome
+    records = log_records(run)
+    (results,) = [r for r in records if r["type"] == "user"]
+    contents = [b["content"] for b in results["message"]["content"]]
+    assert len(contents) == 2 and "slept" in contents[1]
+    assert (tmp_path / "agentRoot/a.md").read_text() == "a\n"
+    both = MockProviderLog(mock[1]).requests(rule="both-done")[-1]
+    roles = [m.get("role") for m in both.messages]
+    assert roles[-2:] == ["tool", "tool"]
