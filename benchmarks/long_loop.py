@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
+
+# The per-codon timing of the run overhead benchmark (this folder is on sys.path when a
+# benchmark runs as a script).
+from run_overhead import run_hank
 
 
 def build_project(root: Path, iterations: int) -> tuple[Path, Path]:
@@ -44,32 +45,6 @@ def build_project(root: Path, iterations: int) -> tuple[Path, Path]:
     return hank_dir, data
 
 
-def run_hank(root: Path, hank_dir: Path, data: Path) -> tuple[float, list[float], int]:
-    from hankweave.app.launch import LaunchRequest, launch
-
-    starts: dict[str, float] = {}
-    walls: list[float] = []
-
-    def on_event(event: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        data_ = event.get("data", {})
-        if event["type"] == "state.transition" and data_.get("transitionType") == "CodonStarted":
-            starts[data_["codonId"]] = now
-        elif event["type"] == "codon.completed":
-            walls.append(now - starts[data_["codonId"]])
-
-    os.environ["HANKWEAVE_FAKE_SCRIPT"] = str(root / "script.json")
-    env = {**os.environ, "HANKWEAVE_HOME": str(root / "home"),
-           "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
-           "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "snapshot"}
-    request = LaunchRequest(hank=str(hank_dir), data=str(data), execution=str(root / "exec"),
-                            headless=True, cwd=root, env=env, on_event=on_event,
-                            notify=lambda message: None)
-    started = time.perf_counter()
-    code = launch(request)
-    return time.perf_counter() - started, walls, code
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=2000)
@@ -78,7 +53,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hankweave-long-loop-") as tmp:
         root = Path(tmp)
         hank_dir, data = build_project(root, args.iterations)
-        total, walls, code = run_hank(root, hank_dir, data)
+        total, walls, code = run_hank(root, hank_dir, data, backend="snapshot")
     window = min(args.window, max(1, len(walls) // 2))
     first = statistics.mean(walls[:window]) if walls else float("nan")
     last = statistics.mean(walls[-window:]) if walls else float("nan")

@@ -44,7 +44,9 @@ def build_project(root: Path, codons: int, messages: int) -> tuple[Path, Path]:
     return hank_dir, data
 
 
-def run_hank(root: Path, hank_dir: Path, data: Path) -> tuple[float, list[float], int]:
+def run_hank(root: Path, hank_dir: Path, data: Path, *, backend: str = "git"
+             ) -> tuple[float, list[float], int]:
+    """Run the hank in process: total seconds, each codon's wall time, the exit code."""
     from hankweave.app.launch import LaunchRequest, launch
 
     starts: dict[str, float] = {}
@@ -62,7 +64,7 @@ def run_hank(root: Path, hank_dir: Path, data: Path) -> tuple[float, list[float]
     os.environ["HANKWEAVE_FAKE_SCRIPT"] = str(root / "script.json")
     env = {**os.environ, "HANKWEAVE_HOME": str(root / "home"),
            "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
-           "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "git"}
+           "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": backend}
     request = LaunchRequest(hank=str(hank_dir), data=str(data), execution=str(root / "exec"),
                             headless=True, cwd=root, env=env, on_event=on_event,
                             notify=lambda message: None)
