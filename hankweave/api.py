@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from hankweave.events.sink import EventSink, SentinelTrigger, SinkConfig
     from hankweave.execution.layout import ExecutionLayout, codon_log_name
     from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+    from hankweave.faults import kill_point
     from hankweave.fsutil import (
         atomic_write_bytes,
         fsync_dir,
@@ -215,6 +216,8 @@ _EXPORTS: dict[str, str] = {
     "pid_alive": "hankweave.fsutil",
     "process_running": "hankweave.fsutil",
     "utc_now_iso": "hankweave.fsutil",
+    # test-only kill points (docs/crash-testing.md)
+    "kill_point": "hankweave.faults",
     # agent processes: the marker they carry, ending them
     "AGENT_MARKER_ENV": "hankweave.processes",
     "end_processes": "hankweave.processes",
@@ -329,6 +332,7 @@ __all__ = [
     "glob_regex",
     "hookimpl",
     "init_record",
+    "kill_point",
     "launch",
     "lazy_exports",
     "live_runtime_lock",

@@ -55,6 +55,7 @@ from pydantic import (
     model_validator,
 )
 
+from hankweave.faults import disk_write
 from hankweave.fsutil import utc_now_iso
 from hankweave.state.types import TokenUsage
 
@@ -1173,6 +1174,7 @@ class CodonLogWriter:
         line = record.to_dict() if isinstance(record, LogModel | UnknownRecord) else dict(record)
         line.setdefault("timestamp", utc_now_iso())
         data = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+        disk_write(self.path)
         _write_fully(self._fd, data.encode())
         return line
 

@@ -14,6 +14,8 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
+from hankweave.faults import disk_write, kill_point
+
 __all__ = [
     "atomic_write_bytes",
     "fsync_dir",
@@ -47,6 +49,7 @@ def fsync_dir(path: Path | str) -> None:
 def _write_and_replace(path: Path, data: bytes, mode: int | None) -> None:
     """Write ``data`` to ``path.tmp-<pid>``, fsync it, set ``mode`` and rename it over ``path``."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    disk_write(path)
     # Create with the final mode so a secret-bearing file is never briefly world-readable.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
     try:
@@ -61,6 +64,7 @@ def _write_and_replace(path: Path, data: bytes, mode: int | None) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        kill_point(f"replace.{path.name}")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNEL = ROOT / "hankweave"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("hankweave.fsutil", "hankweave.exitcodes", "hankweave.lazy", "hankweave.processes"),
+    ("hankweave.faults", "hankweave.fsutil", "hankweave.exitcodes", "hankweave.lazy",
+     "hankweave.processes"),
     ("hankweave.models", "hankweave.workspace"),
     ("hankweave.config",),
     ("hankweave.state",),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import hankweave.runtime.outputs as outputs_module
 from hankweave.config.hank import OutputFileGroup
 from hankweave.runtime.outputs import (
     MAX_CONFLICT_COPIES,
@@ -51,6 +52,7 @@ def copy(
     *,
     overwrite: bool = False,
     env: dict[str, str] | None = None,
+    resume: bool = False,
 ) -> OutputCopyResult:
     return asyncio.run(
         copy_outputs(
@@ -59,6 +61,7 @@ def copy(
             output_dir=output_dir,
             env=env or {},
             overwrite=overwrite,
+            resume=resume,
         )
     )
 
@@ -145,6 +148,44 @@ def test_more_than_99_conflicting_copies_is_an_error(output_dir: Path) -> None:
 
     with pytest.raises(FileExistsError, match=r"Too many conflicting copies of 'notes\.txt'"):
         resolve_conflict(output_dir / "notes.txt", now=stamp)
+
+
+def test_finishing_an_interrupted_copy_keeps_what_it_already_copied(
+    agent_root: Path, output_dir: Path
+) -> None:
+    (output_dir / "reports").mkdir(parents=True)
+    (output_dir / "reports" / "summary.md").write_text("summary")  # copied before the crash
+    (output_dir / "notes.txt").write_text("older")  # something else: kept, copy beside it
+
+    result = copy([group("reports", "notes.txt")], agent_root, output_dir, resume=True)
+
+    assert (output_dir / "reports" / "deep" / "detail.md").read_text() == "detail"
+    assert sorted(p.name for p in (output_dir / "reports").iterdir()) == ["deep", "summary.md"]
+    ((wanted, written),) = result.renamed
+    assert wanted == output_dir / "notes.txt" and written.read_text() == "notes"
+    assert (output_dir / "notes.txt").read_text() == "older"
+
+
+def test_a_copy_cut_short_leaves_no_partial_output_and_the_resume_completes_it(
+    agent_root: Path, output_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_copy2 = outputs_module.shutil.copy2
+
+    def dies_halfway(source, destination, **kwargs):  # type: ignore[no-untyped-def]
+        Path(destination).write_text("no")  # part of the bytes, then the process is gone
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(outputs_module.shutil, "copy2", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        copy([group("notes.txt")], agent_root, output_dir)
+    assert not (output_dir / "notes.txt").exists()
+
+    monkeypatch.setattr(outputs_module.shutil, "copy2", real_copy2)
+    result = copy([group("notes.txt")], agent_root, output_dir, resume=True)
+
+    assert result.renamed == []
+    assert sorted(p.name for p in output_dir.iterdir()) == ["notes.txt"]
+    assert (output_dir / "notes.txt").read_text() == "notes"
 
 
 def test_overwrite_replaces_existing_files(agent_root: Path, output_dir: Path) -> None:

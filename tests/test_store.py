@@ -14,6 +14,7 @@ import pytest
 from hankweave.state import store as store_module
 from hankweave.state.store import (
     BACKUP_FILE,
+    PREVIOUS_WAL_FILE,
     STATE_FILE,
     WAL_FILE,
     PersistenceError,
@@ -242,6 +243,34 @@ def test_a_torn_last_log_line_is_ignored_with_a_warning(hw):
     assert any("torn" in w for w in report.warnings)
 
 
+def test_the_next_writer_cuts_a_torn_last_line_before_it_appends(hw):
+    abandon(apply(hw, run_started(), codon_started("a"), close=False))
+    with open(hw / WAL_FILE, "ab") as wal:
+        wal.write(b'{"timestamp":"2026-01-01T00:00:00.000Z","type":"CodonTrans')
+    store = apply(hw, moved("a", "preparing", "starting"), close=False)
+    state, report = load_state(hw)
+    assert state == store.state and state.runs[0].codons[0].status == "starting"
+    assert report.wal_skipped == 0
+
+
+def test_a_failed_partial_append_is_taken_back_so_the_next_one_survives(hw, monkeypatch):
+    store = apply(hw, run_started(), close=False)
+    real_write = os.write
+
+    def half_then_full(fd, data):
+        monkeypatch.setattr(store_module.os, "write", real_write)
+        real_write(fd, bytes(data)[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "write", half_then_full)
+    with pytest.raises(PersistenceError, match="No space left"):
+        store.transition_sync(codon_started("a"))
+    store.transition_sync(codon_started("b"))
+    state, report = load_state(hw)
+    assert state == store.state and [c.codon_id for c in state.runs[0].codons] == ["b"]
+    assert report.wal_skipped == 0 and not any("torn" in w for w in report.warnings)
+
+
 def test_a_log_already_folded_is_not_replayed_twice(hw):
     """A crash after the fold renamed state.json but before it replaced the log."""
     store = apply(hw, run_started(), *lifecycle_to("a", "running"), costs("a", 0.25),
@@ -297,13 +326,23 @@ def test_a_second_writer_in_another_process_is_refused(hw):
 # ----- the recovery ladder -----
 
 
-def test_a_corrupt_state_json_falls_back_to_the_backup(hw):
+def test_a_corrupt_state_json_is_rebuilt_from_the_backup_and_the_retired_log(hw):
+    apply(hw, run_started())
+    store = apply(hw, codon_started("a"))
+    (hw / STATE_FILE).write_text("{ not json")
+    state, report = load_state(hw)
+    assert report.method == "backup" and not report.data_loss
+    assert [i.type for i in report.issues] == ["corrupted_data"]
+    assert state == store.state and state.runs[0].codons[0].codon_id == "a"
+
+
+def test_a_corrupt_state_json_without_the_retired_log_falls_back_to_the_backup(hw):
     apply(hw, run_started())
     apply(hw, codon_started("a"))
     (hw / STATE_FILE).write_text("{ not json")
+    (hw / PREVIOUS_WAL_FILE).unlink()
     state, report = load_state(hw)
     assert report.method == "backup" and report.data_loss
-    assert [i.type for i in report.issues] == ["corrupted_data"]
     assert state.current_run_id == "run-1" and state.runs[0].codons == []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -10,12 +11,21 @@ from typing import TYPE_CHECKING
 import click
 
 from hankweave.cli.errors import CLIError
-from hankweave.exitcodes import EXIT_USAGE
+from hankweave.exitcodes import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from hankweave.app.launch import LaunchRequest
 
 _CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS", "CIRCLECI", "TRAVIS")
+
+_STORAGE_FIXES = {
+    errno.ENOSPC: "Free some disk space",
+    errno.EDQUOT: "Free some space (the disk quota is used up)",
+    errno.EROFS: "Make the file system writable",
+    errno.EACCES: "Make the execution directory writable",
+    errno.EPERM: "Make the execution directory writable",
+}
+"""The errors of a disk that cannot take the run's records, and what the user can do."""
 
 
 def interactive() -> bool:
@@ -126,3 +136,28 @@ def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
         raise CLIError(str(exc), exc.exit_code) from None
     except ConfigError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
+    except Exception as exc:
+        message = storage_failure(exc, request.execution)
+        if message is None:
+            raise
+        raise CLIError(message, EXIT_FAILED) from None
+
+
+def storage_failure(exc: BaseException, execution: str | None) -> str | None:
+    """A full or read-only disk stopped the run: say what, where, and how to resume.
+
+    ``exc`` is what the run raised (a state or journal error wraps the ``OSError``); None
+    when no storage error caused it.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not (isinstance(cause, OSError)
+                                     and cause.errno in _STORAGE_FIXES):
+        cause = cause.__cause__ or cause.__context__
+    if not isinstance(cause, OSError) or cause.errno is None:
+        return None
+    what = str(exc) if exc is not cause else (
+        f"cannot write {cause.filename}: {cause.strerror}" if cause.filename else str(cause))
+    resume = f"hankweave run -e {execution}" if execution else "hankweave run -e <DIR>"
+    return (f"The run's records could not be written: {what}. The run stopped; everything it"
+            f" recorded before is kept. {_STORAGE_FIXES[cause.errno]}, then resume with"
+            f" `{resume}`.")

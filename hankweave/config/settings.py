@@ -78,6 +78,10 @@ CONTROL_ENV_VARS = frozenset(
         "HANKWEAVE_REPLAY_MAX_DELAY_MS",
         "HANKWEAVE_PLUGIN_MODULES",
         "HANKWEAVE_FAKE_SCRIPT",
+        # test-only fault injection (docs/crash-testing.md)
+        "HANKWEAVE_TEST_KILL_AT",
+        "HANKWEAVE_TEST_DISK_FAULT",
+        "HANKWEAVE_TEST_FAULT_TRACE",
     }
 )
 """Variables that steer hankweave itself; they are not part of the agent passthrough."""

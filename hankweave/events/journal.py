@@ -33,6 +33,7 @@ from typing import BinaryIO
 from pydantic import ValidationError
 
 from hankweave.events.catalogue import EventError, ServerEvent, is_journaled
+from hankweave.faults import disk_write
 from hankweave.fsutil import fsync_dir
 
 __all__ = [
@@ -215,6 +216,7 @@ class EventJournal:
     def _write(self, fd: int, line: bytes) -> None:
         view = memoryview(line)
         try:
+            disk_write(self.path)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]

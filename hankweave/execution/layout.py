@@ -7,8 +7,8 @@
   rigArchive/                   archiveOnSuccess targets
   .hankweave/
     execution-meta.json  archive-manifest.json  state.json  state.json.bak  state.wal
-    runtime.lock  events/events.jsonl  runs/<runId>/<codonId>-claude.log
-    runs/<runId>/<codonId>-stderr.log  harnesses/<name>/
+    state.wal.prev  output-copy.json  runtime.lock  events/events.jsonl
+    runs/<runId>/<codonId>-claude.log  runs/<runId>/<codonId>-stderr.log  harnesses/<name>/
     logs/server.log  logs/websocket.log  checkpoints/  sentinels/
     recording/                  a replay's recording: the hank, data, logs and snapshots it plays
   .hankweave.backup-<ts>/       earlier state, set aside by `-n --force`
@@ -96,6 +96,11 @@ class ExecutionLayout:
     def state_log_file(self) -> Path:
         """The append-only transition log folded into `state.json`."""
         return self.hankweave_dir / WAL_FILE
+
+    @property
+    def output_copy_marker(self) -> Path:
+        """`.hankweave/output-copy.json`: the codon record whose output copy finished last."""
+        return self.hankweave_dir / "output-copy.json"
 
     @property
     def events_dir(self) -> Path:

@@ -9,11 +9,18 @@ with everything below it; symlinks are copied as symlinks.
 Without ``overwrite`` an existing destination is kept and the copy is written beside it as
 ``<base>_<n>_<unixSeconds><ext>``. Any failure stops the copy and raises
 :class:`OutputCopyError` naming the group; the runtime then fails the run.
+
+The copy runs after the codon is recorded completed, so nothing would redo it after a crash:
+:func:`copy_codon_outputs` records each copy that finished (``.hankweave/output-copy.json``),
+and the next runtime finishes the copy of the newest completed codon when that record does
+not name it (:mod:`hankweave.runtime.interrupted`), keeping what was already copied.
 """
 
 from __future__ import annotations
 
 import asyncio
+import filecmp
+import json
 import os
 import posixpath
 import shutil
@@ -21,17 +28,25 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hankweave.config.hank import OutputFileGroup
+from hankweave.faults import disk_write, kill_point
+from hankweave.fsutil import atomic_write_bytes
 from hankweave.runtime.rig import CommandRunner, run_command
 from hankweave.workspace import DATA_LINK, glob_regex
+
+if TYPE_CHECKING:
+    from hankweave.runtime.context import RunContext
 
 __all__ = [
     "MAX_CONFLICT_COPIES",
     "OutputCopyError",
     "OutputCopyResult",
+    "copy_codon_outputs",
     "copy_outputs",
     "expand_output_globs",
+    "last_finished_copy",
     "resolve_conflict",
 ]
 
@@ -142,7 +157,7 @@ def _copy_over(source: Path, destination: Path) -> None:
         if not (source_is_dir and destination_is_dir):
             _remove(destination)
     if not source_is_dir:
-        shutil.copy2(source, destination, follow_symlinks=False)
+        _copy_file(source, destination)
         return
     destination.mkdir(exist_ok=True)
     shutil.copystat(source, destination)
@@ -152,13 +167,49 @@ def _copy_over(source: Path, destination: Path) -> None:
 
 def _copy_new(source: Path, destination: Path) -> None:
     if source.is_dir() and not source.is_symlink():
-        shutil.copytree(source, destination, symlinks=True)
+        shutil.copytree(source, destination, symlinks=True, copy_function=_copy_file)
     else:
-        shutil.copy2(source, destination, follow_symlinks=False)
+        _copy_file(source, destination)
+
+
+_PARTIAL = ".hankweave-partial"
+"""The suffix of a file being copied, renamed to its name once complete."""
+
+
+def _copy_file(source: str | Path, destination: str | Path) -> None:
+    """Copy a file or symlink so that ``destination`` is either absent or complete: a copy a
+    crash cut short leaves only a ``.<name>.hankweave-partial`` file, which a resumed copy
+    removes."""
+    destination = Path(destination)
+    partial = destination.with_name(f".{destination.name}{_PARTIAL}")
+    shutil.copy2(source, partial, follow_symlinks=False)
+    os.replace(partial, destination)
+
+
+def _remove_partial(destination: Path) -> None:
+    """Remove what an interrupted :func:`_copy_file` left for ``destination`` (and, for a
+    directory, below it)."""
+    candidates = [destination.with_name(f".{destination.name}{_PARTIAL}")]
+    if destination.is_dir() and not destination.is_symlink():
+        candidates += destination.rglob(f".*{_PARTIAL}")
+    for leftover in candidates:
+        if leftover.is_file() or leftover.is_symlink():
+            leftover.unlink()
+
+
+def _copied_before(source: Path, destination: Path) -> bool:
+    """Whether an interrupted copy already wrote ``source`` to ``destination``: a symlink with
+    the same target, or a file with the same bytes (a directory is finished by merging)."""
+    if source.is_symlink() or destination.is_symlink():
+        return (source.is_symlink() and destination.is_symlink()
+                and os.readlink(source) == os.readlink(destination))
+    return source.is_file() and destination.is_file() and filecmp.cmp(source, destination,
+                                                                      shallow=False)
 
 
 def _copy_group(
-    patterns: Sequence[str], agent_root: Path, output_dir: Path, overwrite: bool
+    patterns: Sequence[str], agent_root: Path, output_dir: Path, overwrite: bool,
+    resume: bool = False,
 ) -> OutputCopyResult:
     result = OutputCopyResult()
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -169,7 +220,13 @@ def _copy_group(
             continue
         destination = output_dir / rel
         destination.parent.mkdir(parents=True, exist_ok=True)
-        if overwrite:
+        disk_write(destination)  # test-only disk faults (docs/crash-testing.md)
+        if resume:
+            _remove_partial(destination)
+            if os.path.lexists(destination) and _copied_before(source, destination):
+                continue
+        if overwrite or (resume and source.is_dir() and not source.is_symlink()
+                         and destination.is_dir() and not destination.is_symlink()):
             _copy_over(source, destination)
         else:
             if os.path.lexists(destination):
@@ -177,6 +234,7 @@ def _copy_group(
                 result.renamed.append((wanted, destination))
             _copy_new(source, destination)
         result.copied.append(destination)
+        kill_point("outputs.copy")  # test-only (docs/crash-testing.md)
     return result
 
 
@@ -188,6 +246,7 @@ async def copy_outputs(
     env: Mapping[str, str],
     overwrite: bool,
     run_command: CommandRunner = run_command,
+    resume: bool = False,
 ) -> OutputCopyResult:
     """Run every output group: its ``beforeCopy`` commands, then its copy.
 
@@ -199,6 +258,8 @@ async def copy_outputs(
             codon's ``env``).
         overwrite: ``--overwrite-output``: replace existing destinations instead of renaming.
         run_command: the shell command runner (:func:`hankweave.runtime.rig.run_command`).
+        resume: finish a copy a crash interrupted: a destination that already holds its
+            source is left as it is, a directory is merged into.
 
     Raises:
         OutputCopyError: a command failed or a copy raised; later groups are not run.
@@ -220,10 +281,48 @@ async def copy_outputs(
                 )
         try:
             copied = await asyncio.to_thread(
-                _copy_group, group.copy_, agent_root, output_dir, overwrite
+                _copy_group, group.copy_, agent_root, output_dir, overwrite, resume
             )
         except OSError as exc:
             raise OutputCopyError(index, str(exc)) from exc
         total.copied.extend(copied.copied)
         total.renamed.extend(copied.renamed)
     return total
+
+
+async def copy_codon_outputs(ctx: RunContext, codon_id: str, *, run_id: str | None = None,
+                             resume: bool = False) -> bool:
+    """Copy a completed codon's ``outputFiles`` out, when an output directory is set, and
+    record that the copy finished (``.hankweave/output-copy.json``).
+
+    ``run_id`` is the run of the codon's record (default: the current run).  Returns False
+    when the copy failed: that is reported as a fatal error and the run ends; the next start
+    copies again (:mod:`hankweave.runtime.interrupted`).
+    """
+    codon = ctx.codon_config(codon_id)
+    output_dir = ctx.config.output_dir
+    if not codon.output_files or output_dir is None:
+        return True
+    try:
+        copied = await copy_outputs(
+            codon.output_files, agent_root=ctx.layout.agent_root, output_dir=output_dir,
+            env=ctx.prompts.env(codon), overwrite=ctx.config.overwrite_output, resume=resume)
+    except OutputCopyError as exc:
+        ctx.reporter.error(f"{exc} (the next run of this execution copies the outputs of"
+                           f" {codon_id} again)", codon=codon_id, fatal=True,
+                           severity="operation")
+        return False
+    done = {"runId": run_id or ctx.run_id, "codonId": codon_id}
+    atomic_write_bytes(ctx.layout.output_copy_marker, json.dumps(done).encode())
+    for original, resolved in copied.renamed:
+        ctx.reporter.info(f"Output {original.name} exists; copied as {resolved.name}")
+    return True
+
+
+def last_finished_copy(marker: Path) -> tuple[str, str] | None:
+    """``(run id, codon id)`` of the record whose output copy finished last, if known."""
+    try:
+        done = json.loads(marker.read_bytes())
+        return str(done["runId"]), str(done["codonId"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

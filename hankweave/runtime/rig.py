@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from hankweave.config.hank import RigCommand, RigCopy, RigOperation
+from hankweave.faults import kill_point
 from hankweave.fsutil import remove_path
 
 __all__ = [
@@ -562,6 +563,7 @@ async def run_rig(
                     cwd = agent_root
 
                 def forward(stream: Stream, line: str, index: int = index) -> None:
+                    kill_point("rig.command")  # test-only (docs/crash-testing.md)
                     on_output(index, stream, line)
 
                 exit_code = await _run_rig_command(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from hankweave.checkpoints import CheckpointError, CheckpointStore
 from hankweave.execution.layout import ExecutionLayout
+from hankweave.faults import kill_point
 from hankweave.runtime.completion import report_snapshot
 from hankweave.runtime.control import LiveControl, Phase, StartRequest
 from hankweave.runtime.errors import RuntimeCommandError
@@ -287,6 +288,7 @@ class Rollbacks:
         ctx = self.ctx
         if target.sha:
             await ctx.checkpoints.restore(target.sha)
+            kill_point("rollback.restored")  # test-only (docs/crash-testing.md)
         current = ctx.state.run_by_id(ctx.run_id or "")
         if current is not None and current.status == "running":
             await ctx.transition(RunCompleted(data=RunRef(run_id=current.run_id)))

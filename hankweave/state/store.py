@@ -12,7 +12,8 @@ Layout under ``<exec>/.hankweave/``:
 Why a log: the original rewrote the whole ``state.json`` on every transition, so a long loop's
 per-transition cost grew with its history.  Here a transition costs one append (plus an fsync
 for lifecycle transitions), whatever the history.  The log is folded into ``state.json`` a short
-while after it starts to fill (``fold_interval``), when it grows as large as the state, and at
+while after it starts to fill (``fold_interval``, longer when folds take long: at most a
+fiftieth of the time goes to timed folds), when it grows as large as the state, and at
 :meth:`StateStore.close`.  Readers (``hankweave inspect``) replay the log on top of
 ``state.json``, so they always see every acknowledged transition; when nothing runs,
 ``state.json`` alone is the complete record.
@@ -26,6 +27,7 @@ machine crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -39,8 +41,14 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from hankweave.faults import disk_write, kill_point
 from hankweave.fsutil import atomic_write_bytes, fsync_dir, pid_alive, utc_now_iso
-from hankweave.state.files import BACKUP_FILE, STATE_FILE, WAL_FILE  # re-exported
+from hankweave.state.files import (  # re-exported
+    BACKUP_FILE,
+    PREVIOUS_WAL_FILE,
+    STATE_FILE,
+    WAL_FILE,
+)
 from hankweave.state.reducer import apply_transition
 from hankweave.state.transitions import (
     RunCrashed,
@@ -61,6 +69,10 @@ ABSENT = "absent"  # the WAL base of an execution that has no state.json yet
 
 LoadMethod = Literal["primary", "backup", "fresh", "new"]
 Listener = Callable[[StateTransition, HankweaveState], None]
+
+
+FOLD_TIME_SHARE = 50
+"""Timed folds are spaced at least this many times their own duration apart."""
 
 
 class PersistenceError(StateError):
@@ -177,12 +189,13 @@ def _replay(state: HankweaveState, lines: list[bytes], report: LoadReport) -> Ha
 def load_state(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
     """Load the state of an execution without writing anything.
 
-    The recovery ladder: ``state.json``, then ``state.json.bak``, then a fresh empty state (with
-    a warning).  The transition log is replayed when it extends the file that was loaded.
+    The recovery ladder: ``state.json``; else ``state.json.bak`` rebuilt forward with the log
+    the last fold retired (``state.wal.prev``), which gives back what ``state.json`` held;
+    else a fresh empty state (with a warning).  The transition log is replayed when it extends
+    the state that was loaded.
     """
     hankweave_dir = Path(hankweave_dir)
     primary = hankweave_dir / STATE_FILE
-    backup = hankweave_dir / BACKUP_FILE
     report = LoadReport(method="new")
     for leftover in sorted(hankweave_dir.glob(f"{STATE_FILE}.tmp*")):
         report.warnings.append(f"ignored leftover {leftover.name} (an interrupted write)")
@@ -190,32 +203,22 @@ def load_state(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
     loaded = _parse_file(primary, report)
     if loaded is not None:
         report.method = "primary"
+        state, raw = loaded
+        report.state_digest = _digest(raw)
+        report.state_size = len(raw)
     else:
-        had_primary = primary.exists()
-        loaded = _parse_file(backup, report)
-        if loaded is not None:
-            report.method = "backup"
-            report.warnings.append(f"{STATE_FILE} unusable; loaded {BACKUP_FILE}")
-        elif had_primary or backup.exists():
-            report.method = "fresh"
-            report.data_loss = True
-            report.warnings.append(
-                "Backup also corrupted, starting fresh: the state could not be loaded and an"
-                " empty state is used in memory; nothing is written until the next change"
-            )
-
-    state, raw = loaded if loaded is not None else (HankweaveState(), None)
-    report.state_digest = _digest(raw)
-    report.state_size = len(raw) if raw else 0
+        state = _fall_back(hankweave_dir, report)
 
     wal_path = hankweave_dir / WAL_FILE
     base, lines = _read_wal(wal_path, report)
+    extended = False
     if report.method == "fresh":
         report.wal_appendable = False
         if lines:
             report.warnings.append(f"{WAL_FILE}: not replayed (its base state is unreadable)")
     elif base is not None and base == report.state_digest:
         state = _replay(state, lines, report)
+        extended = True
         report.wal_appendable = report.method == "primary" or (
             report.method == "new" and not primary.exists()
         )
@@ -227,11 +230,49 @@ def load_state(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
             report.warnings.append(f"{WAL_FILE}: does not extend {BACKUP_FILE}; not replayed")
         report.wal_appendable = False
     if report.method == "backup":
-        # Whatever the unreadable state.json held beyond its backup is gone.
-        report.data_loss = True
+        # Only a chain that reaches the current log proves nothing after the backup is gone.
+        report.data_loss = not extended
+        report.warnings.append(
+            f"{STATE_FILE} unusable; rebuilt what it held from its backup and the transition"
+            " logs, nothing lost" if extended else
+            f"{STATE_FILE} unusable; loaded {BACKUP_FILE}: what {STATE_FILE} held beyond it"
+            " is lost")
 
     report.issues.extend(validate_state(state, hankweave_dir))
     return state, report
+
+
+def _fall_back(hankweave_dir: Path, report: LoadReport) -> HankweaveState:
+    """``state.json`` is missing or unreadable: its backup (or nothing), rebuilt forward with
+    the log the last fold retired, which extends exactly that backup.
+
+    Sets the report's method and ``state_digest``: the digest the rebuilt state has written
+    out, so the current log is replayed on top when it extends what ``state.json`` held.
+    """
+    primary, backup = hankweave_dir / STATE_FILE, hankweave_dir / BACKUP_FILE
+    loaded = _parse_file(backup, report)
+    if loaded is None and backup.exists():
+        report.method, report.data_loss = "fresh", True
+        report.warnings.append(
+            "Backup also corrupted, starting fresh: the state could not be loaded and an"
+            " empty state is used in memory; nothing is written until the next change")
+        return HankweaveState()
+    state, raw = loaded if loaded is not None else (HankweaveState(), None)
+    report.state_digest = _digest(raw)
+    report.state_size = len(raw) if raw else 0
+    if loaded is not None:
+        report.method = "backup"
+    base, lines = _read_wal(hankweave_dir / PREVIOUS_WAL_FILE, report)
+    if base is not None and base == report.state_digest:
+        state = _replay(state, lines, report)
+        report.method = "backup"
+        report.state_digest = _digest(dump_state(state))
+    elif loaded is None and primary.exists():
+        report.method, report.data_loss = "fresh", True
+        report.warnings.append(
+            f"{STATE_FILE} unusable and no backup: starting fresh; nothing is written until"
+            " the next change")
+    return state
 
 
 def read_state_strict(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
@@ -285,6 +326,7 @@ class StateStore:
         self._state_size = report.state_size
         self._dirty = False
         self._fold_timer: asyncio.TimerHandle | None = None
+        self._last_fold_seconds = 0.0
         self._closed = False
         self._writer_fd: int | None = _claim_writer(self.dir)
         if report.wal_appendable:
@@ -435,18 +477,24 @@ class StateStore:
         if create or not path.exists():
             header = json.dumps({"wal": WAL_VERSION, "base": base}).encode() + b"\n"
             atomic_write_bytes(path, header)
-        self._wal_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        self._wal_bytes = os.fstat(self._wal_fd).st_size
+        self._wal_fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        self._wal_bytes = _cut_torn_tail(self._wal_fd)
 
     def _append(self, line: bytes) -> None:
         assert self._wal_fd is not None
+        path = self.dir / WAL_FILE
         try:
+            disk_write(path)
             written = os.write(self._wal_fd, line)
             if written != len(line):
                 raise OSError(f"short write to {WAL_FILE} ({written} of {len(line)} bytes)")
         except OSError as exc:
-            raise PersistenceError(f"cannot append to {self.dir / WAL_FILE}: {exc}") from exc
+            # Take back a partial line: the next append would glue onto it and be lost.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._wal_fd, self._wal_bytes)
+            raise PersistenceError(f"cannot append to {path}: {_reason(exc)}") from exc
         self._wal_bytes += len(line)
+        kill_point("state.append")
 
     def _sync_wal(self) -> None:
         assert self._wal_fd is not None
@@ -467,8 +515,17 @@ class StateStore:
         if self._fold_timer is None:
             loop = asyncio.get_running_loop()
             self._fold_timer = loop.call_later(
-                self.fold_interval, lambda: loop.create_task(self._timed_fold())
+                self._fold_delay(), lambda: loop.create_task(self._timed_fold())
             )
+
+    def _fold_delay(self) -> float:
+        """Seconds until a timed fold: ``fold_interval``, or longer once a fold takes long.
+
+        A fold rewrites the whole state, so on a fixed timer a long history would make every
+        transition pay more: folds are spaced so they take at most 1/``FOLD_TIME_SHARE`` of
+        the run's time (a 40 ms fold waits at least 2 s, a 200 ms one 10 s).
+        """
+        return max(self.fold_interval, self._last_fold_seconds * FOLD_TIME_SHARE)
 
     async def _timed_fold(self) -> None:
         async with self._lock:
@@ -481,7 +538,9 @@ class StateStore:
             self._fold_timer.cancel()
             self._fold_timer = None
         # The state is immutable, so serializing it off the event loop is safe.
+        started = time.monotonic()
         await asyncio.to_thread(self._fold_sync, self._state)
+        self._last_fold_seconds = time.monotonic() - started
 
     def _quarantine_unreadable(self) -> None:
         """Move unreadable state files aside before the first write: nothing recorded is lost."""
@@ -507,14 +566,21 @@ class StateStore:
             wal_tmp = self.dir / f"{WAL_FILE}.next"
             header = json.dumps({"wal": WAL_VERSION, "base": digest}).encode() + b"\n"
             atomic_write_bytes(wal_tmp, header)
+            kill_point("state.fold")
             atomic_write_bytes(self.dir / STATE_FILE, data, backup=self.dir / BACKUP_FILE)
+            kill_point("state.fold.swap")
             if self._wal_fd is not None:
                 os.close(self._wal_fd)
                 self._wal_fd = None
+            # The retired log extends the state.json just backed up: kept, the two rebuild
+            # what a damaged state.json held (load_state).
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self.dir / WAL_FILE, self.dir / PREVIOUS_WAL_FILE)
             os.replace(wal_tmp, self.dir / WAL_FILE)
             fsync_dir(self.dir)
         except OSError as exc:
-            raise PersistenceError(f"cannot write {self.dir / STATE_FILE}: {exc}") from exc
+            raise PersistenceError(f"cannot write {self.dir / STATE_FILE}: {_reason(exc)}"
+                                   ) from exc
         self._state_size = len(data)
         self._open_wal(digest, create=False)
         self._dirty = False
@@ -530,6 +596,28 @@ class StateStore:
             os.close(self._writer_fd)  # releases the writer flock
             self._writer_fd = None
         self._closed = True
+
+
+def _cut_torn_tail(fd: int) -> int:
+    """Cut a last line that lacks its newline (the process died writing it, so it was never
+    acknowledged) and return the size left: the next append must start a line of its own."""
+    size = end = os.fstat(fd).st_size
+    keep = 0
+    while end > 0:
+        start = max(0, end - 65536)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    if keep < size:
+        os.ftruncate(fd, keep)
+    return keep
+
+
+def _reason(exc: OSError) -> str:
+    """An OS error in words, without the path the message around it already names."""
+    return exc.strerror or str(exc)
 
 
 def _claim_writer(hankweave_dir: Path) -> int:

@@ -55,6 +55,7 @@ from hankweave.api import (
     checkpoint_message,
     fsync_dir,
     hookimpl,
+    kill_point,
     parse_iso,
     pid_alive,
     resolve_patterns,
@@ -414,6 +415,7 @@ class GitCheckpointStore(CheckpointStore):
                     f"{_TRAILER_PREFIX}Patterns: {json.dumps(list(patterns))}\n")
         sha = git.run("commit-tree", tree, "-p", initial, "-m", f"{message}\n{trailers}",
                       env=_dated(timestamp)).decode().strip()
+        kill_point("checkpoint.commit")  # test-only: the commit exists, no ref keeps it yet
         branch = run_branch(run_id)
         git.run("update-ref", "--stdin", stdin=(
             f"update {CHECKPOINT_REFS}{sha} {sha}\nupdate refs/heads/{branch} {sha}\n").encode())
@@ -494,6 +496,7 @@ class GitCheckpointStore(CheckpointStore):
             parent = self._remove_covered_file(rel)
             if parent is not None:
                 emptied.add(parent)
+        kill_point("checkpoint.restore")  # test-only: the removals are done, not the writes
         # Writes only what differs from the index's stat data; --reset overwrites files that
         # are in the way (they are covered: the target holds them).
         git.run("read-tree", "--reset", "-u", sha, in_work_tree=True)
