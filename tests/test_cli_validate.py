@@ -124,7 +124,8 @@ def test_valid_hank_prints_the_summary_and_exits_0(tmp_path: Path, home: Path) -
     assert "Rig operations: 2" in out
     assert "Codons with checkpointed files: 2 (plan, write)" in out
     assert "Budget ceiling: dollars $5.00" in out
-    assert "plan: $1.50, 60s" in out
+    (plan_row,) = [line for line in out.splitlines() if line.startswith("plan ")]
+    assert "$1.50 (codon cap)" in plan_row and "60s (codon cap)" in plan_row
     assert f"a new directory would be created under {home}" in out
     assert out.rstrip().endswith("The hank is valid.")
 

@@ -308,6 +308,20 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     # beyond the original
     "sink.failed": {"sink": "jsonl", "error": "OSError: disk full", "disabled": True},
+    "budget.limits": {
+        "codonId": "x#1",
+        "loopContext": {"loopId": "L", "iteration": 1, "codonIndexInLoop": 0},
+        "ceiling": {"maxDollars": 10, "maxTimeSeconds": 3600, "allocation": "proportional",
+                    "shares": {"L": 0.5}, "onExceeded": "fail"},
+        "limits": {"maxDollars": 4, "dollarsSource": "shared pool of loop L",
+                   "maxTimeSeconds": 540, "timeSource": "loop L time left",
+                   "maxOutputTokens": 20000, "maxContextTokens": 150000,
+                   "onExceeded": "fail", "onExceededSource": "hank"},
+        "loop": {"maxDollars": 5, "dollarsSource": "proportional share (50% of $10.00)",
+                 "maxTimeSeconds": 600, "timeSource": "loop cap"},
+        "spentDollars": 1.5,
+        "elapsedSeconds": 120.5,
+    },
 }
 
 
@@ -332,14 +346,14 @@ def test_sample_payload_validates_and_round_trips_through_json(event_type: str) 
     assert json.loads(line)["data"] == payload
 
 
-def test_category_sets_hold_the_36_original_types_plus_sink_failed() -> None:
-    assert len(SERVER_STATE_EVENTS) == 21
+def test_category_sets_hold_the_36_original_types_plus_sink_failed_and_budget_limits() -> None:
+    assert len(SERVER_STATE_EVENTS) == 22
     assert len(AGENTIC_BACKBONE_EVENTS) == 7
     assert len(SENTINEL_EVENTS) == 5
     assert len(CONNECTION_EVENTS) == 4
-    assert len(ALL_EVENT_TYPES) == 37
-    assert len(ALL_EVENT_TYPES - {"sink.failed"}) == 36
-    assert "sink.failed" in SERVER_STATE_EVENTS
+    assert len(ALL_EVENT_TYPES) == 38
+    assert len(ALL_EVENT_TYPES - {"sink.failed", "budget.limits"}) == 36
+    assert {"sink.failed", "budget.limits"} <= SERVER_STATE_EVENTS
 
 
 @pytest.mark.parametrize(

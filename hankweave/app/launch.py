@@ -382,18 +382,17 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
 def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
              checkpoints: CheckpointStore, emit: Callable[[str, Any], Any], *,
              provider_env: Mapping[str, str]) -> Runtime:
-    from hankweave.runtime.budget import RunBudget
+    from hankweave.runtime.budget import RunBudget, log_last_write
     from hankweave.runtime.orchestrator import PromptBuilder, Runtime, RuntimeConfig
     from hankweave.runtime.planner import build_initial_plan
-    from hankweave.state.costs import total_cost
 
     settings, layout = prepared.settings, prepared.setup.layout
-    state = owned.store.state
+    # Ceilings are cumulative across resumes: every earlier run's money and time count.
     budget = RunBudget(
         max_dollars=settings.budget.max_dollars, max_seconds=settings.budget.max_time_seconds,
         allocation=settings.budget.allocation, shares=dict(settings.budget.shares or {}),
-        on_exceeded=settings.budget.on_exceeded or "complete",
-        spent_before=total_cost(state), elapsed_before=_elapsed_before(state))
+        on_exceeded=settings.budget.on_exceeded, hank=prepared.hank,
+    ).seed(owned.store.state, log_last_write(layout.path))
     config = RuntimeConfig(
         headless=settings.headless, autostart=settings.autostart,
         ignore_rig_failures=settings.ignore_rig_failures,
@@ -506,21 +505,6 @@ def _server_log(path: Path) -> logging.Handler:
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     return handler
-
-
-def _elapsed_before(state: HankweaveState) -> float:
-    """Wall time of earlier runs, so a time ceiling counts across resumes."""
-    from hankweave.fsutil import parse_iso
-
-    total = 0.0
-    for run in state.runs:
-        end = run.end_time or (getattr(run.codons[-1], "end_time", None) if run.codons else None)
-        if end:
-            try:
-                total += (parse_iso(end) - parse_iso(run.start_time)).total_seconds()
-            except ValueError:
-                continue
-    return max(total, 0.0)
 
 
 def _close_quietly(sink: EventSink) -> None:

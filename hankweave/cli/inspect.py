@@ -100,7 +100,7 @@ def thread_to_json(thread: ExecutionThread) -> dict[str, Any]:
                 "status": tc.codon.status,
                 "runId": tc.run_id,
                 "runStatus": tc.run_status,
-                "globalIndex": tc.global_index,
+                "globalIndex": index,
                 "runIndex": tc.run_index,
                 "codonIndexInRun": tc.codon_index_in_run,
                 "continuationSessionId": tc.continuation_session_id,
@@ -108,7 +108,7 @@ def thread_to_json(thread: ExecutionThread) -> dict[str, Any]:
                     cp.model_dump(mode="json", by_alias=True) for cp in tc.validated_checkpoints
                 ],
             }
-            for tc in thread.codons
+            for index, tc in enumerate(thread.codons)
         ],
     }
 
@@ -337,12 +337,12 @@ def _render_thread(thread: ExecutionThread, console: Console) -> None:
         table.add_column("Index in run", justify="right")
         table.add_column("Continues session", overflow="fold")
         table.add_column("Checkpoints", overflow="fold")
-        for tc in thread.codons:
+        for index, tc in enumerate(thread.codons):
             checkpoints = ", ".join(
                 f"{cp.type} {_short(cp.sha)}" for cp in tc.validated_checkpoints
             )
             table.add_row(
-                str(tc.global_index),
+                str(index),
                 Text(tc.codon.codon_id),
                 Text(tc.codon.status),
                 Text(tc.run_id),
@@ -363,5 +363,14 @@ def _render_thread(thread: ExecutionThread, console: Console) -> None:
     )
     console.print(Text(summary))
 
+
+def _add_budget_command() -> None:
+    # Its own module (it needs the allocation rules); registered here so `inspect` has it.
+    from hankweave.cli.inspect_budget import inspect_budget
+
+    inspect_group.add_command(inspect_budget)
+
+
+_add_budget_command()
 
 __all__ = ["inspect_group", "thread_to_json"]

@@ -50,20 +50,39 @@ _PIPE_WIDTH = 160
 )
 @click.option("-m", "--model", help="Check every codon with this model (a global override).")
 @click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="Resolve the budgets under this run-wide dollar ceiling, as `run --max-cost` would.",
+)
+@click.option(
+    "--max-time",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Resolve the budgets under this run-wide time ceiling, as `run --max-time` would.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
     help="Print a machine-readable report on stdout instead of the summary.",
 )
 def validate_command(
-    hank: str | None, data: str | None, execution: str | None, model: str | None, as_json: bool
+    hank: str | None,
+    data: str | None,
+    execution: str | None,
+    model: str | None,
+    max_cost: float | None,
+    max_time: float | None,
+    as_json: bool,
 ) -> None:
     """Check HANK (a hank.json, or a directory holding one) against DATA (default: the current
     directory) without running or creating anything.
 
     Prints a summary: codons with their resolved models and harnesses, loops, prompt files, rig
-    operations, checkpointed files, budgets, the execution directory a run would use, the
-    HANKWEAVE_* variables passed to agents (masked) and warnings. Exits 0 when the hank can
+    operations, checkpointed files, the budget each plan entry would start with (its dollar,
+    time and token limits and where each comes from), the execution directory a run would use,
+    the HANKWEAVE_* variables passed to agents (masked) and warnings. Exits 0 when the hank can
     run; otherwise prints every problem with its JSON path and exits 2.
     """
     from hankweave.execution.setup import resolve_data_and_hank_paths
@@ -87,6 +106,8 @@ def validate_command(
         registry=get_registry(),
         model=model,
         execution=Path(os.path.abspath(execution)) if execution is not None else None,
+        max_cost=max_cost,
+        max_time=max_time,
     )
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
@@ -112,6 +133,8 @@ def build_report(
     registry: Registry,
     model: str | None = None,
     execution: Path | None = None,
+    max_cost: float | None = None,
+    max_time: float | None = None,
 ) -> dict[str, Any]:
     """Check a hank the way ``hankweave run`` would before starting, and describe it.
 
@@ -137,7 +160,11 @@ def build_report(
         errors.append(HankIssue(ROOT_PATH, str(exc)))
         load_failed = True
 
-    resolved = _resolve_settings(cwd, loaded, env, model, errors, warnings)
+    ceiling = {"maxDollars": max_cost, "maxTimeSeconds": max_time}
+    cli: dict[str, Any] = {"model": model}
+    if max_cost is not None or max_time is not None:
+        cli["budget"] = {key: value for key, value in ceiling.items() if value is not None}
+    resolved = _resolve_settings(cwd, loaded, env, cli, errors, warnings)
     settings = resolved.settings if resolved is not None else None
     override = settings.model_override if settings is not None else model
     preflight: PreflightReport | None = None
@@ -169,6 +196,7 @@ def build_report(
     }
     report.update(_describe_hank(hank_file, preflight))
     report["budget"] = _describe_run_budget(settings)
+    report["budgetTable"] = _budget_table(hank_file, settings)
     report["executionDir"] = execution_dir
     report["env"] = _describe_env(env, hank_file)
     return report
@@ -178,7 +206,7 @@ def _resolve_settings(
     cwd: Path,
     hank: HankFile | None,
     env: Mapping[str, str],
-    model: str | None,
+    cli: Mapping[str, Any],
     errors: list[HankIssue],
     warnings: list[str],
 ) -> ResolvedSettings | None:
@@ -193,7 +221,7 @@ def _resolve_settings(
     )
 
     try:
-        resolved = resolve_settings(cwd=cwd, hank=hank, env=env, cli={"model": model})
+        resolved = resolve_settings(cwd=cwd, hank=hank, env=env, cli=dict(cli))
     except RuntimeConfigValidationError as exc:
         errors.extend(HankIssue(f"{RUNTIME_CONFIG_FILE}:{i.path}", i.message) for i in exc.errors)
         return None
@@ -391,6 +419,24 @@ def _describe_run_budget(settings: Settings | None) -> dict[str, Any] | None:
     return settings.budget.model_dump(by_alias=True, exclude_none=True)
 
 
+def _budget_table(hank: HankFile | None, settings: Settings | None) -> dict[str, Any] | None:
+    """The limits each entry of the initial plan would start with, nothing spent yet
+    (docs/behaviour.md §3.9): ``{ceiling, entries: [...], loops: [...]}``."""
+    if hank is None or settings is None:
+        return None
+    from hankweave.runtime.allocation import BudgetPlan, Pool, Progress
+    from hankweave.runtime.planner import build_initial_plan
+
+    pool = Pool.of_json(settings.budget.model_dump(by_alias=True, exclude_none=True)) or Pool()
+    plan = BudgetPlan(build_initial_plan(hank), pool)
+    nothing = Progress()
+    return {
+        "ceiling": pool.to_json(),
+        "entries": [limits.to_json() for limits in plan.resolve_all(nothing)],
+        "loops": [plan.resolve_loop(loop_id, nothing).to_json() for loop_id in plan.loop_ids()],
+    }
+
+
 def _describe_env(env: Mapping[str, str], hank: HankFile | None) -> dict[str, Any]:
     from hankweave.config.settings import PASSTHROUGH_ENV_PREFIX, hankweave_passthrough
 
@@ -525,11 +571,7 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
     if budget.get("shares"):
         ceiling.append("shares " + ", ".join(f"{k} {v:.0%}" for k, v in budget["shares"].items()))
     console.print(f"\nBudget ceiling: {', '.join(ceiling)}")
-    capped = [codon for codon in codons if codon["budget"]]
-    if capped:
-        console.print("Per-codon caps:")
-        for codon in capped:
-            console.print(f"  {codon['id']}: {_budget_text(codon['budget'])}")
+    _render_budget_table(report["budgetTable"], console)
 
     console.print(f"\nExecution directory: {_execution_text(report['executionDir'])}")
 
@@ -553,6 +595,48 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
         for warning in report["warnings"]:
             console.print(f"  - {warning}")
     console.print("\nThe hank is valid.")
+
+
+def _render_budget_table(table_json: dict[str, Any] | None, console: Console) -> None:
+    """Each plan entry's limits at the start, with where they come from."""
+    from rich.table import Table
+
+    if table_json is None:
+        return
+    entries = table_json["entries"]
+    limited = [e for e in entries if any(key in e for key in _LIMIT_KEYS)]
+    if not limited and not table_json["loops"]:
+        console.print("Budgets: no limits")
+        return
+    console.print("Budgets at the start (nothing spent; later loop iterations resolve as they"
+                  " start):")
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("Codon", "Loop", "Dollars", "Time", "Out tokens", "Context", "On exceeded"):
+        table.add_column(column, overflow="fold")
+    for entry in entries:
+        table.add_row(
+            entry["codonId"],
+            entry.get("loopId") or "-",
+            _with_source(_money(entry.get("maxDollars")), entry.get("dollarsSource")),
+            _with_source(_seconds(entry.get("maxTimeSeconds")), entry.get("timeSource")),
+            str(entry.get("maxOutputTokens", "-")),
+            str(entry.get("maxContextTokens", "-")),
+            f"{entry['onExceeded']} ({entry['onExceededSource']})",
+        )
+    console.print(table)
+    for loop in table_json["loops"]:
+        console.print(
+            f"Loop {loop['loopId']}: dollars "
+            f"{_with_source(_money(loop.get('maxDollars')), loop.get('dollarsSource'))}, time "
+            f"{_with_source(_seconds(loop.get('maxTimeSeconds')), loop.get('timeSource'))}"
+        )
+
+
+_LIMIT_KEYS = ("maxDollars", "maxTimeSeconds", "maxOutputTokens", "maxContextTokens")
+
+
+def _with_source(value: str, source: str | None) -> str:
+    return f"{value} ({source})" if source else value
 
 
 def _print_list(console: Console, label: str, values: list[str]) -> None:

@@ -11,8 +11,8 @@ An event on the wire and in the journal is a :class:`ServerEvent` envelope::
 The 36 original event types fall into four categories that decide routing: server-state and
 agentic-backbone events are journaled, broadcast and routed to sentinels; sentinel events are
 journaled and broadcast but never routed back to sentinels (that would loop); connection events
-are never journaled and go to one client.  This runtime adds one server-state event,
-``sink.failed``.
+are never journaled and go to one client.  This runtime adds two server-state events,
+``sink.failed`` and ``budget.limits``.
 
 Payload models are permissive (``extra="allow"``): a field a newer runtime adds survives a
 round trip.  Field names are camelCase on the wire and snake_case in Python.  Emitters validate
@@ -53,8 +53,11 @@ __all__ = [
     "ArchivePartialData",
     "AssistantActionData",
     "BudgetActual",
+    "BudgetCeiling",
     "BudgetLimits",
+    "BudgetLimitsData",
     "BudgetLoopContext",
+    "BudgetResolvedLimits",
     "BudgetRow",
     "BudgetSummaryData",
     "BudgetTotals",
@@ -414,8 +417,10 @@ class LoopIterationCompletedData(EventData):
     tokens_used: int
     is_final: bool
     termination_reason: (
-        Literal["iteration_limit", "context_exceeded", "sentinel_skip", "failure"] | None
+        Literal["iteration_limit", "context_exceeded", "budget_exceeded", "sentinel_skip",
+                "failure"] | None
     ) = None
+    """``budget_exceeded`` is ours: a codon's or the loop's budget ended the loop."""
 
 
 # ----- agent activity -----
@@ -668,6 +673,43 @@ class BudgetSummaryData(EventData):
     totals: BudgetTotals
 
 
+class BudgetCeiling(EventData):
+    """The hank pool: the run's ceiling with the allocation of ``overrides.budget``."""
+
+    max_dollars: Number | None = None
+    max_time_seconds: Number | None = None
+    allocation: Literal["shared", "proportional", "proportional-strict"] = "shared"
+    shares: dict[str, Number] | None = None
+    on_exceeded: Literal["complete", "fail"] | None = None
+
+
+class BudgetResolvedLimits(EventData):
+    """A codon's or a loop's resolved limits, each with the rule it came from."""
+
+    max_dollars: Number | None = None
+    dollars_source: str | None = None
+    max_time_seconds: Number | None = None
+    time_source: str | None = None
+    max_output_tokens: int | None = None
+    max_context_tokens: int | None = None
+    on_exceeded: Literal["complete", "fail"] | None = None
+    on_exceeded_source: str | None = None
+
+
+class BudgetLimitsData(EventData):
+    """Ours: the limits a codon attempt starts under (docs/events.md)."""
+
+    codon_id: str
+    loop_context: BudgetLoopContext | None = None
+    ceiling: BudgetCeiling
+    limits: BudgetResolvedLimits
+    loop: BudgetResolvedLimits | None = None
+    spent_dollars: Number
+    """Spent against the ceiling when the codon started, earlier runs included."""
+    elapsed_seconds: Number
+    """Time the hank had run when the codon started, earlier runs included."""
+
+
 # ----- rollback and archive -----
 
 
@@ -850,9 +892,10 @@ SERVER_STATE_EVENTS: frozenset[str] = frozenset(
         "archive.partial",
         "budget.summary",
         "sink.failed",
+        "budget.limits",
     }
 )
-"""The original's 20 server-state events plus ``sink.failed``."""
+"""The original's 20 server-state events plus ``sink.failed`` and ``budget.limits``."""
 
 AGENTIC_BACKBONE_EVENTS: frozenset[str] = frozenset(
     {
@@ -927,6 +970,7 @@ EVENT_DATA_MODELS: dict[str, type[EventData]] = {
     "sentinel.output": SentinelOutputData,
     "sentinel.triggered": SentinelTriggeredData,
     "sink.failed": SinkFailedData,
+    "budget.limits": BudgetLimitsData,
 }
 """Each event type's payload model (``serverEventDataSchemas`` in the original)."""
 

@@ -31,6 +31,7 @@ from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRunner, Interrupt
 from hankweave.runtime.completion import CodonResult, complete
 from hankweave.runtime.context import RunContext, elapsed_ms
+from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED
 from hankweave.state.thread import find_continuation_session_id
 from hankweave.state.transitions import CodonStarted, CodonStartedData
 from hankweave.state.types import FailureReason, LoopContext
@@ -46,10 +47,13 @@ class CodonAttempt:
     """Runs one attempt of ``codon_id`` in the current run (see the module docstring)."""
 
     def __init__(self, ctx: RunContext, codon_id: str, *, skip_rig: bool = False,
-                 stop_reason: StopReason) -> None:
+                 stop_reason: StopReason, number: int = 1) -> None:
         self.ctx = ctx
         self.codon_id = codon_id
         self.skip_rig = skip_rig
+        self.number = number
+        """Which attempt of the codon's failure policy this is (1, then 2 for the first
+        retry); recorded in the codon's record so it survives a restart."""
         self.codon: Codon = ctx.codon_config(codon_id)
         self.entry = ctx.plan_entry(codon_id)
         self.force_stop_reason: str | None = None
@@ -92,8 +96,8 @@ class CodonAttempt:
         stopping = self._stop_reason()
         if stopping is None and self.force_stop_reason is not None:
             return FailureReason(type="unknown", retriable=True,
-                                 message=f"Force stopped: {self.force_stop_reason}")
-        return FailureReason(type="unknown", retriable=True, message=f"Interrupted: {stopping}")
+                                 message=f"{FORCE_STOPPED}{self.force_stop_reason}")
+        return FailureReason(type="unknown", retriable=True, message=f"{INTERRUPTED}{stopping}")
 
     # ----- running -----
 
@@ -103,7 +107,8 @@ class CodonAttempt:
         loop_context = (LoopContext.model_validate(context.model_dump(
             include={"loop_id", "iteration", "codon_index_in_loop"})) if context else None)
         await ctx.transition(CodonStarted(data=CodonStartedData(
-            run_id=ctx.run_id or "", codon_id=codon_id, loop_context=loop_context)))
+            run_id=ctx.run_id or "", codon_id=codon_id, loop_context=loop_context,
+            attempt=self.number if self.number > 1 else None)))
         self._started = time.monotonic()
 
         rig_sha: str | None = None
@@ -147,14 +152,9 @@ class CodonAttempt:
         return await complete(self, outcome)
 
     async def _drive(self, spec: AttemptSpec) -> AttemptOutcome:
-        ctx, limits = self.ctx, self.codon.budget
-        budget = ctx.budget.track(
-            self.codon_id, self.codon.id,
-            max_dollars=limits.max_dollars if limits else None,
-            max_seconds=limits.max_time_seconds if limits else None,
-            max_output_tokens=limits.max_output_tokens if limits else None,
-            max_context_tokens=limits.max_context_tokens if limits else None,
-            on_exceeded=limits.on_exceeded if limits else None)
+        ctx = self.ctx
+        budget = ctx.budget.track(ctx.state.execution_plan, self.codon_id)
+        self._report_limits(budget)
         runner = CodonRunner(spec, store=ctx.store, reporter=ctx.reporter, budget=budget)
         self._runner = runner
         if self._stop_reason() is not None:  # a stop that came during the last state write
@@ -165,6 +165,24 @@ class CodonAttempt:
         finally:
             watchdog.cancel()
             self._runner = None
+
+    def _report_limits(self, budget: CodonBudget) -> None:
+        """``budget.limits``: what this attempt may spend and why, when anything limits it."""
+        ctx, limits, run_budget = self.ctx, budget.limits, self.ctx.budget
+        plan = run_budget.plan(ctx.state.execution_plan)
+        loop_id = plan.pooled_loop_of(self.entry)
+        loop = plan.resolve_loop(loop_id, run_budget.progress()) if loop_id else None
+        ceiling = run_budget.pool
+        if not (limits.any or loop or ceiling.max_dollars or ceiling.max_seconds):
+            return
+        context = self.entry.loop_context
+        ctx.reporter.budget_limits(
+            codon_id=self.codon_id,
+            loop_context=context.model_dump(by_alias=True, include={
+                "loop_id", "iteration", "codon_index_in_loop"}) if context else None,
+            ceiling=ceiling.to_json(), limits=limits.to_json(ids=False),
+            loop=loop.to_json(ids=False) if loop else None,
+            spent=run_budget.total_spent(), elapsed=run_budget.elapsed())
 
     def _spec(self, session: str | None) -> AttemptSpec:
         """What the runner runs: the harness, its settings, the request and where logs go."""
@@ -276,11 +294,13 @@ class CodonAttempt:
 
 
 async def _watch_time(runner: CodonRunner, budget: CodonBudget) -> None:
-    """Interrupt the runner once the codon's time budget is spent."""
-    if budget.limits.seconds is None:
-        return
-    while True:
-        await asyncio.sleep(min(1.0, max(0.05, budget.limits.seconds / 10)))
+    """Interrupt the runner once the codon's time budget (its own, its loop's or the run's) is
+    spent: it wakes at the deadline, and at least every second, so the agent is stopped within
+    a second of the limit."""
+    while (left := budget.seconds_left()) is not None:
+        await asyncio.sleep(min(1.0, max(0.0, left)))
         if budget.check() is not None:
             runner.interrupt("budget")
             return
+        if budget.breach is not None:
+            return  # another limit was reached first; the runner is stopping already

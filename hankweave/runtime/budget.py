@@ -1,31 +1,70 @@
-"""Budgets: the dollar, time and token limits a codon runs under.
+"""Budgets at run time: what a run has spent, and the limits each codon attempt runs under.
 
 A run has an optional ceiling (``--max-cost``/``--max-time``, ``hankweave.json``, the hank's
 ``overrides.budget``), loops may carry their own budget, and a codon may cap its own dollars,
-seconds, output tokens and context tokens.  Limits are compared with ``>=`` (a $0 limit is
-exceeded by the first positive cost) and the first breach of a codon is recorded once.
+seconds, output tokens and context tokens.  :class:`RunBudget` keeps the money spent per plan
+entry and the time used, earlier runs of the execution included, and resolves each codon's
+limits as it starts with :mod:`hankweave.runtime.allocation` (the same rules ``validate`` and
+``inspect budget`` use).  :class:`CodonBudget` watches one attempt: limits are compared with
+``>=`` (a $0 limit is exceeded by the first positive cost), and the first breach is recorded
+once (docs/behaviour.md §3.9).
 
-Allocation: the ``shared`` mode (first past the post: a codon may spend what the pool has left)
-is enforced.  The ``proportional`` modes are enforced as ``share x ceiling`` for codons with a
-share and as the shared pool for the others (see docs/differences.md).
+What earlier runs used is read from the state (:meth:`RunBudget.seed`): the money of every
+record of every run (failed attempts and skipped codons included: the money was spent), and
+each run's wall time, a crashed run's up to the last sign of life its records and agent logs
+show (docs/differences.md).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from hankweave.state.types import BudgetExceededData, TokenUsage
+from pydantic import BaseModel
+
+from hankweave.fsutil import parse_iso
+from hankweave.runtime.allocation import (
+    Breach,
+    BudgetPlan,
+    Caps,
+    EntryLimits,
+    Ledger,
+    Limit,
+    Pool,
+    Progress,
+    breach_of,
+    plan_caps,
+)
+from hankweave.state.types import (
+    BudgetExceededData,
+    CodonExecution,
+    CompletedCodon,
+    ExecutionCodonEntry,
+    FailedCodon,
+    HankweaveState,
+    Run,
+    RunningCodon,
+    SkippedCodon,
+    TokenUsage,
+)
+
+if TYPE_CHECKING:
+    from hankweave.config.hank import HankFile
+
+LastWrite = Callable[[CodonExecution], float | None]
+"""When a record's agent log was last written (epoch seconds), None if unknown."""
+
+CRASH_MESSAGE = "Server crashed"
+"""The failure message crash repair gives the records a crashed run left open."""
 
 
-@dataclass
-class CodonLimits:
-    dollars: float | None = None
-    seconds: float | None = None
-    output_tokens: int | None = None
-    context_tokens: int | None = None
-    on_exceeded: str = "complete"
+# --------------------------------------------------------------------------------------------
+# One attempt
+# --------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -33,14 +72,29 @@ class CodonBudget:
     """The limits of one codon attempt and what it has used so far."""
 
     codon_id: str
-    limits: CodonLimits
+    limits: EntryLimits
     started: float
     clock: Callable[[], float] = time.monotonic
     dollars: float = 0.0
     output_tokens: int = 0
     context_high_water: int = 0
-    exceeded: BudgetExceededData | None = None
-    message: str | None = None
+    breach: Breach | None = None
+
+    @property
+    def exceeded(self) -> BudgetExceededData | None:
+        return self.breach.data() if self.breach is not None else None
+
+    @property
+    def message(self) -> str | None:
+        return self.breach.message if self.breach is not None else None
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def seconds_left(self) -> float | None:
+        """Until the time limit is reached (None: no time limit)."""
+        limit = self.limits.seconds
+        return None if limit is None else limit.value - self.elapsed()
 
     def add_usage(self, cost: float, usage: TokenUsage | None) -> BudgetExceededData | None:
         """Account one assistant message; return the breach the first time a limit is hit."""
@@ -54,55 +108,102 @@ class CodonBudget:
 
     def check(self) -> BudgetExceededData | None:
         """Compare usage with every limit (time included); record and return the first breach."""
-        if self.exceeded is not None:
+        if self.breach is not None:
             return None
         limits = self.limits
-        checks: list[tuple[str, float | None, float]] = [
-            ("cost", limits.dollars, self.dollars if self.dollars > 0 else -1),
-            ("outputTokens", limits.output_tokens, self.output_tokens),
-            ("contextTokens", limits.context_tokens, self.context_high_water),
-            ("duration", limits.seconds, self.clock() - self.started),
-        ]
-        for currency, limit, used in checks:
-            if limit is not None and used >= limit:
-                used = max(used, 0)
-                self.exceeded = BudgetExceededData(currency=currency, limit=limit, used=used)
-                self.message = f"{currency} limit {limit:g} reached ({used:g} used)"
-                return self.exceeded
+        for currency, limit, used in (
+                ("cost", limits.dollars, self.dollars),
+                ("outputTokens", _cap(limits.output_tokens), float(self.output_tokens)),
+                ("contextTokens", _cap(limits.context_tokens), float(self.context_high_water)),
+                ("duration", limits.seconds, self.elapsed())):
+            found = breach_of(currency, limit, used)
+            if found is not None:
+                self.breach = found
+                return found.data()
         return None
+
+
+def _cap(value: int | None) -> Limit | None:
+    return Limit(float(value), "codon cap") if value is not None else None
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
 
 
 @dataclass
 class RunBudget:
-    """The run-wide ceiling and the spending it is measured against."""
+    """The run-wide ceiling, the spending and time it is measured against, each codon's limits."""
 
     max_dollars: float | None = None
     max_seconds: float | None = None
     allocation: str = "shared"
     shares: dict[str, float] = field(default_factory=dict)
-    on_exceeded: str = "complete"
-    spent_before: float = 0.0
-    elapsed_before: float = 0.0
+    on_exceeded: str | None = None
+    hank: HankFile | None = None
+    """Where codon caps and loop budgets come from; None: from the plan entries."""
     clock: Callable[[], float] = time.monotonic
     started: float = field(default=0.0)
-    spent: dict[str, float] = field(default_factory=dict)
-    limits: dict[str, CodonLimits] = field(default_factory=dict)
+    elapsed_before: float = 0.0
+    """Seconds earlier runs took."""
+    loop_elapsed_before: dict[str, float] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)
+    started_ids: set[str] = field(default_factory=set)
+    """Plan entries that have started, in any run."""
+    limits: dict[str, EntryLimits] = field(default_factory=dict)
     """The limits each codon of this run was given (its newest attempt's), for the summary."""
+    _loop_started: dict[str, float] = field(default_factory=dict, init=False)
+    """When each loop's first codon of this run started (its clock, on top of earlier runs)."""
+    _loop_of: dict[str, str | None] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if not self.started:
             self.started = self.clock()
+        self._caps: dict[str, Caps] | None = None
+        self._loop_pools: dict[str, Pool | None] | None = None
+        if self.hank is not None:
+            from hankweave.config.hank import Loop
+
+            self._caps = {codon_id: Caps.of_json(_dump(codon.budget))
+                          for codon_id, codon in self.hank.codon_configs().items()}
+            self._loop_pools = {item.id: Pool.of_json(_dump(item.budget))
+                                for item in self.hank.hank if isinstance(item, Loop)}
+
+    # ----- what earlier runs used -----
+
+    def seed(self, state: HankweaveState, last_write: LastWrite | None = None) -> RunBudget:
+        """Count what the runs recorded in ``state`` spent and how long they took."""
+        self.ledger = spending_of(state)
+        self.elapsed_before = 0.0
+        for run in state.runs:
+            self.started_ids.update(record.codon_id for record in run.codons)
+            self.elapsed_before += run_seconds(run, last_write)
+            for loop_id, seconds in loop_seconds(run, last_write).items():
+                self.loop_elapsed_before[loop_id] = self.loop_elapsed_before.get(
+                    loop_id, 0.0) + seconds
+        return self
+
+    # ----- the ceiling -----
+
+    @property
+    def pool(self) -> Pool:
+        return Pool(max_dollars=self.max_dollars, max_seconds=self.max_seconds,
+                    allocation=self.allocation, shares=dict(self.shares),
+                    on_exceeded=self.on_exceeded)
 
     @property
     def has_limits(self) -> bool:
         """A ceiling, or a limit on some codon of this run: worth a ``budget.summary``."""
         return self.max_dollars is not None or self.max_seconds is not None or any(
-            limit is not None for limits in self.limits.values()
-            for limit in (limits.dollars, limits.seconds, limits.output_tokens,
-                          limits.context_tokens))
+            limits.any for limits in self.limits.values())
 
     def total_spent(self) -> float:
-        return self.spent_before + sum(self.spent.values())
+        return self.ledger.total
+
+    def elapsed(self) -> float:
+        """Seconds the hank has run, earlier runs included."""
+        return self.elapsed_before + (self.clock() - self.started)
 
     def remaining_dollars(self) -> float | None:
         if self.max_dollars is None:
@@ -112,36 +213,161 @@ class RunBudget:
     def remaining_seconds(self) -> float | None:
         if self.max_seconds is None:
             return None
-        elapsed = self.elapsed_before + (self.clock() - self.started)
-        return max(0.0, self.max_seconds - elapsed)
+        return max(0.0, self.max_seconds - self.elapsed())
 
     def exhausted(self) -> bool:
         """True once the run's money or time is gone: no further codon starts."""
         dollars, seconds = self.remaining_dollars(), self.remaining_seconds()
-        return (dollars is not None and self.max_dollars is not None and dollars <= 0
-                and self.total_spent() > 0) or (seconds is not None and seconds <= 0)
+        return (dollars is not None and dollars <= 0 and self.total_spent() > 0) or (
+            seconds is not None and seconds <= 0)
 
-    def track(self, codon_id: str, config_id: str, *, max_dollars: float | None,
-              max_seconds: float | None, max_output_tokens: int | None,
-              max_context_tokens: int | None, on_exceeded: str | None) -> CodonBudget:
-        """The limits of a codon about to start, resolved against the run's ceiling."""
-        remaining = self.remaining_dollars()
-        if remaining is not None and self.allocation != "shared" and config_id in self.shares:
-            remaining = min(remaining, self.shares[config_id] * (self.max_dollars or 0.0))
-        dollars = _min(max_dollars, remaining)
-        seconds = _min(max_seconds, self.remaining_seconds())
-        limits = CodonLimits(dollars=dollars, seconds=seconds, output_tokens=max_output_tokens,
-                             context_tokens=max_context_tokens,
-                             on_exceeded=on_exceeded or self.on_exceeded)
+    # ----- resolution -----
+
+    def plan(self, entries: Sequence[ExecutionCodonEntry]) -> BudgetPlan:
+        """The plan as the allocation rules see it, with this hank's caps and loop budgets."""
+        caps = self._caps
+        caps_of = plan_caps if caps is None else (
+            lambda entry: caps.get(entry.codon.id) or plan_caps(entry))
+        return BudgetPlan(entries, self.pool, caps_of=caps_of, loop_pools=self._loop_pools)
+
+    def progress(self) -> Progress:
+        now = self.clock()
+        loops = dict(self.loop_elapsed_before)
+        for loop_id, began in self._loop_started.items():
+            loops[loop_id] = loops.get(loop_id, 0.0) + (now - began)
+        return Progress(ledger=self.ledger, started=self.started_ids,
+                        elapsed=self.elapsed_before + (now - self.started), loop_elapsed=loops)
+
+    def track(self, entries: Sequence[ExecutionCodonEntry], codon_id: str) -> CodonBudget:
+        """The limits of a codon about to start, resolved against the run's ceiling and its
+        loop's budget; its loop's clock starts with the loop's first codon of this run."""
+        plan = self.plan(entries)
+        entry = plan.entry(codon_id)
+        loop_id = entry.loop_context.loop_id if entry.loop_context else None
+        if loop_id is not None and loop_id not in self._loop_started:
+            self._loop_started[loop_id] = self.clock()
+        self._loop_of[codon_id] = loop_id
+        limits = plan.resolve(codon_id, self.progress())
+        self.started_ids.add(codon_id)
         self.limits[codon_id] = limits
         return CodonBudget(codon_id=codon_id, limits=limits, started=self.clock(),
                            clock=self.clock)
 
+    def on_exceeded_of(self, codon_id: str) -> str:
+        """The effective ``onExceeded`` of the codon's newest attempt."""
+        limits = self.limits.get(codon_id)
+        return limits.on_exceeded if limits is not None else (self.on_exceeded or "complete")
+
     def record(self, codon_id: str, cost: float) -> None:
         """The final (or partial) cost of a finished attempt; retries add up."""
-        self.spent[codon_id] = self.spent.get(codon_id, 0.0) + cost
+        self.ledger.add(codon_id, self._loop_of.get(codon_id), cost)
+
+    def loop_breach(self, entries: Sequence[ExecutionCodonEntry], codon_id: str
+                    ) -> Breach | None:
+        """The budget of ``codon_id``'s loop, reached (docs/behaviour.md §3.9), or None."""
+        plan = self.plan(entries)
+        try:
+            loop_id = plan.pooled_loop_of(plan.entry(codon_id))
+        except KeyError:
+            return None
+        return plan.loop_breach(loop_id, self.progress()) if loop_id is not None else None
 
 
-def _min(a: float | None, b: float | None) -> float | None:
-    values = [v for v in (a, b) if v is not None]
-    return min(values) if values else None
+def _dump(model: BaseModel | None) -> dict[str, object] | None:
+    """A budget block of the hank as its JSON (camelCase) form."""
+    if model is None:
+        return None
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# --------------------------------------------------------------------------------------------
+# Accounting from the state
+# --------------------------------------------------------------------------------------------
+
+
+def spent_by(record: CodonExecution) -> float:
+    """The money a record spent: its final or partial cost, the running cost so far.  Unlike
+    the run totals of :mod:`hankweave.state.costs`, a skipped codon's partial cost counts."""
+    if isinstance(record, CompletedCodon):
+        return record.final_cost
+    if isinstance(record, FailedCodon | SkippedCodon):
+        return record.partial_cost
+    if isinstance(record, RunningCodon):
+        return record.current_cost
+    return 0.0
+
+
+def crash_ended(record: CodonExecution) -> bool:
+    """Whether crash repair closed this record (its end time is when the crash was found)."""
+    reason = getattr(record, "failure_reason", None)
+    return isinstance(record, FailedCodon) and reason is not None and \
+        reason.message == CRASH_MESSAGE
+
+
+def record_span(record: CodonExecution, last_write: LastWrite | None = None
+                ) -> tuple[datetime, datetime] | None:
+    """When a record started and when it was last known to be running."""
+    try:
+        start = parse_iso(record.start_time)
+        end_text = getattr(record, "end_time", None)
+        if end_text and not crash_ended(record):
+            return start, max(start, parse_iso(end_text))
+    except ValueError:
+        return None
+    written = last_write(record) if last_write is not None else None
+    end = datetime.fromtimestamp(written, UTC) if written is not None else start
+    return start, max(start, end)
+
+
+def run_seconds(run: Run, last_write: LastWrite | None = None) -> float:
+    """A run's wall time: start to end; a crashed (or never ended) run's up to its last sign
+    of life (its records' ends and, for those the crash cut, their agent logs' last write)."""
+    try:
+        start = parse_iso(run.start_time)
+        if run.end_time and run.status != "crashed":
+            return max(0.0, (parse_iso(run.end_time) - start).total_seconds())
+    except ValueError:
+        return 0.0
+    ends = [span[1] for span in (record_span(r, last_write) for r in run.codons) if span]
+    return max(0.0, (max(ends) - start).total_seconds()) if ends else 0.0
+
+
+def loop_seconds(run: Run, last_write: LastWrite | None = None) -> dict[str, float]:
+    """Per loop, the time from its first record's start to its last record's end in ``run``."""
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    for record in run.codons:
+        if record.loop_context is None:
+            continue
+        span = record_span(record, last_write)
+        if span is None:
+            continue
+        loop_id = record.loop_context.loop_id
+        known = spans.get(loop_id)
+        spans[loop_id] = span if known is None else (min(known[0], span[0]),
+                                                     max(known[1], span[1]))
+    return {loop_id: (end - start).total_seconds() for loop_id, (start, end) in spans.items()}
+
+
+def log_last_write(execution_dir: Path) -> LastWrite:
+    """:data:`LastWrite` from the agent logs under ``execution_dir``."""
+    def last_write(record: CodonExecution) -> float | None:
+        relative = getattr(record, "claude_log_path", None)
+        if not relative:
+            return None
+        try:
+            return (execution_dir / relative).stat().st_mtime
+        except OSError:
+            return None
+
+    return last_write
+
+
+def spending_of(state: HankweaveState) -> Ledger:
+    """The money of every record of every run, per plan entry and per loop."""
+    ledger = Ledger()
+    for run in state.runs:
+        for record in run.codons:
+            loop = record.loop_context.loop_id if record.loop_context else None
+            ledger.add(record.codon_id, loop, spent_by(record))
+    return ledger
+

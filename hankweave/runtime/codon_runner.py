@@ -33,6 +33,7 @@ from hankweave.codonlog import (
     error_result,
     final_cost_of,
 )
+from hankweave.faults import kill_point
 from hankweave.harness import (
     AttemptContext,
     AttemptPolicy,
@@ -219,6 +220,7 @@ class CodonRunner:
                     return False
                 pending = None
                 await self._handle(record, writer.write(record))
+                kill_point("harness.message")  # test-only (docs/crash-testing.md)
                 if self._interrupt is not None:
                     return False
         except Exception as exc:  # the harness itself broke

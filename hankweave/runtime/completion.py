@@ -12,14 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from hankweave.faults import kill_point
 from hankweave.fsutil import parse_iso
 from hankweave.runtime.codon_runner import AttemptOutcome
 from hankweave.runtime.context import RunContext, elapsed_ms
 from hankweave.runtime.failures import synthesize_missing_failure_reason
-from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
+from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens
 from hankweave.state.reducer import plan_splice
 from hankweave.state.transitions import ExecutionPlanData, ExecutionPlanUpdated
-from hankweave.state.types import NO_CHECKPOINT, FailureReason, is_terminal_status
+from hankweave.state.types import (
+    NO_CHECKPOINT,
+    FailureReason,
+    is_terminal_status,
+    plan_positions,
+)
 
 if TYPE_CHECKING:
     from hankweave.runtime.attempt import CodonAttempt
@@ -69,6 +75,7 @@ async def complete(attempt: CodonAttempt, outcome: AttemptOutcome) -> CodonResul
     else:
         metadata["skipped_during"] = during
     await ctx.move(codon_id, status, **metadata)
+    kill_point("codon.recorded")  # test-only (docs/crash-testing.md)
     _report_completion(attempt, status, reason, outcome)
     report_snapshot(ctx)
     if status == "completed" and not await _after_success(attempt, sha):
@@ -103,15 +110,13 @@ def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
     """The status, the failure reason and a note for the user, in the original's order."""
     from hankweave.runtime.planner import is_context_exceeded_acceptable
 
-    ctx, codon = attempt.ctx, attempt.codon
+    ctx = attempt.ctx
     if outcome.interrupted == "stop":
         return "failed", attempt.interrupted_reason(), None
     if outcome.interrupted == "skip":
         return "skipped", None, None
     if outcome.budget_exceeded is not None:
-        on_exceeded = ctx.budget.on_exceeded
-        if codon.budget and codon.budget.on_exceeded:
-            on_exceeded = codon.budget.on_exceeded
+        on_exceeded = ctx.budget.on_exceeded_of(attempt.codon_id)  # codon, loop, hank
         note = outcome.budget_message or "budget exceeded"
         if on_exceeded == "fail":
             return "failed", FailureReason(type="unknown", retriable=False,
@@ -131,20 +136,10 @@ def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
 async def _after_success(attempt: CodonAttempt, sha: str | None) -> bool:
     """Copy the outputs and archive; False when a failed copy ends the run (docs/behaviour.md §3.6)."""
     ctx, codon, codon_id = attempt.ctx, attempt.codon, attempt.codon_id
-    if codon.output_files and ctx.config.output_dir is not None:
-        from hankweave.runtime.outputs import OutputCopyError, copy_outputs
-        from hankweave.runtime.rig import run_command
+    from hankweave.runtime.outputs import copy_codon_outputs
 
-        try:
-            copied = await copy_outputs(
-                codon.output_files, agent_root=ctx.layout.agent_root,
-                output_dir=ctx.config.output_dir, env=ctx.prompts.env(codon),
-                overwrite=ctx.config.overwrite_output, run_command=run_command)
-        except OutputCopyError as exc:
-            ctx.reporter.error(str(exc), codon=codon_id, fatal=True, severity="operation")
-            return False
-        for original, resolved in copied.renamed:
-            ctx.reporter.info(f"Output {original.name} exists; copied as {resolved.name}")
+    if not await copy_codon_outputs(ctx, codon_id):
+        return False
     if codon.archive_on_success:
         from hankweave.runtime.archive import ArchiveManifest, archive_on_success
 
@@ -165,14 +160,18 @@ async def expand_plan(ctx: RunContext, codon_id: str,
     iteration."""
     from hankweave.runtime.planner import expand_after
 
+    loop_breach = ctx.budget.loop_breach(ctx.state.execution_plan, codon_id)
+    if loop_breach is not None:
+        ctx.reporter.info(f"Loop budget reached ({loop_breach.message}); the loop ends")
     expansion = expand_after(ctx.state.execution_plan, ctx.hank, codon_id, outcome=outcome,
                              context_exceeded=context_exceeded,
-                             budget_exceeded=budget_exceeded)
+                             budget_exceeded=budget_exceeded or loop_breach is not None)
     position, remove, entries = plan_splice(ctx.state.execution_plan, expansion.plan)
     if remove or entries:
         await ctx.transition(ExecutionPlanUpdated(data=ExecutionPlanData(
             position=position, remove=remove, entries=entries)))
-    entry = next((e for e in ctx.state.execution_plan if e.codon_id == codon_id), None)
+    found = plan_positions(ctx.state.execution_plan).get(codon_id)
+    entry = ctx.state.execution_plan[found] if found is not None else None
     if expansion.iteration_completed and entry is not None and entry.loop_context:
         loop_id, iteration = entry.loop_context.loop_id, entry.loop_context.iteration
         duration_ms, cost, tokens = _iteration_totals(ctx, loop_id, iteration)
@@ -186,10 +185,9 @@ def _iteration_totals(ctx: RunContext, loop_id: str, iteration: int) -> tuple[in
     """Duration (ms), cost and input+output tokens of one loop iteration's finished records
     in the thread (failed retry attempts included: their time and money were spent)."""
     duration_ms, cost, tokens = 0, 0.0, 0
-    for item in ctx.thread().codons:
-        record, context = item.codon, item.codon.loop_context
-        if (context is None or context.loop_id != loop_id or context.iteration != iteration
-                or not is_terminal_status(record.status)):
+    for item in ctx.thread().iteration_codons(loop_id, iteration):
+        record = item.codon
+        if not is_terminal_status(record.status):
             continue
         end = getattr(record, "end_time", None)
         if end:
@@ -203,4 +201,4 @@ def _iteration_totals(ctx: RunContext, loop_id: str, iteration: int) -> tuple[in
 
 def report_snapshot(ctx: RunContext) -> None:
     """``state.snapshot`` of the thread as it is now."""
-    ctx.reporter.snapshot(ctx.thread(), total_cost(ctx.state), ctx.elapsed_ms())
+    ctx.reporter.snapshot(ctx.thread(), ctx.reporter.costs.total(ctx.state), ctx.elapsed_ms())

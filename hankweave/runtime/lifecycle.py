@@ -16,8 +16,9 @@ from typing import Any
 
 from hankweave.exitcodes import EXIT_FAILED, EXIT_OK, SIGNAL_EXIT_CODES
 from hankweave.fsutil import parse_iso, utc_now_iso
+from hankweave.runtime.budget import spending_of, spent_by
 from hankweave.runtime.context import RunContext
-from hankweave.state.costs import codon_cost, codon_tokens, current_run_cost
+from hankweave.state.costs import codon_tokens
 from hankweave.state.thread import ExecutionThread
 from hankweave.state.transitions import (
     InitialCheckpointData,
@@ -29,6 +30,7 @@ from hankweave.state.transitions import (
     RunStartedData,
 )
 from hankweave.state.types import (
+    CodonExecution,
     ContinuationSource,
     ContinuationStart,
     FreshStart,
@@ -149,46 +151,70 @@ class RunLifecycle:
     # ----- the budget summary -----
 
     def report_budget(self) -> None:
-        """``budget.summary`` at the end of a run that has limits."""
+        """``budget.summary`` at the end of a run that has limits (docs/behaviour.md §3.9).
+
+        One row per plan entry this run started, with the limits of its newest attempt and
+        what all its attempts of this run used.  The totals are what the ceiling is measured
+        against: every run of the execution (a resumed run's ceiling is cumulative).
+        """
         ctx = self.ctx
         budget = ctx.budget
         if not budget.has_limits:
             return
+        ceiling = _present({"maxDollars": budget.max_dollars,
+                            "maxTimeSeconds": budget.max_seconds})
         ctx.reporter.budget_summary(
-            ceiling={"maxDollars": budget.max_dollars, "maxTimeSeconds": budget.max_seconds},
-            allocation=budget.allocation, rows=self._budget_rows(),
-            totals={"budgetDollars": budget.max_dollars,
-                    "actualDollars": current_run_cost(ctx.state),
-                    "actualTimeSeconds": time.monotonic() - ctx.started_at})
+            ceiling=ceiling, allocation=budget.allocation, rows=self._budget_rows(),
+            totals=_present({"budgetDollars": budget.max_dollars,
+                             "actualDollars": spending_of(ctx.state).total,
+                             "actualTimeSeconds": budget.elapsed()}))
 
     def _budget_rows(self) -> list[dict[str, Any]]:
-        """One row per plan entry this run worked on: its limits and what it used."""
         ctx = self.ctx
         run = ctx.state.run_by_id(ctx.run_id or "")
-        newest = {codon.codon_id: codon for codon in run.codons} if run else {}
+        attempts: dict[str, list[CodonExecution]] = {}
+        for record in run.codons if run else ():
+            attempts.setdefault(record.codon_id, []).append(record)
         rows = []
         for entry in ctx.state.execution_plan:
-            record = newest.get(entry.codon_id)
-            if record is None:
+            records = attempts.get(entry.codon_id)
+            if not records:
                 continue
-            status: str = record.status if is_terminal_status(record.status) else "running"
-            if status == "completed" and getattr(record, "budget_exceeded", None):
-                status = "exceeded"
             limits = ctx.budget.limits.get(entry.codon_id)
-            end = getattr(record, "end_time", None) or utc_now_iso()
             row: dict[str, Any] = {
-                "codonId": entry.codon_id, "status": status,
-                "budget": {key: value for key, value in (
-                    ("maxDollars", limits.dollars if limits else None),
-                    ("maxTimeSeconds", limits.seconds if limits else None),
-                    ("maxOutputTokens", limits.output_tokens if limits else None))
-                    if value is not None},
-                "actual": {"dollars": codon_cost(record),
-                           "timeSeconds": max(0.0, (parse_iso(end) - parse_iso(
-                               record.start_time)).total_seconds()),
-                           "outputTokens": codon_tokens(record).output_tokens}}
+                "codonId": entry.codon_id, "status": _row_status(records[-1]),
+                "budget": _present({
+                    "maxDollars": limits.dollars.value if limits and limits.dollars else None,
+                    "maxTimeSeconds": limits.seconds.value if limits and limits.seconds else None,
+                    "maxOutputTokens": limits.output_tokens if limits else None}),
+                "actual": {"dollars": sum(spent_by(record) for record in records),
+                           "timeSeconds": sum(_seconds(record) for record in records),
+                           "outputTokens": sum(codon_tokens(record).output_tokens
+                                               for record in records)}}
             if entry.loop_context:
                 row["loopContext"] = entry.loop_context.model_dump(
                     by_alias=True, include={"loop_id", "iteration", "codon_index_in_loop"})
             rows.append(row)
         return rows
+
+
+def _row_status(record: CodonExecution) -> str:
+    """completed, exceeded (completed after a breach), failed, skipped, or running."""
+    if not is_terminal_status(record.status):
+        return "running"
+    if record.status == "completed" and getattr(record, "budget_exceeded", None):
+        return "exceeded"
+    return record.status
+
+
+def _seconds(record: CodonExecution) -> float:
+    end = getattr(record, "end_time", None) or utc_now_iso()
+    try:
+        return max(0.0, (parse_iso(end) - parse_iso(record.start_time)).total_seconds())
+    except ValueError:
+        return 0.0
+
+
+def _present(values: dict[str, Any]) -> dict[str, Any]:
+    """The entries that have a value (absent on the wire rather than null)."""
+    return {key: value for key, value in values.items() if value is not None}

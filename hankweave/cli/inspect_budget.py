@@ -1,0 +1,279 @@
+"""``hankweave inspect budget``: each plan entry's limits against what it used.
+
+Limits come from the journal's ``budget.limits`` events (what each codon attempt was given,
+with the rule it came from); entries that have not started yet are projected with the same
+allocation rules the runtime uses (:mod:`hankweave.runtime.allocation`), from the newest
+ceiling the journal recorded and what the state says was spent.  Actuals come from the state:
+every record of every run, failed attempts included.  Read-only, like the other ``inspect``
+commands; it works on a finished execution and on one that is running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from hankweave.cli.inspect import _console, _json_option, _load, _warn
+from hankweave.cli.options import execution_option
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hankweave.state.types import CodonExecution, HankweaveState
+
+_LIMIT_KEYS = ("maxDollars", "maxTimeSeconds", "maxOutputTokens", "maxContextTokens")
+
+
+@click.command("budget")
+@execution_option()
+@_json_option
+def inspect_budget(execution_dir: Path, as_json: bool) -> None:
+    """Per plan entry: its dollar, time and token limits (and where each came from) against
+    what it spent and used, the run-wide ceiling against the whole execution's spending.
+
+    Limits of entries that have not started are projected: what the entry would get if it
+    started now (marked *).
+    """
+    state = _load(execution_dir)
+    recorded = _recorded_limits(execution_dir)
+    report = budget_report(state, recorded)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    _render(report, _console())
+
+
+# ----- what the journal recorded -----
+
+
+class RecordedLimits:
+    """The newest ``budget.limits`` per codon, and the newest ceiling."""
+
+    def __init__(self) -> None:
+        self.ceiling: dict[str, Any] | None = None
+        self.codons: dict[str, dict[str, Any]] = {}
+        self.loops: dict[str, dict[str, Any]] = {}
+
+    def add(self, event_type: str, data: Mapping[str, Any]) -> None:
+        if not isinstance(data.get("ceiling"), Mapping):
+            return
+        if event_type == "budget.summary":
+            # A summary's ceiling has no allocation; the limits events say more.
+            if self.ceiling is None:
+                self.ceiling = {**data["ceiling"], "allocation": data.get("allocation",
+                                                                          "shared")}
+            return
+        self.ceiling = dict(data["ceiling"])
+        codon_id = data.get("codonId")
+        if isinstance(codon_id, str) and isinstance(data.get("limits"), Mapping):
+            self.codons[codon_id] = dict(data["limits"])
+        context, loop = data.get("loopContext"), data.get("loop")
+        if isinstance(context, Mapping) and isinstance(loop, Mapping):
+            self.loops[str(context.get("loopId"))] = dict(loop)
+
+
+def _recorded_limits(execution_dir: Path) -> RecordedLimits:
+    from hankweave.events.journal import JournalReadReport, journal_path, read_journal
+
+    recorded = RecordedLimits()
+    path = journal_path(execution_dir)
+    report = JournalReadReport(path)
+    try:
+        for event in read_journal(path, types={"budget.limits", "budget.summary"},
+                                  report=report):
+            recorded.add(event.type, event.data)
+    except FileNotFoundError:
+        _warn(f"{path}: no event journal; the limits started codons ran under are unknown")
+    except OSError as exc:
+        _warn(f"{path}: cannot read ({exc.strerror or exc}); the limits started codons ran"
+              " under are unknown")
+    if report.corrupt_lines:
+        _warn(f"{path}: {len(report.corrupt_lines)} corrupt line(s) skipped")
+    return recorded
+
+
+# ----- the report -----
+
+
+def budget_report(state: HankweaveState, recorded: RecordedLimits) -> dict[str, Any]:
+    """The ``--json`` shape: ``{ceiling, spentDollars, elapsedSeconds, entries, loops}``."""
+    from hankweave.runtime.allocation import BudgetPlan, Pool, Progress
+    from hankweave.runtime.budget import loop_seconds, run_seconds, spending_of
+
+    ledger = spending_of(state)
+    records: dict[str, list[CodonExecution]] = {}
+    for run in reversed(state.runs):  # oldest run first
+        for record in run.codons:
+            records.setdefault(record.codon_id, []).append(record)
+    loop_elapsed: dict[str, float] = {}
+    for run in state.runs:
+        for loop_id, seconds in loop_seconds(run).items():
+            loop_elapsed[loop_id] = loop_elapsed.get(loop_id, 0.0) + seconds
+    elapsed = sum(run_seconds(run) for run in state.runs)
+    pool = Pool.of_json(recorded.ceiling) or Pool()
+    plan = BudgetPlan(state.execution_plan, pool)
+    progress = Progress(ledger=ledger, started=frozenset(records), elapsed=elapsed,
+                        loop_elapsed=loop_elapsed)
+
+    entries = []
+    for entry in state.execution_plan:
+        attempts = records.get(entry.codon_id, [])
+        limits = recorded.codons.get(entry.codon_id)
+        kind = "applied" if limits is not None else None
+        if limits is None and not attempts:
+            limits, kind = plan.resolve(entry.codon_id, progress).to_json(ids=False), "projected"
+        entries.append({
+            "codonId": entry.codon_id,
+            "loopId": entry.loop_context.loop_id if entry.loop_context else None,
+            "status": _status(attempts[-1]) if attempts else "pending",
+            "attempts": len(attempts),
+            "limits": limits,
+            "limitsKind": kind,
+            "actual": _actual(attempts),
+            "budgetExceeded": _exceeded(attempts),
+        })
+    loops = []
+    for loop_id in plan.loop_ids():
+        loop_limits = recorded.loops.get(loop_id)
+        loop_kind = "applied"
+        if loop_limits is None:
+            loop_limits = plan.resolve_loop(loop_id, progress).to_json(ids=False)
+            loop_kind = "projected"
+        loops.append({"loopId": loop_id, "limits": loop_limits, "limitsKind": loop_kind,
+                      "actual": {"dollars": ledger.of_loop(loop_id),
+                                 "timeSeconds": loop_elapsed.get(loop_id, 0.0)}})
+    return {"ceiling": recorded.ceiling, "spentDollars": ledger.total, "elapsedSeconds": elapsed,
+            "entries": entries, "loops": loops}
+
+
+def _status(record: CodonExecution) -> str:
+    from hankweave.state.types import is_terminal_status
+
+    if not is_terminal_status(record.status):
+        return "running"
+    if record.status == "completed" and getattr(record, "budget_exceeded", None):
+        return "exceeded"
+    return record.status
+
+
+def _actual(attempts: Iterable[CodonExecution]) -> dict[str, Any]:
+    from hankweave.runtime.budget import record_span, spent_by
+    from hankweave.state.costs import codon_tokens
+
+    dollars, seconds, output = 0.0, 0.0, 0
+    for record in attempts:
+        dollars += spent_by(record)
+        span = record_span(record)
+        if span is not None:
+            seconds += (span[1] - span[0]).total_seconds()
+        output += codon_tokens(record).output_tokens
+    return {"dollars": dollars, "timeSeconds": seconds, "outputTokens": output}
+
+
+def _exceeded(attempts: list[CodonExecution]) -> dict[str, Any] | None:
+    breach = getattr(attempts[-1], "budget_exceeded", None) if attempts else None
+    return breach.model_dump(by_alias=True) if breach is not None else None
+
+
+# ----- human output -----
+
+
+def _money(value: float | None) -> str:
+    """Cents from a dollar up, four decimals below, every digit that matters under a cent."""
+    from hankweave.runtime.allocation import money
+
+    if value is None:
+        return "-"
+    return f"${value:.4f}" if 0.01 <= abs(value) < 1 else money(value)
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def _against(used: str, limits: Mapping[str, Any] | None, key: str, shown: str,
+             kind: str | None) -> str:
+    if not limits or key not in limits:
+        return used
+    mark = "*" if kind == "projected" else ""
+    return f"{used} / {shown}{mark}"
+
+
+def _render(report: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    ceiling = report["ceiling"]
+    spent, elapsed = report["spentDollars"], report["elapsedSeconds"]
+    if ceiling is None:
+        console.print(Text("Ceiling: none recorded (the journal has no budget.limits or"
+                           " budget.summary event)"))
+    else:
+        parts = [f"dollars {_money(ceiling.get('maxDollars'))}",
+                 f"time {_secs(ceiling.get('maxTimeSeconds'))}",
+                 f"allocation {ceiling.get('allocation', 'shared')}"]
+        if ceiling.get("shares"):
+            parts.append("shares " + ", ".join(f"{key} {value:.0%}"
+                                               for key, value in ceiling["shares"].items()))
+        if ceiling.get("onExceeded"):
+            parts.append(f"onExceeded {ceiling['onExceeded']}")
+        console.print(Text(f"Ceiling: {', '.join(parts)}"))
+    used = f"Spent {_money(spent)}"
+    if ceiling and ceiling.get("maxDollars") is not None:
+        used += f" of {_money(ceiling['maxDollars'])}"
+    used += f"; ran {_secs(elapsed)}"
+    if ceiling and ceiling.get("maxTimeSeconds") is not None:
+        used += f" of {_secs(ceiling['maxTimeSeconds'])}"
+    console.print(Text(used + " (every run of the execution)"))
+
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("Codon", "Loop", "Status", "Dollars", "Dollar limit from", "Time",
+                   "Out tokens", "Breach"):
+        table.add_column(column, overflow="fold")
+    projected = False
+    for entry in report["entries"]:
+        limits, kind, actual = entry["limits"], entry["limitsKind"], entry["actual"]
+        projected = projected or (kind == "projected" and bool(limits) and any(
+            key in limits for key in _LIMIT_KEYS))
+        table.add_row(
+            Text(entry["codonId"]), Text(entry["loopId"] or "-"), entry["status"],
+            _against(_money(actual["dollars"]), limits, "maxDollars",
+                     _money((limits or {}).get("maxDollars")), kind),
+            Text((limits or {}).get("dollarsSource") or "-"),
+            _against(_secs(actual["timeSeconds"]), limits, "maxTimeSeconds",
+                     _secs((limits or {}).get("maxTimeSeconds")), kind),
+            _against(str(actual["outputTokens"]), limits, "maxOutputTokens",
+                     str((limits or {}).get("maxOutputTokens")), kind),
+            Text(_breach(entry["budgetExceeded"])))
+    console.print(table)
+    for loop in report["loops"]:
+        limits, actual, kind = loop["limits"], loop["actual"], loop["limitsKind"]
+        dollars = _against(_money(actual["dollars"]), limits, "maxDollars",
+                           _money(limits.get("maxDollars")), kind)
+        seconds = _against(_secs(actual["timeSeconds"]), limits, "maxTimeSeconds",
+                           _secs(limits.get("maxTimeSeconds")), kind)
+        console.print(Text(
+            f"Loop {loop['loopId']}: spent {dollars}"
+            f" ({limits.get('dollarsSource', 'no dollar limit')}), ran {seconds}"
+            f" ({limits.get('timeSource', 'no time limit')})"))
+        projected = projected or kind == "projected"
+    if projected:
+        console.print(Text("* projected: the limit the entry would get if it started now"))
+
+
+def _breach(exceeded: Mapping[str, Any] | None) -> str:
+    if not exceeded:
+        return "-"
+    currency, used, limit = exceeded["currency"], exceeded["used"], exceeded["limit"]
+    if currency == "cost":
+        return f"cost {_money(used)} >= {_money(limit)}"
+    if currency == "duration":
+        return f"time {_secs(used)} >= {_secs(limit)}"
+    return f"{currency} {used:g} >= {limit:g}"
+
+
+__all__ = ["RecordedLimits", "budget_report", "inspect_budget"]
