@@ -44,9 +44,10 @@ def build_project(root: Path, codons: int, messages: int) -> tuple[Path, Path]:
     return hank_dir, data
 
 
-def run_hank(root: Path, hank_dir: Path, data: Path, *, backend: str = "git"
-             ) -> tuple[float, list[float], int]:
-    """Run the hank in process: total seconds, each codon's wall time, the exit code."""
+def run_hank(root: Path, hank_dir: Path, data: Path, *, backend: str = "git",
+             completed_at: list[float] | None = None) -> tuple[float, list[float], int]:
+    """Run the hank in process: total seconds, each codon's wall time, the exit code; the
+    ``perf_counter`` time of each ``codon.completed`` goes to ``completed_at`` if given."""
     from hankweave.app.launch import LaunchRequest, launch
 
     starts: dict[str, float] = {}
@@ -59,6 +60,8 @@ def run_hank(root: Path, hank_dir: Path, data: Path, *, backend: str = "git"
             starts[data_["codonId"]] = now
         elif event["type"] == "codon.completed":
             walls.append(now - starts[data_["codonId"]])
+            if completed_at is not None:
+                completed_at.append(now)
 
     # The fake agent reads its script from the process environment.
     os.environ["HANKWEAVE_FAKE_SCRIPT"] = str(root / "script.json")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hankweave.state.costs import (
+    CostLedger,
     codon_cost,
     codon_tokens,
     current_run_cost,
@@ -16,6 +19,8 @@ from hankweave.state.costs import (
     total_sentinel_cost,
     total_tokens,
 )
+from hankweave.state.reducer import apply_transition
+from hankweave.state.transitions import InvalidTransitionError, MetadataValidationError
 from hankweave.state.types import HankweaveState, TokenUsage
 from tests.state_builders import (
     Scenario,
@@ -29,6 +34,7 @@ from tests.state_builders import (
     skipped,
     tokens,
 )
+from tests.test_state_properties import HAPPY_PATHS, TRANSITIONS
 
 
 def test_completed_counts_its_final_cost_and_tokens_not_the_running_totals() -> None:
@@ -175,3 +181,17 @@ def test_resulting_state_summary_has_the_state_transition_event_shape() -> None:
         "totalCost": 0.0,
         "currentRunCost": 0.0,
     }
+
+
+@settings(max_examples=300)
+@given(prefix=HAPPY_PATHS, transitions=st.lists(TRANSITIONS, max_size=40))
+def test_the_ledger_gives_exactly_the_totals_after_every_transition(prefix, transitions):
+    ledger = CostLedger()
+    state = HankweaveState()
+    for transition in [*prefix, *transitions]:
+        try:
+            state = apply_transition(state, transition)
+        except (InvalidTransitionError, MetadataValidationError):
+            continue
+        assert ledger.total(state) == total_cost(state)
+        assert resulting_state_summary(state, ledger) == resulting_state_summary(state)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hankweave.config.hank import HankFile, parse_hank
 from hankweave.runtime.planner import (
@@ -19,7 +21,7 @@ from hankweave.runtime.planner import (
     previous_plan_entry,
     validate_plan,
 )
-from hankweave.state.types import ExecutionCodonEntry, PlanCodon
+from hankweave.state.types import ExecutionCodonEntry, PlanCodon, plan_positions
 
 
 def codon(codon_id: str, **fields: Any) -> dict[str, Any]:
@@ -405,3 +407,54 @@ def test_context_exceeded_acceptable(
     entry = next(e for e in plan if e.codon_id == codon_id)
 
     assert is_context_exceeded_acceptable(hank, entry) is acceptable
+
+
+def _entry(codon_id: str, patterns: list[str]) -> ExecutionCodonEntry:
+    return ExecutionCodonEntry(codon_id=codon_id, codon=PlanCodon.model_validate(
+        {"id": codon_id, "checkpointedFiles": patterns}))
+
+
+PATTERNS = st.lists(st.sampled_from(["a/**", "b/**", "c.md", "d/*"]), max_size=3)
+
+
+@settings(max_examples=200)
+@given(edits=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 3), st.lists(PATTERNS,
+                                                                                  max_size=3),
+                                st.integers(0, 30)), min_size=1, max_size=12))
+def test_checkpoint_patterns_through_a_plan_that_changes_equal_a_fresh_union(edits) -> None:
+    # Plans are spliced as the reducer splices them (shared entries stay the same objects),
+    # and each is asked about one entry: the answer is the union over the entries before it.
+    plan: list[ExecutionCodonEntry] = []
+    made = 0
+    for at, remove, inserted, asked in edits:
+        at = min(at, len(plan))
+        new = []
+        for patterns in inserted:
+            new.append(_entry(f"c{made}", patterns))
+            made += 1
+        plan = [*plan[:at], *new, *plan[at + remove:]]
+        if not plan:
+            continue
+        target = plan[min(asked, len(plan) - 1)].codon_id
+        position = next(i for i, e in enumerate(plan) if e.codon_id == target)
+        expected: list[str] = []
+        for entry in plan[:position + 1]:
+            for pattern in entry.codon.model_extra["checkpointedFiles"]:
+                if pattern not in expected:
+                    expected.append(pattern)
+        assert checkpoint_patterns_through(plan, target, include_self=True) == expected
+
+
+@settings(max_examples=200)
+@given(edits=st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3),
+                                st.lists(st.sampled_from("abcdefgh"), max_size=4)),
+                      min_size=1, max_size=12))
+def test_plan_positions_of_a_plan_that_changes_equal_a_fresh_index(edits) -> None:
+    plan: list[ExecutionCodonEntry] = []
+    for at, remove, ids in edits:
+        at = min(at, len(plan))
+        plan = [*plan[:at], *(_entry(i, []) for i in ids), *plan[at + remove:]]
+        expected: dict[str, int] = {}
+        for position, entry in enumerate(plan):
+            expected.setdefault(entry.codon_id, position)
+        assert dict(plan_positions(plan)) == expected

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hankweave.state.thread as thread_module
+from hankweave.state.reducer import apply_transition
 from hankweave.state.thread import (
     ExecutionThread,
+    ThreadTracker,
     analyze_execution_thread,
     find_continuation_session_id,
     get_next_codon_id,
 )
-from hankweave.state.types import HankweaveState
+from hankweave.state.transitions import (
+    CodonStarted,
+    CodonStartedData,
+    InvalidTransitionError,
+    MetadataValidationError,
+)
+from hankweave.state.types import HankweaveState, LoopContext
+from tests import transition_builders as tb
 from tests.state_builders import (
     Scenario,
     completed,
@@ -24,6 +35,7 @@ from tests.state_builders import (
     running,
     skipped,
 )
+from tests.test_state_properties import HAPPY_PATHS, TRANSITIONS
 
 ABC = plan("a", "b", "c")
 
@@ -52,7 +64,6 @@ def test_fresh_run_lists_its_codons_newest_first_and_continues_with_the_plan_suc
     thread = analyze_execution_thread(state)
 
     assert ids(thread) == [("b", "completed", "r1"), ("a", "completed", "r1")]
-    assert [tc.global_index for tc in thread.codons] == [0, 1]
     assert [tc.codon_index_in_run for tc in thread.codons] == [1, 0]
     assert [tc.run_index for tc in thread.codons] == [0, 0]
     assert thread.total_runs == 1
@@ -102,10 +113,7 @@ def test_continuation_keeps_the_parent_codons_through_after_codon() -> None:
     thread = analyze_execution_thread(state)
 
     assert ids(thread) == [("write-second", "completed", "r2"), ("write-line", "completed", "r1")]
-    assert [(tc.global_index, tc.run_index, tc.codon_index_in_run) for tc in thread.codons] == [
-        (0, 0, 0),
-        (1, 1, 0),
-    ]
+    assert [(tc.run_index, tc.codon_index_in_run) for tc in thread.codons] == [(0, 0), (1, 0)]
     assert thread.codons[0].continuation_session_id == "sess-1"
     assert thread.codons[1].continuation_session_id is None
     assert thread.total_runs == 2
@@ -579,9 +587,101 @@ def test_long_chain_is_walked_once_without_searching_runs(monkeypatch: pytest.Mo
 
     assert len(thread.codons) == runs_count * per_run
     assert [tc.codon.codon_id for tc in thread.codons] == codon_ids[::-1]
-    assert [tc.global_index for tc in thread.codons] == list(range(runs_count * per_run))
     assert thread.codons[0].run_index == 0 and thread.codons[-1].run_index == runs_count - 1
     assert thread.total_runs == runs_count
     assert thread.next_codon_id == "last"
     # One afterCodon lookup per parent run, none per codon.
     assert len(lookups) == runs_count - 1
+
+
+# ----- the tracker: the same answers, at the cost of what changed -----
+
+
+def _looped_start(codon: str, run: str, iteration: int) -> CodonStarted:
+    return CodonStarted(data=CodonStartedData(
+        run_id=run, codon_id=codon,
+        loop_context=LoopContext(loop_id="L", iteration=iteration, codon_index_in_loop=0)))
+
+
+TRACKED_TRANSITIONS = st.one_of(
+    TRANSITIONS,
+    st.builds(_looped_start, st.sampled_from(["a", "b"]), st.sampled_from(["r1", "r2", "r3"]),
+              st.integers(0, 2)),
+)
+
+
+def _answers(thread: ExecutionThread) -> tuple[object, ...]:
+    iterations = {(loop, i): [tc.codon for tc in thread.iteration_codons(loop, i)]
+                  for loop in ("L",) for i in range(3)}
+    checkpoints = [[(c.type, c.sha) for c in tc.validated_checkpoints] for tc in thread.codons]
+    return thread, iterations, checkpoints, thread.failed
+
+
+@settings(max_examples=300)
+@given(prefix=HAPPY_PATHS, transitions=st.lists(TRACKED_TRANSITIONS, max_size=40),
+       confirmed_late=st.integers(0, 40))
+def test_the_tracker_answers_as_a_full_analysis_after_every_transition(
+        prefix, transitions, confirmed_late) -> None:
+    data: dict[str, dict[str, str]] = {"1" * 40: {"message": "m", "timestamp": "t",
+                                                  "branch": "b"}}
+    tracker = ThreadTracker()
+    state = HankweaveState(execution_plan=plan("a", "b", "a#0"))
+    for step, transition in enumerate([*prefix, *transitions]):
+        try:
+            state = apply_transition(state, transition)
+        except (InvalidTransitionError, MetadataValidationError):
+            continue
+        if step == confirmed_late:  # a checkpoint the store confirms later on
+            data["2" * 40] = {"message": "m2", "timestamp": "t2", "branch": "b"}
+        assert _answers(tracker.thread(state, data)) == _answers(
+            analyze_execution_thread(state, data))
+
+
+def test_a_stale_tracked_thread_still_answers_for_its_own_state() -> None:
+    tracker = ThreadTracker()
+    state = apply_transition(apply_transition(HankweaveState(), tb.run_started("r1")),
+                             _looped_start("a", "r1", 0))
+    before = tracker.thread(state)
+    later = apply_transition(apply_transition(state, tb.moved("a", "preparing", "skipped", run_id="r1")),
+                             _looped_start("b", "r1", 0))
+    tracker.thread(later)
+
+    assert [tc.codon.codon_id for tc in before.iteration_codons("L", 0)] == ["a"]
+
+
+def test_a_record_that_changes_is_listed_once_in_its_iteration() -> None:
+    tracker = ThreadTracker()
+    state = apply_transition(apply_transition(HankweaveState(), tb.run_started("r1")),
+                             _looped_start("a", "r1", 1))
+    tracker.thread(state)
+    moves = [*tb.lifecycle_to("a", "running", run_id="r1")[1:],
+             tb.moved("a", "running", "completed", run_id="r1")]
+    for transition in moves:
+        state = apply_transition(state, transition)
+        tracker.thread(state)
+
+    (only,) = tracker.thread(state).iteration_codons("L", 1)
+    assert only.codon.status == "completed"
+
+
+def test_the_tracker_builds_only_the_thread_codons_of_records_that_changed(monkeypatch) -> None:
+    built: list[int] = []
+    real_segment = thread_module._segment
+
+    def counting_segment(run, indices, run_index, checkpoint_data):  # type: ignore[no-untyped-def]
+        for tc in real_segment(run, indices, run_index, checkpoint_data):
+            built.append(tc.codon_index_in_run)
+            yield tc
+
+    monkeypatch.setattr(thread_module, "_segment", counting_segment)
+    tracker = ThreadTracker()
+    state = apply_transition(HankweaveState(), tb.run_started("r1"))
+    for i in range(300):
+        for transition in [_looped_start(f"a#{i}", "r1", i),
+                           tb.moved(f"a#{i}", "preparing", "skipped", run_id="r1")]:
+            state = apply_transition(state, transition)
+            tracker.thread(state)
+
+    # One thread codon when a record is added, one when it changes: none for the history.
+    assert len(built) == 600
+    assert len(tracker.thread(state).codons) == 300

@@ -20,7 +20,7 @@ from hankweave.execution.layout import ExecutionLayout
 from hankweave.harness import AttemptPolicy, Harness, HarnessConfig
 from hankweave.runtime.checkpointing import KnownCheckpoints
 from hankweave.runtime.errors import RuntimeCommandError
-from hankweave.state.thread import ExecutionThread, analyze_execution_thread
+from hankweave.state.thread import ExecutionThread, ThreadTracker
 from hankweave.state.transitions import (
     CodonMetadata,
     CodonTransitioned,
@@ -33,6 +33,7 @@ from hankweave.state.types import (
     HankweaveState,
     is_terminal_status,
     last_record,
+    plan_positions,
 )
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class RunContext:
         self.retry_costs: dict[str, float] = {}
         """What failed attempts of a codon cost so far; its ``codon.completed`` reports them."""
         self._codons = hank.codon_configs()
+        self._thread = ThreadTracker()
 
     # ----- state -----
 
@@ -113,7 +115,8 @@ class RunContext:
         return self.store.state
 
     def thread(self) -> ExecutionThread:
-        return analyze_execution_thread(self.state, self.checkpoints.data())
+        """The execution thread now; each call costs what changed since the last one."""
+        return self._thread.thread(self.state, self.checkpoints.data())
 
     async def transition(self, transition: StateTransition) -> None:
         """Apply one transition; it is durable when this returns."""
@@ -158,9 +161,10 @@ class RunContext:
             return codon_id
 
     def plan_entry(self, codon_id: str) -> ExecutionCodonEntry:
-        for entry in self.state.execution_plan:
-            if entry.codon_id == codon_id:
-                return entry
+        plan = self.state.execution_plan
+        position = plan_positions(plan).get(codon_id)
+        if position is not None:
+            return plan[position]
         raise RuntimeCommandError(f"Unknown codon {codon_id!r}: not in the execution plan")
 
     def elapsed_ms(self) -> int:

@@ -19,6 +19,7 @@ Deliberate differences from Hankweave 0.10.0:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,7 +32,13 @@ from hankweave.config.hank import (
     base_codon_id,
     runtime_codon_id,
 )
-from hankweave.state.types import ExecutionCodonEntry, LoopBudget, PlanCodon, PlanLoopContext
+from hankweave.state.types import (
+    ExecutionCodonEntry,
+    LoopBudget,
+    PlanCodon,
+    PlanLoopContext,
+    plan_positions,
+)
 
 __all__ = [
     "ExpandOutcome",
@@ -112,10 +119,10 @@ def codon_config_for(hank: HankFile, entry: ExecutionCodonEntry) -> Codon | None
 
 def entry_index(plan: Sequence[ExecutionCodonEntry], codon_id: str) -> int:
     """The position of ``codon_id`` in the plan; :class:`PlanError` when it is not there."""
-    for index, entry in enumerate(plan):
-        if entry.codon_id == codon_id:
-            return index
-    raise PlanError(f"Codon not found in plan: {codon_id}")
+    index = plan_positions(plan).get(codon_id)
+    if index is None:
+        raise PlanError(f"Codon not found in plan: {codon_id}")
+    return index
 
 
 def previous_plan_entry(
@@ -243,6 +250,25 @@ def _end_of_iteration(plan: Sequence[ExecutionCodonEntry], index: int) -> int:
     return end
 
 
+def _iteration_around(plan: Sequence[ExecutionCodonEntry], index: int
+                      ) -> Sequence[ExecutionCodonEntry]:
+    """The entries of the loop iteration ``plan[index]`` belongs to: an iteration's entries are
+    contiguous in the plan, so only its neighbours are looked at, however long the loop ran."""
+    context = plan[index].loop_context
+
+    def same(entry: ExecutionCodonEntry) -> bool:
+        other = entry.loop_context
+        return context is not None and other is not None and \
+            (other.loop_id, other.iteration) == (context.loop_id, context.iteration)
+
+    start, end = index, index + 1
+    while start > 0 and same(plan[start - 1]):
+        start -= 1
+    while end < len(plan) and same(plan[end]):
+        end += 1
+    return plan[start:end]
+
+
 def _loop_continues_after(plan: Sequence[ExecutionCodonEntry], index: int, loop_id: str) -> bool:
     return any(
         entry.loop_context is not None and entry.loop_context.loop_id == loop_id
@@ -323,16 +349,13 @@ def expand_after(
             # over; `plan_codon` is only the fallback for an entry that is missing.
             known = {
                 entry.loop_context.codon_index_in_loop: entry.codon
-                for entry in plan
+                for entry in _iteration_around(plan, index)
                 if entry.loop_context is not None
-                and entry.loop_context.loop_id == loop.id
-                and entry.loop_context.iteration == context.iteration
             }
             next_entries = _iteration_entries(
                 loop, context.iteration + 1, plan_codon or default_plan_codon, known
             )
-            existing = {entry.codon_id for entry in plan}
-            if next_entries[0].codon_id not in existing:
+            if next_entries[0].codon_id not in plan_positions(plan):
                 new_plan = [*plan[: index + 1], *next_entries, *plan[index + 1 :]]
 
     # The 0.12 rule: the loop has ended only when nothing of it is left to run.
@@ -368,15 +391,40 @@ def checkpoint_patterns_through(
     ``codon_id``, plus its own when ``include_self``. Loop codons count like any other entry.
     """
     index = entry_index(plan, codon_id)
-    stop = index + 1 if include_self else index
-    patterns: list[str] = []
-    seen: set[str] = set()
-    for entry in plan[:stop]:
-        for pattern in _plan_field(entry.codon, "checkpointedFiles") or ():
-            if isinstance(pattern, str) and pattern not in seen:
-                seen.add(pattern)
-                patterns.append(pattern)
-    return patterns
+    return _patterns_in_force(plan, index + 1 if include_self else index)
+
+
+class _PatternsInForce:
+    """The patterns of plan prefixes, read once per entry while the plan only grows.
+
+    Every codon asks for the union over the plan before it, and a long loop's plan has
+    thousands of entries.  A new plan shares the entries of the one before up to where it
+    changed (the reducer builds it from slices), so only the entries after that are read.
+    """
+
+    def __init__(self) -> None:
+        self._plan: Sequence[ExecutionCodonEntry] = []
+        self._read = 0  # entries of ``_plan`` read so far
+        self._firsts: list[tuple[int, str]] = []  # (position, pattern) where each first shows
+        self._seen: set[str] = set()
+
+    def __call__(self, plan: Sequence[ExecutionCodonEntry], stop: int) -> list[str]:
+        if plan is not self._plan:
+            same = list(map(operator.is_, self._plan, plan))
+            kept = min(same.index(False) if False in same else len(same), self._read)
+            self._firsts = [(at, pattern) for at, pattern in self._firsts if at < kept]
+            self._seen = {pattern for _, pattern in self._firsts}
+            self._plan, self._read = plan, kept
+        for position in range(self._read, min(stop, len(plan))):
+            for pattern in _plan_field(plan[position].codon, "checkpointedFiles") or ():
+                if isinstance(pattern, str) and pattern not in self._seen:
+                    self._seen.add(pattern)
+                    self._firsts.append((position, pattern))
+        self._read = max(self._read, min(stop, len(plan)))
+        return [pattern for at, pattern in self._firsts if at < stop]
+
+
+_patterns_in_force = _PatternsInForce()
 
 
 def is_context_exceeded_acceptable(hank: HankFile, entry: ExecutionCodonEntry) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from hankweave.events import catalogue as c
-from hankweave.state.costs import resulting_state_summary
+from hankweave.state.costs import CostLedger, resulting_state_summary
 from hankweave.state.thread import ExecutionThread
 from hankweave.state.transitions import StateTransition
 from hankweave.state.types import (
@@ -30,7 +30,7 @@ from hankweave.state.types import (
 Emit = Callable[[str, Any], Any]
 """The event bus's ``emit(type, data)``."""
 
-SNAPSHOT_COMPLETED_LIMIT = 100
+SNAPSHOT_COMPLETED_LIMIT = 20
 """How many finished codons a ``state.snapshot`` event lists (newest first)."""
 
 M = TypeVar("M", bound=BaseModel)
@@ -65,6 +65,8 @@ class Reporter:
 
     def __init__(self, emit: Emit) -> None:
         self.emit = emit
+        self.costs = CostLedger()
+        """The execution's totals, priced per changed record (every transition reports them)."""
 
     def _send(self, event_type: str, data: BaseModel) -> None:
         self.emit(event_type, data)
@@ -92,12 +94,13 @@ class Reporter:
             c.StateTransitionData, transition_type=transition.type,
             run_id=getattr(data, "run_id", None), codon_id=getattr(data, "codon_id", None),
             transition={"type": transition.type, "data": _wire(data)},
-            resulting_state=dict(resulting_state_summary(state))))
+            resulting_state=dict(resulting_state_summary(state, self.costs))))
 
     def snapshot(self, thread: ExecutionThread, total_cost: float, elapsed_ms: int) -> None:
         """``state.snapshot``: the codon in progress and the newest finished ones."""
         current = next((t.codon for t in thread.codons
-                        if not is_terminal_status(t.codon.status)), None)
+                        if not is_terminal_status(t.codon.status)), None) \
+            if thread.has_running_codon else None
         # The newest finished codons only: a snapshot after every codon listing all of them
         # would make a long loop's journal grow with the square of its length.
         finished = itertools.islice(
@@ -211,6 +214,14 @@ class Reporter:
             c.LoopIterationCompletedData, loop_id=loop_id, iteration=iteration,
             duration_ms=duration_ms, cost_usd=cost, tokens_used=tokens, is_final=is_final,
             termination_reason=termination_reason))
+
+    def budget_limits(self, *, codon_id: str, loop_context: Mapping[str, Any] | None,
+                      ceiling: Mapping[str, Any], limits: Mapping[str, Any],
+                      loop: Mapping[str, Any] | None, spent: float, elapsed: float) -> None:
+        self._send("budget.limits", payload(
+            c.BudgetLimitsData, codon_id=codon_id, loop_context=loop_context,
+            ceiling=dict(ceiling), limits=dict(limits), loop=loop, spent_dollars=spent,
+            elapsed_seconds=elapsed))
 
     def budget_summary(self, *, ceiling: Mapping[str, Any], allocation: str,
                        rows: list[dict[str, Any]], totals: Mapping[str, Any]) -> None:

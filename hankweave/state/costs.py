@@ -38,6 +38,7 @@ from hankweave.state.types import (
     RunningCodon,
     SkippedCodon,
     TokenUsage,
+    changed_positions,
 )
 
 
@@ -132,11 +133,56 @@ class StateSummary(TypedDict):
     currentRunCost: float
 
 
-def resulting_state_summary(state: HankweaveState) -> StateSummary:
-    """Summarize ``state`` as the ``state.transition`` event's ``resultingState``."""
+def resulting_state_summary(state: HankweaveState,
+                            ledger: CostLedger | None = None) -> StateSummary:
+    """Summarize ``state`` as the ``state.transition`` event's ``resultingState`` (with a
+    ledger, at the cost of what changed since the ledger's last state)."""
+    if ledger is None:
+        total, current = total_cost(state), current_run_cost(state)
+    else:
+        run = state.current_run
+        total, current = ledger.total(state), ledger.run(run) if run is not None else 0.0
     return StateSummary(
         currentRunId=state.current_run_id,
         runCount=len(state.runs),
-        totalCost=total_cost(state),
-        currentRunCost=current_run_cost(state),
+        totalCost=total,
+        currentRunCost=current,
     )
+
+
+class CostLedger:
+    """:func:`total_cost` and :func:`run_cost` of successive states of one execution, priced
+    only for the records that changed.
+
+    Every transition reports the totals, and a long loop's run holds thousands of records;
+    records are immutable (the reducer replaces the one it changes), so the ledger keeps each
+    run's per-record costs and prices again only the records that are new objects.  The sums
+    are taken over those lists in record order, so they equal the functions' to the last bit.
+    """
+
+    def __init__(self) -> None:
+        # By run id: the run last priced, its records, their costs, and their sum.
+        self._runs: dict[RunId, tuple[Run, list[CodonExecution], list[float], float]] = {}
+
+    def total(self, state: HankweaveState) -> float:
+        """:func:`total_cost` of ``state``."""
+        return sum((self.run(run) for run in state.runs), 0.0)
+
+    def run(self, run: Run) -> float:
+        """:func:`run_cost` of ``run``."""
+        known = self._runs.get(run.run_id)
+        if known is not None and known[0] is run:
+            return known[3]
+        records = run.codons  # never changed in place: the reducer builds a new list
+        if known is None or len(records) < len(known[1]):
+            costs = [codon_cost(codon) for codon in records]
+        else:
+            costs = known[2]  # the ledger's own list, updated in place
+            for index in changed_positions(known[1], records):
+                if index < len(costs):
+                    costs[index] = codon_cost(records[index])
+                else:
+                    costs.append(codon_cost(records[index]))
+        total = sum(costs, 0.0)
+        self._runs[run.run_id] = (run, records, costs, total)
+        return total

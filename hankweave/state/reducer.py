@@ -17,6 +17,7 @@ Deliberate differences from the original (see ``docs/differences.md``):
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -227,7 +228,8 @@ def _codon_started(state: HankweaveState, t: CodonStarted) -> HankweaveState:
             f" cannot start {t.data.codon_id!r}"
         )
     record = PreparingCodon(
-        codon_id=t.data.codon_id, start_time=t.timestamp, loop_context=t.data.loop_context
+        codon_id=t.data.codon_id, start_time=t.timestamp, loop_context=t.data.loop_context,
+        attempt=t.data.attempt,
     )
     new_run = run.model_copy(update={"codons": [*run.codons, record]})
     return _with_run(state, index, new_run)
@@ -450,7 +452,10 @@ def _plan_updated(state: HankweaveState, t: ExecutionPlanUpdated) -> HankweaveSt
 
 def plan_splice(old: list[Any], new: list[Any]) -> tuple[int, int, list[Any]]:
     """The smallest ``(position, remove, entries)`` that turns plan ``old`` into ``new``."""
-    start = 0
+    # Entries the two plans share are the same objects (a new plan is built from slices of the
+    # old one): skip them in C, then compare ids from the first that differs.
+    same = list(map(operator.is_, old, new))
+    start = same.index(False) if False in same else len(same)
     while start < min(len(old), len(new)) and old[start].codon_id == new[start].codon_id:
         start += 1
     end_old, end_new = len(old), len(new)

@@ -15,12 +15,17 @@ This follows ``server/execution-thread.ts`` of Hankweave 0.10.0, with these diff
 * runs and plan positions are indexed once, so the analysis takes time linear in the number of
   codon records instead of searching ``runs`` for every parent;
 * ``total_runs`` counts the runs actually visited; the original's ``runIndex + 1`` also counts
-  the run that closes a continuation cycle.
+  the run that closes a continuation cycle;
+* a thread codon's validated checkpoints are looked up when read, not for every record up front.
+
+A runtime asks for the thread several times per codon, and a long loop's thread holds thousands
+of records; :class:`ThreadTracker` keeps the newest run's part of it up to date from the records
+that changed since the last question, so each answer costs what changed, not the whole history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hankweave.state.types import (
@@ -34,8 +39,10 @@ from hankweave.state.types import (
     RunId,
     RunStatus,
     SessionId,
+    changed_positions,
     is_terminal_status,
     last_record,
+    plan_positions,
     record_checkpoints,
 )
 
@@ -54,16 +61,20 @@ class ThreadCodon:
     # None while the run is still running.
     run_end_time: str | None
     git_branch: str
-    # 0 is the newest codon across all runs of the thread.
-    global_index: int
     # 0 is the start run; larger numbers move up the continuation chain.
     run_index: int
     # The record's index in its own run's ``codons`` list.
     codon_index_in_run: int
-    # Only checkpoints the checkpoint store confirms; empty when no store data was supplied.
-    validated_checkpoints: list[CheckpointInfo]
     # The session this codon continued from (its ``previousSessionId``), if any.
     continuation_session_id: SessionId | None
+    # The checkpoint store's data, read when ``validated_checkpoints`` is.
+    checkpoint_data: CheckpointData | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def validated_checkpoints(self) -> list[CheckpointInfo]:
+        """Only checkpoints the checkpoint store confirms; empty when no store data was
+        supplied."""
+        return _validated_checkpoints(self.codon, self.checkpoint_data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +86,16 @@ class ExecutionThread:
     # True when any codon in the thread is not terminal ("not yet finished", not only "running").
     has_running_codon: bool = False
     next_codon_id: CodonId | None = None
+    # Thread codons by (loop id, iteration), oldest first, when a tracker keeps that index.
+    iteration_index: _IterationView | None = field(default=None, compare=False, repr=False)
+
+    def iteration_codons(self, loop_id: str, iteration: int) -> Iterable[ThreadCodon]:
+        """The thread codons of one loop iteration, newest first."""
+        indexed = self.iteration_index.get((loop_id, iteration)) \
+            if self.iteration_index is not None else None
+        if indexed is not None:
+            return reversed(indexed)
+        return (tc for tc in self.codons if _iteration_key(tc.codon) == (loop_id, iteration))
 
     @property
     def failed(self) -> bool:
@@ -116,12 +137,7 @@ def analyze_execution_thread(
     each codon's ``validated_checkpoints``; without it those lists are empty.  An unknown
     ``target_run_id`` or a state without runs gives an empty thread.
     """
-    # Built once: the walk and the next-codon rules look runs and plan positions up by id.
-    # First occurrence wins, as with the original's ``find``/``findIndex``.
-    runs_by_id: dict[RunId, Run] = {}
-    for run in state.runs:
-        runs_by_id.setdefault(run.run_id, run)
-
+    runs_by_id = _index_runs(state)
     if target_run_id is not None:
         start_run = runs_by_id.get(target_run_id)
     else:
@@ -129,36 +145,40 @@ def analyze_execution_thread(
     if start_run is None:
         return ExecutionThread()
 
+    chain = _chain(start_run, runs_by_id)
     codons: list[ThreadCodon] = []
+    for run_index, (run, until_codon) in enumerate(chain):
+        codons.extend(_segment(run, range(until_codon, -1, -1), run_index, checkpoint_data))
+    has_running_codon = any(not is_terminal_status(tc.codon.status) for tc in codons)
+    next_codon_id = _next_codon_id(
+        state.execution_plan, start_run, runs_by_id, codons[0] if codons else None,
+        has_running_codon)
+    return ExecutionThread(
+        codons=codons,
+        total_runs=len(chain),
+        has_running_codon=has_running_codon,
+        next_codon_id=next_codon_id,
+    )
+
+
+def _index_runs(state: HankweaveState) -> dict[RunId, Run]:
+    # Built once: the walk and the next-codon rules look runs up by id.  First occurrence wins,
+    # as with the original's ``find``.
+    runs_by_id: dict[RunId, Run] = {}
+    for run in state.runs:
+        runs_by_id.setdefault(run.run_id, run)
+    return runs_by_id
+
+
+def _chain(start_run: Run, runs_by_id: Mapping[RunId, Run]) -> list[tuple[Run, int]]:
+    """The runs of the thread, start run first, each with its newest record in the thread."""
+    chain: list[tuple[Run, int]] = []
     visited: set[RunId] = set()
     current: Run | None = start_run
     until_codon = len(start_run.codons) - 1
-    run_index = 0
-    has_running_codon = False
-
     while current is not None and current.run_id not in visited:
         visited.add(current.run_id)
-        run_end_time = current.end_time or None
-        for index in range(until_codon, -1, -1):
-            codon = current.codons[index]
-            if not is_terminal_status(codon.status):
-                has_running_codon = True
-            codons.append(
-                ThreadCodon(
-                    codon=codon,
-                    run_id=current.run_id,
-                    run_status=current.status,
-                    run_start_time=current.start_time,
-                    run_end_time=run_end_time,
-                    git_branch=current.git_branch,
-                    global_index=len(codons),
-                    run_index=run_index,
-                    codon_index_in_run=index,
-                    validated_checkpoints=_validated_checkpoints(codon, checkpoint_data),
-                    continuation_session_id=getattr(codon, "previous_session_id", None) or None,
-                )
-            )
-
+        chain.append((current, until_codon))
         conditions = current.starting_conditions
         if not isinstance(conditions, ContinuationStart):
             break  # a fresh run begins the thread
@@ -168,17 +188,162 @@ def analyze_execution_thread(
             break  # the chain ends where its parent is gone
         until_codon = _parent_until_codon(parent, source.after_codon, source.checkpoint_sha)
         current = parent
-        run_index += 1
+    return chain
 
-    next_codon_id = _next_codon_id(
-        state.execution_plan, start_run, runs_by_id, codons, has_running_codon
-    )
-    return ExecutionThread(
-        codons=codons,
-        total_runs=len(visited),
-        has_running_codon=has_running_codon,
-        next_codon_id=next_codon_id,
-    )
+
+def _segment(run: Run, indices: Iterable[int], run_index: int,
+             checkpoint_data: CheckpointData | None) -> Iterator[ThreadCodon]:
+    """The thread codons of ``run``'s records at ``indices``, in that order."""
+    run_end_time = run.end_time or None
+    for index in indices:
+        codon = run.codons[index]
+        yield ThreadCodon(
+            codon=codon,
+            run_id=run.run_id,
+            run_status=run.status,
+            run_start_time=run.start_time,
+            run_end_time=run_end_time,
+            git_branch=run.git_branch,
+            run_index=run_index,
+            codon_index_in_run=index,
+            continuation_session_id=getattr(codon, "previous_session_id", None) or None,
+            checkpoint_data=checkpoint_data,
+        )
+
+
+def _iteration_key(codon: CodonExecution) -> tuple[str, int] | None:
+    context = codon.loop_context
+    return (context.loop_id, context.iteration) if context is not None else None
+
+
+class ThreadTracker:
+    """The execution thread of the newest run, kept current as that run's records change.
+
+    A runtime appends to one run; everything else in the thread (the run's own fields, its
+    ancestors) changes rarely.  So the tracker keeps the ancestors' part of the thread as it is
+    while they stay the same objects, and redoes the newest run's thread codons only from its
+    first record that is not the object it saw last time (records are immutable; the reducer
+    replaces the one it changes).  Anything else that changed rebuilds the thread in full.
+    The answers equal :func:`analyze_execution_thread`'s for the same state.
+    """
+
+    def __init__(self) -> None:
+        self._state: HankweaveState | None = None
+        self._thread = ExecutionThread()
+        self._version = 0
+        self._clear()
+
+    def _clear(self) -> None:
+        self._key: tuple[object, ...] | None = None
+        # Held so the ids in ``_key`` stay unique while it is kept.
+        self._chain: list[tuple[Run, int]] = []
+        self._checkpoint_data: CheckpointData | None = None
+        self._records: list[CodonExecution] = []  # the newest run's records, last seen
+        self._newest: list[ThreadCodon] = []  # their thread codons, oldest first
+        self._newest_unfinished = 0
+        self._older: list[ThreadCodon] = []  # the ancestors' thread codons, newest first
+        self._older_unfinished = False
+        self._by_iteration: dict[tuple[str, int], list[ThreadCodon]] = {}
+
+    def thread(self, state: HankweaveState,
+               checkpoint_data: CheckpointData | None = None) -> ExecutionThread:
+        """The thread of ``state``'s newest run (see :func:`analyze_execution_thread`)."""
+        if state is self._state and checkpoint_data is self._checkpoint_data:
+            return self._thread
+        if not state.runs:
+            self._clear()
+            self._state, self._thread = state, ExecutionThread()
+            return self._thread
+        runs_by_id = _index_runs(state)
+        start_run = state.runs[0]
+        chain = _chain(start_run, runs_by_id)
+        key = _chain_key(chain, checkpoint_data)
+        if key != self._key or not self._follow(start_run):
+            self._rebuild(chain, checkpoint_data)
+            self._key = key
+        self._chain = chain
+        self._state = state
+        self._version += 1
+        has_running = self._newest_unfinished > 0 or self._older_unfinished
+        newest = self._newest[-1] if self._newest else (self._older[0] if self._older else None)
+        self._thread = ExecutionThread(
+            codons=[*reversed(self._newest), *self._older],
+            total_runs=len(chain),
+            has_running_codon=has_running,
+            next_codon_id=_next_codon_id(state.execution_plan, start_run, runs_by_id, newest,
+                                         has_running),
+            iteration_index=_IterationView(self, self._version),
+        )
+        return self._thread
+
+    def _rebuild(self, chain: list[tuple[Run, int]],
+                 checkpoint_data: CheckpointData | None) -> None:
+        self._clear()
+        start_run, _ = chain[0]
+        for run_index, (run, until_codon) in enumerate(chain[1:], start=1):
+            self._older.extend(_segment(run, range(until_codon, -1, -1), run_index,
+                                        checkpoint_data))
+        self._older_unfinished = any(not is_terminal_status(tc.codon.status)
+                                     for tc in self._older)
+        for tc in reversed(self._older):
+            key = _iteration_key(tc.codon)
+            if key is not None:
+                self._by_iteration.setdefault(key, []).append(tc)
+        self._checkpoint_data = checkpoint_data
+        self._append_newest(start_run, 0)
+
+    def _follow(self, start_run: Run) -> bool:
+        """Bring the newest run's thread codons up to date; False when only a rebuild can."""
+        old, new = self._records, start_run.codons
+        if len(new) < len(old):
+            return False
+        changed = changed_positions(old, new)
+        first = changed[0] if changed else len(new)
+        while len(self._newest) > first:
+            self._drop_newest()
+        self._append_newest(start_run, first)
+        return True
+
+    def _append_newest(self, start_run: Run, first: int) -> None:
+        for tc in _segment(start_run, range(first, len(start_run.codons)), 0,
+                           self._checkpoint_data):
+            self._newest.append(tc)
+            if not is_terminal_status(tc.codon.status):
+                self._newest_unfinished += 1
+            key = _iteration_key(tc.codon)
+            if key is not None:
+                self._by_iteration.setdefault(key, []).append(tc)
+        self._records = list(start_run.codons)
+
+    def _drop_newest(self) -> None:
+        tc = self._newest.pop()
+        if not is_terminal_status(tc.codon.status):
+            self._newest_unfinished -= 1
+        key = _iteration_key(tc.codon)
+        if key is not None:
+            # The newest run's codons were appended last, so this one ends its list.
+            self._by_iteration[key].pop()
+
+
+class _IterationView:
+    """A tracker's iteration index as it was for one thread it gave out (None once stale)."""
+
+    def __init__(self, tracker: ThreadTracker, version: int) -> None:
+        self._tracker, self._version = tracker, version
+
+    def get(self, key: tuple[str, int]) -> Sequence[ThreadCodon] | None:
+        if self._tracker._version != self._version:
+            return None
+        return self._tracker._by_iteration.get(key, ())
+
+
+def _chain_key(chain: list[tuple[Run, int]],
+               checkpoint_data: CheckpointData | None) -> tuple[object, ...]:
+    """What the thread depends on besides the newest run's records (ids of immutable runs)."""
+    start_run, _ = chain[0]
+    return (id(checkpoint_data), start_run.run_id, start_run.status, start_run.start_time,
+            start_run.end_time, start_run.git_branch, id(start_run.starting_conditions),
+            *((id(run), until) for run, until in chain[1:]))
 
 
 def _after_codon_record(run: Run, after_codon: CodonId) -> tuple[int, CodonExecution] | None:
@@ -211,16 +376,14 @@ def _next_codon_id(
     plan: list[ExecutionCodonEntry],
     start_run: Run,
     runs_by_id: Mapping[RunId, Run],
-    codons: list[ThreadCodon],
+    newest: ThreadCodon | None,
     has_running_codon: bool,
 ) -> CodonId | None:
     """The codon the runtime would execute next if it continued this thread."""
-    plan_index: dict[CodonId, int] = {}
-    for position, entry in enumerate(plan):
-        plan_index.setdefault(entry.codon_id, position)
+    positions = plan_positions(plan)
 
     def successor(codon_id: CodonId) -> CodonId | None:
-        position = plan_index.get(codon_id)
+        position = positions.get(codon_id)
         if position is None or position + 1 >= len(plan):
             return None
         return plan[position + 1].codon_id
@@ -231,12 +394,12 @@ def _next_codon_id(
         return None
     if has_running_codon:
         return None
-    if codons:
+    if newest is not None:
         # The original also has a rig-setup branch here, guarded by ``codons.length === 0``
         # inside this non-empty case, so it can never run; it is left out.  A rig-setup
         # continuation with earlier codons reaches the same answer anyway: the parent's codons
         # stop just before the codon that reruns, whose id is their plan successor.
-        return successor(codons[0].codon.codon_id)
+        return successor(newest.codon.codon_id)
 
     # Nothing executed yet anywhere in the thread.
     conditions = start_run.starting_conditions
@@ -297,7 +460,7 @@ def find_continuation_session_id(
     (not retriably) when this returns None.
     """
     plan = state.execution_plan
-    position = next((i for i, entry in enumerate(plan) if entry.codon_id == codon_id), None)
+    position = plan_positions(plan).get(codon_id)
     if position is None or plan[position].codon.continuation_mode != "continue-previous":
         return None
     if position == 0:

@@ -10,6 +10,8 @@ meaning (``currentRunId`` and a continuation's ``afterCodon``) are always writte
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
@@ -169,6 +171,10 @@ class _CodonBase(StateModel):
     codon_id: CodonId
     start_time: str
     loop_context: LoopContext | None = None
+    # hankweave's extension (docs/state.md): which attempt of the codon's failure policy this
+    # record is, 2 for the first retry; absent on a first attempt.  It outlives the process, so
+    # a run resumed after a kill continues the codon's retries instead of starting them over.
+    attempt: int | None = None
 
 
 class PreparingCodon(_CodonBase):
@@ -427,6 +433,66 @@ def last_record(run: Run, codon_id: CodonId) -> tuple[int, CodonExecution] | Non
         if codons[index].codon_id == codon_id:
             return index, codons[index]
     return None
+
+
+class _PlanPositions:
+    """The position of each codon id in the newest plan asked about, kept as the plan changes.
+
+    A plan is an immutable list of the state it belongs to, and the reducer builds a changed
+    plan from slices of the old one, so the entries before the change are the same objects at
+    the same positions: only those after it are indexed again.  A long loop's plan has
+    thousands of entries and is looked up several times per codon.
+    """
+
+    def __init__(self) -> None:
+        self._plan: Sequence[ExecutionCodonEntry] = []
+        self._positions: dict[CodonId, int] = {}
+
+    def __call__(self, plan: Sequence[ExecutionCodonEntry]) -> Mapping[CodonId, int]:
+        if plan is self._plan:
+            return self._positions
+        same = list(map(operator.is_, self._plan, plan))
+        kept = same.index(False) if False in same else len(same)
+        positions = self._positions
+        for entry in self._plan[kept:]:
+            if positions.get(entry.codon_id, -1) >= kept:
+                del positions[entry.codon_id]
+        for position in range(kept, len(plan)):
+            positions.setdefault(plan[position].codon_id, position)  # the first entry wins
+        self._plan = plan
+        return positions
+
+
+plan_positions = _PlanPositions()
+"""``plan_positions(plan)``: each codon id's first position in ``plan``."""
+
+
+def changed_positions(old: list[CodonExecution], new: list[CodonExecution]) -> list[int]:
+    """The positions of ``new`` whose record is not the one ``old`` had there (appended ones
+    too), in order.
+
+    Records are immutable and the reducer replaces the ones it changes, so this is what changed
+    between two states of a run.  A record equal to the one it replaced may count as unchanged,
+    which is the same for anything derived from it.  Usually only the last shared record
+    changed: one list comparison in C (identical objects compare at once) tells, so a run of
+    thousands of records costs microseconds.
+    """
+    shared = min(len(old), len(new))
+    appended = list(range(shared, len(new)))
+    if shared == 0:
+        return appended
+    if old[:shared - 1] == new[:shared - 1]:
+        return ([shared - 1] if old[shared - 1] is not new[shared - 1] else []) + appended
+    same = list(map(operator.is_, old, new))
+    changed: list[int] = []
+    position = -1
+    while True:
+        try:
+            position = same.index(False, position + 1)
+        except ValueError:
+            break
+        changed.append(position)
+    return changed + appended
 
 
 NO_CHECKPOINT = "none"

@@ -264,6 +264,8 @@ async def _pause(ms: int) -> None:
 def _next_attempt(codon_id: str) -> FakeAttempt:
     script, counter = _load_script()
     attempts = script.attempts_for(codon_id)
+    if len(attempts) == 1:
+        return attempts[0]  # every attempt plays the same: nothing to count
     counts = (json.loads(counter.read_text()) if counter is not None and counter.exists()
               else _MEMORY_COUNTS)
     number = counts.get(codon_id, 0)

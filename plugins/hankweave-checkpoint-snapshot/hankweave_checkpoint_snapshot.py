@@ -62,6 +62,7 @@ from hankweave.api import (
     atomic_write_bytes,
     checkpoint_message,
     fsync_dir,
+    kill_point,
     pid_alive,
     resolve_patterns,
     run_branch,
@@ -249,6 +250,9 @@ class SnapshotCheckpointStore(CheckpointStore):
         self.refs_path = self.store_dir / "refs.json"
         self.stat_cache_path = self.store_dir / "stat-cache.json"
         self._manifests: dict[str, Manifest] | None = None
+        # The newest manifest and the newest of each branch (kept with ``_manifests``): a
+        # commit needs both, and a long loop's store holds thousands of manifests.
+        self._tips: tuple[Manifest | None, dict[str, Manifest]] | None = None
         self._refs: Refs | None = None
         self._stat_cache: dict[str, tuple[int, int, int, int, str]] | None = None
         self._held: set[str] | None = None  # every path any checkpoint holds
@@ -272,7 +276,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         with _storage_errors(f"opening the snapshot store {self.store_dir}"):
             self._make_dirs()
             self._remove_leftovers()
-            self._manifests = self._refs = None  # what is on disk now, not what we remember
+            self._manifests = self._refs = self._tips = None  # on disk now, not remembered
             manifests = self._load_manifests()
             initial = [m for m in manifests.values() if m.kind == "initial"]
             if initial:
@@ -376,6 +380,7 @@ class SnapshotCheckpointStore(CheckpointStore):
             removed = [path for path in removals if work.remove(path)]
             work.remove_emptied_dirs(removed)
             for path, entry in writes:
+                kill_point("checkpoint.restore")  # test-only: part of the files restored
                 if isinstance(entry, SymlinkEntry):
                     work.write_symlink(path, entry.target)
                 else:
@@ -460,13 +465,13 @@ class SnapshotCheckpointStore(CheckpointStore):
                 del self._manifests_loaded()[manifest.id]
             if removed:
                 fsync_dir(self.manifests_dir)
-                self._held = None
+                self._held = self._tips = None
             self._collect_garbage()
         return [manifest.id for manifest in removed]
 
     def close(self) -> None:
         """Forget what was cached in memory; the store on disk is always consistent."""
-        self._manifests = None
+        self._manifests = self._tips = None
         self._refs = None
         self._stat_cache = None
         self._held = None
@@ -525,7 +530,7 @@ class SnapshotCheckpointStore(CheckpointStore):
                 raise CheckpointStorageError(
                     f"checkpoint manifest {self.manifests_dir / name} holds id {manifest.id}")
             manifests[manifest.id] = manifest
-        self._manifests = manifests
+        self._manifests, self._tips = manifests, None
         return manifests
 
     @staticmethod
@@ -558,12 +563,26 @@ class SnapshotCheckpointStore(CheckpointStore):
                 "give more characters")
         return manifests[matches[0]]
 
+    def _newest_manifests(self) -> tuple[Manifest | None, dict[str, Manifest]]:
+        """The newest manifest, and the newest of each branch."""
+        if self._tips is None:
+            newest: Manifest | None = None
+            tips: dict[str, Manifest] = {}
+            for manifest in self._manifests_loaded().values():
+                if newest is None or manifest.sequence > newest.sequence:
+                    newest = manifest
+                tip = tips.get(manifest.branch)
+                if tip is None or manifest.sequence > tip.sequence:
+                    tips[manifest.branch] = manifest
+            self._tips = (newest, tips)
+        return self._tips
+
     def _head(self) -> str | None:
         """The current checkpoint: the newest, unless a restore happened after it."""
         manifests = self._manifests_loaded()
-        if not manifests:
+        newest, _ = self._newest_manifests()
+        if newest is None:
             return None
-        newest = max(manifests.values(), key=lambda m: m.sequence)
         refs = self._load_refs()
         if refs is not None and refs.sequence >= newest.sequence and refs.head in manifests:
             return refs.head
@@ -580,8 +599,8 @@ class SnapshotCheckpointStore(CheckpointStore):
         return self._refs
 
     def _set_head(self, manifest: Manifest) -> None:
-        newest = max(m.sequence for m in self._manifests_loaded().values())
-        refs = Refs(head=manifest.id, sequence=newest)
+        newest, _ = self._newest_manifests()
+        refs = Refs(head=manifest.id, sequence=newest.sequence if newest else manifest.sequence)
         atomic_write_bytes(self.refs_path, refs.model_dump_json(indent=2).encode() + b"\n")
         self._refs = refs
 
@@ -593,12 +612,14 @@ class SnapshotCheckpointStore(CheckpointStore):
         """Store the tree, then durably write the manifest that makes it a checkpoint."""
         tree = self._put_bytes(_canonical_json(entries))
         self._sync_objects()
+        kill_point("checkpoint.commit")  # test-only: objects stored, no manifest names them yet
         manifests = self._manifests_loaded()
-        on_branch = [m for m in manifests.values() if m.branch == branch]
-        parent = (max(on_branch, key=lambda m: m.sequence).id if on_branch else self._head())
+        newest, branch_tips = self._newest_manifests()
+        tip = branch_tips.get(branch)
+        parent = tip.id if tip is not None else self._head()
         fields: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
-            "sequence": max((m.sequence for m in manifests.values()), default=-1) + 1,
+            "sequence": (newest.sequence if newest is not None else -1) + 1,
             "kind": kind, "run_id": run_id, "codon_id": codon_id, "codon_name": codon_name,
             "message": message, "timestamp": timestamp, "branch": branch, "parent": parent,
             "patterns": list(patterns), "tree": tree, "files": len(entries),
@@ -610,6 +631,8 @@ class SnapshotCheckpointStore(CheckpointStore):
         body = json.dumps(manifest.model_dump(), indent=2, ensure_ascii=True).encode() + b"\n"
         atomic_write_bytes(self.manifests_dir / f"{manifest.id}.json", body)
         manifests[manifest.id] = manifest
+        branch_tips[branch] = manifest
+        self._tips = (manifest, branch_tips)
         if self._held is not None:
             self._held.update(entries)
         return manifest
