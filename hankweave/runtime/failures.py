@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from hankweave.state.types import FailureReason
+from hankweave.state.reducer import CRASH_REASON
+from hankweave.state.types import FailureReason, HankweaveState, is_terminal_status
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -337,6 +338,54 @@ def resolve_failure_action(
     if retriable and not headless:
         return "stay-active"
     return "shutdown"
+
+
+INTERRUPTED = "Interrupted: "
+"""How the failure reason of an attempt a shutdown stopped begins."""
+FORCE_STOPPED = "Force stopped: "
+"""How the failure reason of an attempt a client force-stopped begins."""
+
+
+def is_interruption(reason: FailureReason) -> bool:
+    """Whether a failure was a stop from outside the codon (a shutdown, a client), which no
+    failure policy acts on."""
+    return reason.type == "unknown" and (reason.message or "").startswith(
+        (INTERRUPTED, FORCE_STOPPED))
+
+
+def resumed_attempt(
+    state: HankweaveState,
+    codon_id: str,
+    run_id: str | None,
+    *,
+    on_failure: Literal["abort", "retry", "ignore"] | None,
+    max_attempts: int,
+) -> int:
+    """The attempt number a codon starts at when it is the first codon of run ``run_id``.
+
+    A run killed (or stopped) partway through a codon's retries left the codon's newest attempt
+    as the last record of the newest earlier run that has records.  The resumed run carries on
+    from there: after a failure that its policy would retry, with the next attempt; after an
+    attempt that never finished (killed) or that a shutdown or a client stopped, with that
+    attempt again.  Everything else (retries that ran out, another codon last, a codon that
+    already runs in this run) starts a new series at 1.
+    """
+    runs = [run for run in state.runs if run.codons or run.run_id == run_id]
+    if not runs or runs[0].run_id != run_id or runs[0].codons or len(runs) < 2:
+        return 1
+    last = runs[1].codons[-1]
+    if last.codon_id != codon_id:
+        return 1
+    number = last.attempt or 1
+    reason: FailureReason | None = getattr(last, "failure_reason", None)
+    stopped_from_outside = reason is not None and (reason == CRASH_REASON
+                                                   or is_interruption(reason))
+    if not is_terminal_status(last.status) or stopped_from_outside:
+        return number
+    if last.status == "failed" and resolve_failure_action(
+            on_failure, reason, number - 1, max_attempts, headless=True) == "retry":
+        return number + 1
+    return 1
 
 
 def compute_retry_delay_ms(

@@ -28,6 +28,7 @@ from typing import Any
 from hankweave.checkpoints import CheckpointStore
 from hankweave.config.hank import HankFile
 from hankweave.execution.layout import ExecutionLayout
+from hankweave.faults import kill_point
 from hankweave.registry import Registry
 from hankweave.runtime.attempt import CodonAttempt
 from hankweave.runtime.budget import RunBudget
@@ -35,7 +36,12 @@ from hankweave.runtime.completion import CodonResult, expand_plan
 from hankweave.runtime.context import RunContext, RuntimeConfig
 from hankweave.runtime.control import LiveControl, Phase, StartRequest
 from hankweave.runtime.errors import RuntimeCommandError
-from hankweave.runtime.failures import compute_retry_delay_ms, resolve_failure_action
+from hankweave.runtime.failures import (
+    compute_retry_delay_ms,
+    resolve_failure_action,
+    resumed_attempt,
+)
+from hankweave.runtime.interrupted import finish_interrupted_completion
 from hankweave.runtime.lifecycle import (
     ALL_DONE,
     CLIENT_REQUEST,
@@ -89,7 +95,6 @@ class Runtime:
         self.lifecycle = RunLifecycle(self.ctx)
         self.control = LiveControl(self.ctx, self.lifecycle)
         self.rollbacks = Rollbacks(self.ctx, self.lifecycle, self.control)
-        self._retries: dict[str, int] = {}
         owned.store.add_listener(self.reporter.transition)
 
     # ----- what it runs -----
@@ -136,6 +141,9 @@ class Runtime:
             await self.rollbacks.recover(thread)
         else:
             await self.lifecycle.start_run(self.lifecycle.resume_point(thread))
+        if not await finish_interrupted_completion(self.ctx):  # what a crash cut short
+            await self.lifecycle.end_run(failed=True)
+            await self.control.shutdown(CODON_FAILURE)
 
     async def drive(self) -> int:
         """Run codons until the plan is done, a failure stops the run, or a shutdown."""
@@ -186,8 +194,9 @@ class Runtime:
         or it failed retriably in an attended run), or None when the drive loop goes on.
         """
         control = self.control
+        number = self._first_attempt(codon_id)
         while True:
-            attempt = CodonAttempt(self.ctx, codon_id, skip_rig=skip_rig,
+            attempt = CodonAttempt(self.ctx, codon_id, skip_rig=skip_rig, number=number,
                                    stop_reason=lambda: control.shutdown_reason)
             result = await self._attempt(attempt)
             if result.ends_run:
@@ -197,16 +206,15 @@ class Runtime:
             if attempt.force_stop_reason is not None and result.status == "failed" \
                     and not control.shutting_down:
                 # Neither retried nor fatal: the client that stopped it decides what is next.
-                self._retries.pop(codon_id, None)
                 return f"Codon {codon_id} was force stopped; waiting for a command"
             if result.status != "failed" or control.shutting_down:
-                self._retries.pop(codon_id, None)
                 return None
             action = await self._failure_action(attempt, result)
             if action == "retry":
                 if control.shutting_down:
                     return None  # stopped during the wait: the failed attempt stands
                 skip_rig = False
+                number += 1
                 continue
             if action == "continue":
                 self.reporter.info(f"Codon {codon_id} failed, continuing (onFailure=ignore)")
@@ -230,25 +238,37 @@ class Runtime:
             self.control.attempt = None
             self.control.enter(Phase.BETWEEN_CODONS)
 
+    def _max_attempts(self, codon_id: str) -> int:
+        retry = self.ctx.codon_config(codon_id).retry_config
+        return retry.max_attempts if retry and retry.max_attempts else DEFAULT_MAX_ATTEMPTS
+
+    def _first_attempt(self, codon_id: str) -> int:
+        """1, or where a killed run left the codon's retries (they are counted in state)."""
+        return resumed_attempt(self.state, codon_id, self.run_id,
+                               on_failure=self.ctx.codon_config(codon_id).on_failure,
+                               max_attempts=self._max_attempts(codon_id))
+
     async def _failure_action(self, attempt: CodonAttempt, result: CodonResult) -> str:
-        """What the failure policy does with a failed attempt; a retry waits its delay here."""
+        """What the failure policy does with a failed attempt; a retry waits its delay here
+        (a shutdown ends the wait at once)."""
         codon_id, codon = attempt.codon_id, attempt.codon
-        attempts = self._retries.get(codon_id, 0)
+        retries_made = attempt.number - 1
         retry = codon.retry_config
-        max_attempts = retry.max_attempts if retry and retry.max_attempts else \
-            DEFAULT_MAX_ATTEMPTS
+        max_attempts = self._max_attempts(codon_id)
         action = resolve_failure_action(codon.on_failure or "abort", result.failure_reason,
-                                        attempts, max_attempts, headless=self.config.headless)
+                                        retries_made, max_attempts,
+                                        headless=self.config.headless)
         if action != "retry":
             return action
-        self._retries[codon_id] = attempts + 1
         delay = compute_retry_delay_ms(
             retry.delay_ms if retry and retry.delay_ms is not None else DEFAULT_RETRY_DELAY_MS,
-            attempts, result.failure_reason.retry_after_ms if result.failure_reason else None,
+            retries_made,
+            result.failure_reason.retry_after_ms if result.failure_reason else None,
             retry.max_delay_ms if retry and retry.max_delay_ms is not None
             else DEFAULT_MAX_RETRY_DELAY_MS)
-        self.reporter.info(f"Retrying codon {codon_id} (attempt {attempts + 2}/"
+        self.reporter.info(f"Retrying codon {codon_id} (attempt {attempt.number + 1}/"
                            f"{max_attempts + 1})")
+        kill_point("retry.wait")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.control.stopped.wait(), delay / 1000)
         return action

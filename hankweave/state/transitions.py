@@ -167,6 +167,8 @@ class CodonStartedData(StateModel):
     run_id: RunId
     codon_id: CodonId
     loop_context: LoopContext | None = None
+    attempt: int | None = None
+    """The attempt number when this record is a retry (2 for the first); None otherwise."""
 
 
 class CodonStarted(_TransitionBase):
