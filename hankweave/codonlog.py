@@ -56,7 +56,7 @@ from pydantic import (
 )
 
 from hankweave.faults import disk_write
-from hankweave.fsutil import utc_now_iso
+from hankweave.fsutil import last_line_start, utc_now_iso
 from hankweave.state.types import TokenUsage
 
 if TYPE_CHECKING:
@@ -1208,14 +1208,7 @@ def _repair_tail(fd: int, path: Path) -> None:
     size = os.fstat(fd).st_size
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return
-    start = size
-    while start > 0:
-        chunk_start = max(0, start - 65536)
-        newline = os.pread(fd, start - chunk_start, chunk_start).rfind(b"\n")
-        if newline >= 0:
-            start = chunk_start + newline + 1
-            break
-        start = chunk_start
+    start = last_line_start(fd, size)
     if _json_object(os.pread(fd, size - start, start)) is not None:
         _write_fully(fd, b"\n")
         log.warning("%s: terminated a last line that lacked its newline", path)

@@ -19,6 +19,7 @@ from hankweave.faults import disk_write, kill_point
 __all__ = [
     "atomic_write_bytes",
     "fsync_dir",
+    "last_line_start",
     "parse_iso",
     "pid_alive",
     "remove_path",
@@ -44,6 +45,19 @@ def fsync_dir(path: Path | str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def last_line_start(fd: int, size: int) -> int:
+    """The offset where the last line of the first ``size`` bytes of ``fd`` begins: just after
+    its last newline, or 0 (read backwards in chunks, so a long file costs its last line)."""
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
 
 
 def _write_and_replace(path: Path, data: bytes, mode: int | None) -> None:

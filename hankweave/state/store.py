@@ -42,7 +42,13 @@ from typing import Literal
 from pydantic import ValidationError
 
 from hankweave.faults import disk_write, kill_point
-from hankweave.fsutil import atomic_write_bytes, fsync_dir, pid_alive, utc_now_iso
+from hankweave.fsutil import (
+    atomic_write_bytes,
+    fsync_dir,
+    last_line_start,
+    pid_alive,
+    utc_now_iso,
+)
 from hankweave.state.files import (  # re-exported
     BACKUP_FILE,
     PREVIOUS_WAL_FILE,
@@ -601,15 +607,8 @@ class StateStore:
 def _cut_torn_tail(fd: int) -> int:
     """Cut a last line that lacks its newline (the process died writing it, so it was never
     acknowledged) and return the size left: the next append must start a line of its own."""
-    size = end = os.fstat(fd).st_size
-    keep = 0
-    while end > 0:
-        start = max(0, end - 65536)
-        newline = os.pread(fd, end - start, start).rfind(b"\n")
-        if newline >= 0:
-            keep = start + newline + 1
-            break
-        end = start
+    size = os.fstat(fd).st_size
+    keep = last_line_start(fd, size)
     if keep < size:
         os.ftruncate(fd, keep)
     return keep
