@@ -441,7 +441,8 @@ class _PlanPositions:
     A plan is an immutable list of the state it belongs to, and the reducer builds a changed
     plan from slices of the old one, so the entries before the change are the same objects at
     the same positions: only those after it are indexed again.  A long loop's plan has
-    thousands of entries and is looked up several times per codon.
+    thousands of entries and is looked up several times per codon.  The mapping returned is
+    the cache itself, valid until the next call; one thread asks (the runtime's event loop).
     """
 
     def __init__(self) -> None:
