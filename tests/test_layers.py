@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("hankweave.execution",),
     ("hankweave.hookspecs", "hankweave.plugins", "hankweave.registry",
      "hankweave.default_plugins"),
+    ("hankweave.sentinels",),
     ("hankweave.runtime",),
     ("hankweave.server",),
     ("hankweave.app",),

@@ -1,0 +1,13 @@
+"""Sentinels: observer LLMs (or other observers) triggered by runtime events (docs/sentinels.md).
+
+The package is layered above the event catalogue and the plugin hooks and below the runtime:
+
+* :mod:`~hankweave.sentinels.config`: the strict config models and their loading;
+* :mod:`~hankweave.sentinels.conditions`: which events sentinels observe, condition paths
+  checked against the event payloads, and conditions evaluated as the original does;
+* :mod:`~hankweave.sentinels.zod`: the Zod subset of ``schemaStr``/``schemaFile`` as JSON Schema,
+  and :mod:`~hankweave.sentinels.structured_output`: the schema an answer is validated against;
+* :mod:`~hankweave.sentinels.templates`: prompt templates (Jinja2, sandboxed), with
+  :mod:`~hankweave.sentinels.eta` translating the original's Eta syntax and
+  :mod:`~hankweave.sentinels.jsvalues` giving values their JavaScript meaning there.
+"""
