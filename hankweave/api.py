@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         utc_now_iso,
     )
     from hankweave.harness import (
+        AgentStartError,
         AttemptContext,
         AttemptPolicy,
         CodonLogRecord,
@@ -125,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "Registry": "hankweave.registry",
     "get_registry": "hankweave.registry",
     # the harness contract
+    "AgentStartError": "hankweave.harness",
     "AttemptContext": "hankweave.harness",
     "AttemptPolicy": "hankweave.harness",
     "CodonLogRecord": "hankweave.harness",
@@ -255,6 +257,7 @@ __all__ = [
     "AGENT_MARKER_ENV",
     "DATA_LINK",
     "REPLAY_HARNESS",
+    "AgentStartError",
     "AmbiguousCheckpointError",
     "AttemptContext",
     "AttemptPolicy",

@@ -48,6 +48,15 @@ class HarnessSelectionError(LookupError):
     """No harness can be chosen for a codon's model."""
 
 
+class AgentStartError(RuntimeError):
+    """A harness could not start its agent (a missing binary, a spawn that failed).
+
+    Raised from :meth:`Harness.run_codon`, it fails the attempt as a local setup problem that a
+    retry cannot fix, whatever its message says: its text is not classified, since a path in it
+    could read as a status code ("pytest-429") or a rate limit.
+    """
+
+
 class HarnessNotInstalledError(HarnessSelectionError):
     """A codon's model needs a harness that no installed plugin provides."""
 

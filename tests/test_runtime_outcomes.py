@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from hankweave.harness import AgentStartError
 from hankweave.testing.fake_harness import FakeHarness, use_script
 from tests.runtime_harness import Project, codon, loop, wait_for_status
 
@@ -75,6 +76,24 @@ def test_a_harness_that_cannot_start_fails_the_codon_without_retry(project, monk
     assert a.failed_during == "initializing" and not a.failure_reason.retriable
     assert "agent CLI not found" in a.failure_reason.message
     assert outcome.state.runs[0].status == "failed"
+
+
+def test_an_agent_that_cannot_start_is_never_retried_whatever_its_message_says(
+        project, monkeypatch):
+    # The message holds "429" (a temp path): as text it would read as a rate limit.
+    async def cannot_spawn(self, request, context):
+        raise AgentStartError("Could not start /tmp/pytest-429/bin/agent: no such file")
+        yield  # pragma: no cover - makes this an async generator like run_codon
+
+    monkeypatch.setattr(FakeHarness, "run_codon", cannot_spawn)
+    project.write_hank([codon("a", onFailure="retry", retryConfig={"delayMs": 0}), codon("b")])
+    outcome = project.run()
+
+    assert outcome.code == 1
+    assert outcome.statuses() == [("a", "failed")]
+    reason = outcome.record("a").failure_reason
+    assert reason.retriable is False and reason.type == "api-error"
+    assert reason.message.startswith("Local setup/process error (no session established): ")
 
 
 def test_an_agent_that_exits_without_a_result_fails_the_codon(project):

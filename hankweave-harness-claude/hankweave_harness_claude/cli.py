@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hankweave.api import StderrLog
+from hankweave.api import AgentStartError, StderrLog
 
 TERM_GRACE_S = 3.0
 """After SIGTERM: how long the CLI may take to end its tools before its group is killed."""
@@ -40,6 +40,10 @@ class CLIError(RuntimeError):
     def __init__(self, message: str, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class CLIStartError(CLIError, AgentStartError):
+    """The CLI binary could not be started: a local problem no retry fixes."""
 
 
 def bundled_cli() -> Path | None:
@@ -131,8 +135,8 @@ class CLIProcess:
                 stderr=self.stderr.fileno(), cwd=str(plan.cwd), env=dict(plan.env),
                 limit=plan.buffer_size, start_new_session=True)
         except OSError as exc:
-            raise CLIError(f"Could not start the Claude Code CLI ({plan.cli_path}): {exc}"
-                           ) from exc
+            raise CLIStartError(f"Could not start the Claude Code CLI ({plan.cli_path}): {exc}"
+                                ) from exc
         await self.on_spawn(self.process.pid)
 
     async def write(self, data: str) -> None:

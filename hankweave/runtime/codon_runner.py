@@ -35,6 +35,7 @@ from hankweave.codonlog import (
 )
 from hankweave.faults import kill_point
 from hankweave.harness import (
+    AgentStartError,
     AttemptContext,
     AttemptPolicy,
     CodonLogRecord,
@@ -529,6 +530,10 @@ class CodonRunner:
         elif text:
             out.failure_reason = classify_api_error_text(
                 text, session_established=out.session_established)
+        elif isinstance(self._crash, AgentStartError):
+            out.failure_reason = FailureReason(
+                type="api-error", retriable=False,
+                message=f"Local setup/process error (no session established): {self._crash}")
         elif self._crash is not None:
             out.failure_reason = classify_api_error_text(
                 f"{type(self._crash).__name__}: {self._crash}",
