@@ -9,5 +9,7 @@ The package is layered above the event catalogue and the plugin hooks and below 
   and :mod:`~hankweave.sentinels.structured_output`: the schema an answer is validated against;
 * :mod:`~hankweave.sentinels.templates`: prompt templates (Jinja2, sandboxed), with
   :mod:`~hankweave.sentinels.eta` translating the original's Eta syntax and
-  :mod:`~hankweave.sentinels.jsvalues` giving values their JavaScript meaning there.
+  :mod:`~hankweave.sentinels.jsvalues` giving values their JavaScript meaning there;
+* :mod:`~hankweave.sentinels.triggers`: trigger matching, execution strategies and the
+  per-sentinel trigger queue, pure and on the caller's clock (not yet wired into the runtime).
 """

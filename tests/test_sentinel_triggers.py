@@ -1,0 +1,251 @@
+"""Trigger matching, execution strategies and the trigger queue (docs/sentinels.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hankweave.sentinels.config import (
+    CountExecution,
+    DebounceExecution,
+    EventTrigger,
+    ImmediateExecution,
+    SequenceTrigger,
+    TimeWindowExecution,
+)
+from hankweave.sentinels.triggers import (
+    HISTORY_LIMIT,
+    QUEUE_LIMIT,
+    QUEUED_EVENTS_LIMIT,
+    Batcher,
+    TriggerEvent,
+    TriggerMatcher,
+    TriggerQueue,
+)
+
+
+def event_trigger(on: list[str], *conditions: dict[str, Any]) -> TriggerMatcher:
+    raw: dict[str, Any] = {"type": "event", "on": on}
+    if conditions:
+        raw["conditions"] = list(conditions)
+    return TriggerMatcher(EventTrigger.model_validate(raw, by_alias=True, by_name=False))
+
+
+def sequence(interest: list[str], pattern: list[dict[str, Any]], *,
+             consecutive: bool = True) -> TriggerMatcher:
+    raw = {"type": "sequence", "interestFilter": {"on": interest}, "pattern": pattern,
+           "options": {"consecutive": consecutive}}
+    return TriggerMatcher(SequenceTrigger.model_validate(raw, by_alias=True, by_name=False))
+
+
+def failed(tool: str = "Bash") -> dict[str, Any]:
+    return {"toolName": tool, "isError": True}
+
+
+def ok(tool: str = "Bash") -> dict[str, Any]:
+    return {"toolName": tool, "isError": False}
+
+
+FAILED = {"type": "tool.result", "conditions": [
+    {"path": "isError", "operator": "equals", "value": True}]}
+ANY_RESULT = {"type": "tool.result"}
+
+
+def batch(*names: str) -> list[TriggerEvent]:
+    return [TriggerEvent(name, {"n": index}) for index, name in enumerate(names)]
+
+
+# ------------------------------------------------------------------------------------------
+# Event triggers
+# ------------------------------------------------------------------------------------------
+
+
+def test_an_event_trigger_makes_a_batch_of_each_matching_event() -> None:
+    matcher = event_trigger(["tool.result"], {"path": "isError", "operator": "equals",
+                                              "value": True})
+    assert matcher.feed("tool.result", failed()) == [TriggerEvent("tool.result", failed())]
+    assert matcher.feed("tool.result", ok()) is None
+    assert matcher.feed("rig.output", failed()) is None
+
+
+def test_a_wildcard_event_trigger_sees_only_observable_events() -> None:
+    matcher = event_trigger(["*"])
+    assert matcher.feed("rig.output", {}) == [TriggerEvent("rig.output", {})]
+    assert matcher.feed("sentinel.output", {}) is None
+
+
+# ------------------------------------------------------------------------------------------
+# Sequence triggers
+# ------------------------------------------------------------------------------------------
+
+
+def test_a_consecutive_sequence_matches_the_tail_of_the_window() -> None:
+    matcher = sequence(["tool.result"], [FAILED, FAILED])
+    assert matcher.feed("tool.result", failed("a")) is None
+    assert matcher.feed("tool.result", ok()) is None
+    assert matcher.feed("tool.result", failed("b")) is None
+    assert matcher.feed("tool.result", failed("c")) == [
+        TriggerEvent("tool.result", failed("b")), TriggerEvent("tool.result", failed("c"))]
+
+
+def test_a_non_consecutive_sequence_matches_in_order_with_gaps() -> None:
+    matcher = sequence(["tool.result"], [FAILED, FAILED], consecutive=False)
+    assert matcher.feed("tool.result", failed("a")) is None
+    assert matcher.feed("tool.result", ok()) is None
+    assert matcher.feed("tool.result", failed("b")) == [
+        TriggerEvent("tool.result", failed("a")), TriggerEvent("tool.result", failed("b"))]
+
+
+def test_a_match_consumes_its_events() -> None:
+    matcher = sequence(["tool.result"], [FAILED, FAILED])
+    matcher.feed("tool.result", failed("a"))
+    assert matcher.feed("tool.result", failed("b")) is not None
+    assert matcher.feed("tool.result", failed("c")) is None
+    assert matcher.feed("tool.result", failed("d")) == [
+        TriggerEvent("tool.result", failed("c")), TriggerEvent("tool.result", failed("d"))]
+
+
+def test_the_pattern_is_checked_only_on_the_last_filter_type() -> None:
+    matcher = sequence(["tool.result", "codon.completed"], [FAILED], consecutive=False)
+    assert matcher.feed("tool.result", failed()) is None
+    assert matcher.feed("rig.output", {}) is None
+    assert matcher.feed("codon.completed", {}) == [TriggerEvent("tool.result", failed())]
+
+
+def test_a_wildcard_filter_checks_on_every_event() -> None:
+    matcher = sequence(["*"], [ANY_RESULT, {"type": "rig.output"}])
+    assert matcher.feed("tool.result", ok()) is None
+    assert matcher.feed("rig.output", {}) == [
+        TriggerEvent("tool.result", ok()), TriggerEvent("rig.output", {})]
+
+
+def test_events_outside_the_interest_filter_are_not_recorded() -> None:
+    matcher = sequence(["tool.result"], [ANY_RESULT, ANY_RESULT])
+    matcher.feed("tool.result", ok("a"))
+    matcher.feed("rig.output", {})
+    assert matcher.feed("tool.result", ok("b")) == [
+        TriggerEvent("tool.result", ok("a")), TriggerEvent("tool.result", ok("b"))]
+
+
+def first_result_on_completion() -> TriggerMatcher:
+    return sequence(["tool.result", "codon.completed"], [{"type": "tool.result", "conditions": [
+        {"path": "toolName", "operator": "equals", "value": "first"}]}], consecutive=False)
+
+
+def test_the_history_keeps_the_last_thousand_events() -> None:
+    kept = first_result_on_completion()
+    kept.feed("tool.result", ok("first"))
+    for _ in range(HISTORY_LIMIT - 2):
+        kept.feed("tool.result", ok("filler"))
+    assert kept.feed("codon.completed", {}) == [TriggerEvent("tool.result", ok("first"))]
+
+    forgotten = first_result_on_completion()
+    forgotten.feed("tool.result", ok("first"))
+    for _ in range(HISTORY_LIMIT - 1):
+        forgotten.feed("tool.result", ok("filler"))
+    assert forgotten.feed("codon.completed", {}) is None
+
+
+# ------------------------------------------------------------------------------------------
+# Execution strategies
+# ------------------------------------------------------------------------------------------
+
+
+def test_immediate_makes_each_match_a_trigger() -> None:
+    batcher = Batcher(ImmediateExecution(strategy="immediate"), start=0)
+    assert batcher.add(batch("a", "b"), now=5) == [batch("a", "b")]
+    assert batcher.next_deadline() is None and batcher.flush() == []
+
+
+def test_debounce_restarts_its_timer_on_each_match() -> None:
+    batcher = Batcher(DebounceExecution(strategy="debounce", milliseconds=100), start=0)
+    first, second = TriggerEvent("a", {}), TriggerEvent("b", {})
+    assert batcher.add([first], now=0) == []
+    assert batcher.add([second], now=80) == []
+    assert batcher.next_deadline() == 180
+    assert batcher.due(150) == []
+    assert batcher.due(180) == [[first, second]]
+    assert batcher.next_deadline() is None and batcher.due(500) == []
+
+
+def test_flush_drains_a_pending_debounce() -> None:
+    batcher = Batcher(DebounceExecution(strategy="debounce", milliseconds=100), start=0)
+    batcher.add(batch("a"), now=0)
+    assert batcher.flush() == [batch("a")]
+    assert batcher.next_deadline() is None and batcher.flush() == []
+
+
+def test_count_emits_each_time_the_threshold_is_reached() -> None:
+    batcher = Batcher(CountExecution(strategy="count", threshold=2), start=0)
+    a, b, c = (TriggerEvent(name, {}) for name in "abc")
+    assert batcher.add([a], now=0) == []
+    assert batcher.add([b], now=1) == [[a, b]]
+    assert batcher.add([c], now=2) == []
+    assert batcher.flush() == [[c]]
+
+
+def test_time_window_ticks_at_a_fixed_rate_from_the_start() -> None:
+    batcher = Batcher(TimeWindowExecution(strategy="timeWindow", milliseconds=100), start=1000)
+    assert batcher.next_deadline() == 1100
+    assert batcher.due(1100) == []
+    assert batcher.next_deadline() == 1200
+    batcher.add(batch("a"), now=1150)
+    assert batcher.due(1230) == [batch("a")]
+    assert batcher.next_deadline() == 1300
+    batcher.add(batch("b"), now=1250)
+    assert batcher.due(1520) == [batch("b")]
+    assert batcher.next_deadline() == 1600
+
+
+def test_flush_stops_the_time_window_and_drains_its_buffer() -> None:
+    batcher = Batcher(TimeWindowExecution(strategy="timeWindow", milliseconds=100), start=0)
+    batcher.add(batch("a"), now=10)
+    assert batcher.flush() == [batch("a")]
+    assert batcher.next_deadline() is None
+
+
+# ------------------------------------------------------------------------------------------
+# The queue
+# ------------------------------------------------------------------------------------------
+
+
+def test_the_queue_is_first_in_first_out() -> None:
+    queue = TriggerQueue("watch")
+    first = queue.push(batch("a"), "immediate", now=1)
+    second = queue.push(batch("b", "c"), "count", now=2)
+    assert first.id != second.id and queue.queued_events == 3
+    assert queue.pop() == first
+    assert queue.pop() == second and queue.pop() is None and queue.queued_events == 0
+
+
+def test_a_full_queue_drops_its_oldest_trigger() -> None:
+    queue = TriggerQueue("watch")
+    pushed = [queue.push(batch("a"), "immediate", now=n) for n in range(QUEUE_LIMIT + 1)]
+    assert len(queue) == QUEUE_LIMIT and queue.dropped == 1
+    assert queue.pop() == pushed[1]
+
+
+def test_too_many_queued_events_drop_the_oldest_triggers() -> None:
+    queue = TriggerQueue("watch")
+    half = QUEUED_EVENTS_LIMIT // 2
+    queue.push([TriggerEvent("a", {})] * half, "debounce", now=0)
+    second = queue.push([TriggerEvent("b", {})] * half, "debounce", now=1)
+    assert queue.dropped == 0 and queue.queued_events == QUEUED_EVENTS_LIMIT
+    third = queue.push(batch("c"), "debounce", now=2)
+    assert queue.dropped == 1 and queue.queued_events == half + 1
+    assert queue.pop() == second and queue.pop() == third
+
+
+def test_the_queue_is_nearly_full_at_seventy_percent() -> None:
+    queue = TriggerQueue("watch")
+    for n in range(QUEUE_LIMIT * 7 // 10 - 1):
+        queue.push(batch("a"), "immediate", now=n)
+    assert not queue.nearly_full
+    queue.push(batch("a"), "immediate", now=99)
+    assert queue.nearly_full
+
+
+def test_the_trigger_just_queued_is_kept_even_past_the_event_limit() -> None:
+    queue = TriggerQueue("watch")
+    queue.push(batch("a"), "debounce", now=0)
+    huge = queue.push([TriggerEvent("b", {})] * (QUEUED_EVENTS_LIMIT + 1), "debounce", now=1)
+    assert queue.dropped == 1 and queue.pop() == huge
