@@ -302,7 +302,8 @@ HankRef = Annotated[str, _HankRefCheck()]
 """A file reference: relative to the hank directory, inside it, `/`-separated."""
 
 
-def _path_or_paths(value: Any) -> str | None:
+def path_or_paths(value: Any) -> str | None:
+    """The tag of a one-path-or-many value (``"path"`` or ``"paths"``), for a discriminator."""
     if isinstance(value, str):
         return "path"
     if isinstance(value, list):
@@ -313,7 +314,7 @@ def _path_or_paths(value: Any) -> str | None:
 HankRefs = Annotated[
     Union[Annotated[HankRef, Tag("path")], Annotated[list[HankRef], Tag("paths")]],  # noqa: UP007
     Discriminator(
-        _path_or_paths,
+        path_or_paths,
         custom_error_type=_VALUE_ERROR,
         custom_error_message="Input should be a path or an array of paths",
     ),
@@ -1078,7 +1079,7 @@ def parse_hank(data: object, source: str = "hank.json") -> HankFile:
             raise _invalid(source, issues, data, ignored) from None
         # Only ignorable keys failed: validate again without them.
         try:
-            hank = _validate(_without_keys(data, [key.at for key in ignored]))
+            hank = _validate(without_keys(data, [key.at for key in ignored]))
         except ValidationError as again:
             raise _invalid(source, _issues(again, ignored), data, ignored) from None
     hank._ignored_keys = [key.issue() for key in ignored]
@@ -1108,7 +1109,7 @@ def _invalid(
     return HankValidationError(source, issues, warnings=[key.issue() for key in unique])
 
 
-def _without_keys(data: object, paths: Sequence[tuple[PathSegment, ...]]) -> object:
+def without_keys(data: object, paths: Sequence[tuple[PathSegment, ...]]) -> object:
     """A copy of `data` without the keys at `paths` (each path ends on the key)."""
     copied = copy.deepcopy(data)
     for path in paths:

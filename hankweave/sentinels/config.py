@@ -15,7 +15,6 @@ every failure becomes a :class:`SentinelLoadError` (fatal when ``failCodonIfNotL
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import posixpath
@@ -60,7 +59,9 @@ from hankweave.config.hank import (
     SentinelWebsocketReporting,
     StrictModel,
     forbidden_ref_spelling,
+    path_or_paths,
     ref_spelling_message,
+    without_keys,
 )
 from hankweave.config.refs import RefSite, ref_policy_problem
 from hankweave.sentinels.conditions import (
@@ -158,20 +159,12 @@ class _PortableRefCheck:
 SentinelFileRef = Annotated[str, _PortableRefCheck()]
 
 
-def _path_or_paths(value: Any) -> str | None:
-    if isinstance(value, str):
-        return "path"
-    if isinstance(value, list):
-        return "paths"
-    return None
-
-
 SentinelFileRefs = Annotated[
     Union[  # noqa: UP007 - tagged members need the Union spelling
         Annotated[SentinelFileRef, Tag("path")], Annotated[list[SentinelFileRef], Tag("paths")]
     ],
     Discriminator(
-        _path_or_paths,
+        path_or_paths,
         custom_error_type=_VALUE_ERROR,
         custom_error_message="Input should be a path or an array of paths",
     ),
@@ -636,7 +629,7 @@ def parse_sentinel_config(data: object, source: str) -> SentinelConfig:
         if issues:
             raise _invalid(source, issues, data, ignored) from None
         try:
-            config = _validate(_without_keys(data, [key.at for key in ignored]))
+            config = _validate(without_keys(data, [key.at for key in ignored]))
         except ValidationError as again:
             issues = issues_from_validation_error(again, SentinelConfig, ignored=ignored)
             raise _invalid(source, issues, data, ignored) from None
@@ -660,17 +653,6 @@ def _invalid(
             issues.append(issue)
     warnings = [key.issue() for key in dict.fromkeys(ignored)]
     return SentinelConfigValidationError(source, issues, warnings=warnings)
-
-
-def _without_keys(data: object, paths: Sequence[tuple[PathSegment, ...]]) -> object:
-    """A copy of `data` without the keys at `paths` (each path ends on the key)."""
-    copied = copy.deepcopy(data)
-    for path in paths:
-        parent: Any = copied
-        for segment in path[:-1]:
-            parent = parent[segment]
-        parent.pop(path[-1], None)
-    return copied
 
 
 def unobservable_trigger_entries(config: SentinelConfig) -> list[HankIssue]:
