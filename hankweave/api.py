@@ -61,7 +61,18 @@ if TYPE_CHECKING:
     from hankweave.config.settings import resolve_settings
     from hankweave.events.catalogue import ServerEvent
     from hankweave.events.journal import read_journal
-    from hankweave.events.sink import EventSink, SentinelTrigger, SinkConfig
+    from hankweave.events.sink import (
+        EventSink,
+        SentinelAnswer,
+        SentinelError,
+        SentinelFatalError,
+        SentinelFiring,
+        SentinelKind,
+        SentinelOptions,
+        SentinelSetup,
+        SentinelTrigger,
+        SinkConfig,
+    )
     from hankweave.execution.layout import ExecutionLayout, codon_log_name
     from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
     from hankweave.faults import kill_point
@@ -102,6 +113,7 @@ if TYPE_CHECKING:
         end_processes_now,
         marked_processes,
     )
+    from hankweave.providers import CredentialsError, ProviderOptions, Route, route
     from hankweave.registry import Registry, get_registry
     from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
     from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
@@ -183,6 +195,13 @@ _EXPORTS: dict[str, str] = {
     "resolve_patterns": "hankweave.workspace",
     # events
     "EventSink": "hankweave.events.sink",
+    "SentinelAnswer": "hankweave.events.sink",
+    "SentinelError": "hankweave.events.sink",
+    "SentinelFatalError": "hankweave.events.sink",
+    "SentinelFiring": "hankweave.events.sink",
+    "SentinelKind": "hankweave.events.sink",
+    "SentinelOptions": "hankweave.events.sink",
+    "SentinelSetup": "hankweave.events.sink",
     "SentinelTrigger": "hankweave.events.sink",
     "SinkConfig": "hankweave.events.sink",
     "ServerEvent": "hankweave.events.catalogue",
@@ -225,6 +244,11 @@ _EXPORTS: dict[str, str] = {
     "end_processes": "hankweave.processes",
     "end_processes_now": "hankweave.processes",
     "marked_processes": "hankweave.processes",
+    # litellm routes and credentials (the pi harness; the sentinels use the same)
+    "CredentialsError": "hankweave.providers",
+    "ProviderOptions": "hankweave.providers",
+    "Route": "hankweave.providers",
+    "route": "hankweave.providers",
     # hanks, settings and plans
     "ConfigError": "hankweave.config.errors",
     "HankFile": "hankweave.config.hank",
@@ -275,6 +299,7 @@ __all__ = [
     "CodonLogRecord",
     "CodonRequest",
     "ConfigError",
+    "CredentialsError",
     "EventSink",
     "ExecutionLayout",
     "ExecutionMetaError",
@@ -298,8 +323,17 @@ __all__ = [
     "ModelEntry",
     "Playback",
     "ProviderEntry",
+    "ProviderOptions",
     "Registry",
     "RetentionPolicy",
+    "Route",
+    "SentinelAnswer",
+    "SentinelError",
+    "SentinelFatalError",
+    "SentinelFiring",
+    "SentinelKind",
+    "SentinelOptions",
+    "SentinelSetup",
     "SentinelTrigger",
     "ServerEvent",
     "SinkConfig",
@@ -355,6 +389,7 @@ __all__ = [
     "resolve_patterns",
     "resolve_settings",
     "result_record",
+    "route",
     "run_branch",
     "runtime_codon_id",
     "summarize_log",
