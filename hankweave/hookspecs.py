@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import click
 
     from hankweave.checkpoints import CheckpointStore
-    from hankweave.events.sink import EventSink, SentinelTrigger
+    from hankweave.events.sink import EventSink, SentinelKind, SentinelTrigger
     from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
 
@@ -116,18 +116,38 @@ def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
 def register_sentinel_triggers(register: Callable[[type[SentinelTrigger]], None]) -> None:
     """Register sentinel trigger types: the rules that decide when a sentinel fires.
 
-    Accepted, not yet run: this version collects the registered types
-    (``Registry.sentinel_triggers()``; two plugins claiming one type are refused) but runs no
-    sentinels; hanks with sentinels validate with a warning.  Once sentinels run, a sentinel's ``trigger.type`` selects the class by
-    name.
+    Called once per plugin manager, when a sentinel config is loaded (``hankweave validate``, a
+    codon's start).  A config's ``trigger.type`` selects the class by name; the built-in
+    ``event`` and ``sequence`` types cannot be replaced.  The runtime builds one instance per
+    loaded sentinel as ``TriggerClass(trigger_config)`` (a ``ValueError`` is a load failure
+    that names the sentinel) and feeds it every event sentinels observe (server-state and
+    agentic-backbone events) through :meth:`~hankweave.events.SentinelTrigger.observe`.
 
     :param register: call ``register(TriggerClass)`` once per trigger type.  The class must
         be a concrete subclass of :class:`hankweave.events.SentinelTrigger` whose ``name`` is
         the ``trigger.type`` value it implements.  Duplicate names are an error naming both
         plugins.
 
-    The return value is ignored.  Implemented by whatever provides trigger types: the
-    original's are ``event`` and ``sequence``, and plugins may add others.
+    The return value is ignored.
+    """
+
+
+@hookspec
+def register_sentinel_kinds(register: Callable[[type[SentinelKind]], None]) -> None:
+    """Register sentinel kinds: what runs when a sentinel fires.
+
+    Called once per plugin manager, when a sentinel config is loaded.  A config's ``kind``
+    (default ``llm``, the built-in LLM call) selects the class by name, and its ``options``
+    are validated by the class's ``Options`` model.  The runtime builds one instance per
+    loaded sentinel as ``KindClass(setup)`` and awaits ``fire(firing)`` for each trigger, one
+    at a time; outputs, events, state and failure counting stay the runtime's
+    (``docs/sentinels.md``, "Sentinel kinds").
+
+    :param register: call ``register(KindClass)`` once per kind, a concrete subclass of
+        :class:`hankweave.events.SentinelKind` with a non-empty ``name``.  Duplicate names
+        (``llm`` included) are an error naming both plugins.
+
+    The return value is ignored.  Example: ``plugins/hankweave-sentinel-command``.
     """
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     # The contracts load pydantic; the registry imports them when it collects, so that
     # installing plugin commands (every start, `--help` included) does not.
     from hankweave.checkpoints import CheckpointStore
-    from hankweave.events.sink import EventSink, SentinelTrigger
+    from hankweave.events.sink import EventSink, SentinelKind, SentinelTrigger
     from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
 
@@ -32,6 +32,7 @@ Kind = Literal[
     "checkpoint backend",
     "event sink",
     "sentinel trigger",
+    "sentinel kind",
     "model",
     "model alias",
     "provider",
@@ -43,6 +44,7 @@ _CLASS_KINDS = {
     "checkpoint backend": "_checkpoint_backends",
     "event sink": "_event_sinks",
     "sentinel trigger": "_sentinel_triggers",
+    "sentinel kind": "_sentinel_kinds",
 }
 _CATALOGUE_KINDS = {"model": "models", "model alias": "aliases", "provider": "providers"}
 
@@ -137,6 +139,10 @@ class Registry:
     def sentinel_triggers(self) -> dict[str, type[SentinelTrigger]]:
         """Installed sentinel trigger classes by ``trigger.type`` name."""
         return dict(self._sentinel_triggers.items)
+
+    def sentinel_kinds(self) -> dict[str, type[SentinelKind]]:
+        """Installed sentinel kind classes by ``kind`` name (the built-in ``llm`` is not here)."""
+        return dict(self._sentinel_kinds.items)
 
     def registered_by(self, kind: Kind, name: str) -> str | None:
         """The plugin that registered ``name`` as a ``kind``, or None if none did.
@@ -312,6 +318,12 @@ class Registry:
         return self._collect_classes(
             "register_sentinel_triggers", "sentinel trigger", SentinelTrigger
         )
+
+    @functools.cached_property
+    def _sentinel_kinds(self) -> _Collection[type[SentinelKind]]:
+        from hankweave.events.sink import SentinelKind
+
+        return self._collect_classes("register_sentinel_kinds", "sentinel kind", SentinelKind)
 
     @functools.cached_property
     def _catalogue(self) -> _Catalogue:

@@ -27,6 +27,7 @@ import hankweave
 from hankweave.checkpoints import BackendNotInstalledError, Checkpoint, CheckpointStore
 from hankweave.cli.plugins_cmd import install_plugin_commands, plugins_command
 from hankweave.events import EventSink, SentinelTrigger
+from hankweave.events.sink import SentinelAnswer, SentinelKind, SentinelOptions
 from hankweave.harness import (
     AttemptContext,
     CodonRequest,
@@ -280,6 +281,49 @@ def test_hook_register_sentinel_triggers(pm: HankweavePluginManager, registry: R
 
     trigger = registry.sentinel_triggers()["every-event"]({"type": "every-event"})
     assert trigger.observe({"type": "file.updated"}) == [{"type": "file.updated"}]
+
+
+class CountingOptions(SentinelOptions):
+    label: str = "events"
+
+
+class CountingSentinel(SentinelKind):
+    name = "counting"
+    Options = CountingOptions
+
+    async def fire(self, firing: Any) -> SentinelAnswer:
+        return SentinelAnswer(f"{len(firing.events)} {self.setup.options.label}")
+
+
+def test_hook_register_sentinel_kinds(pm: HankweavePluginManager, registry: Registry,
+                                      tmp_path: Path) -> None:
+    from hankweave.config.hank import CodonSentinel
+    from hankweave.sentinels.config import SentinelConfigLoader
+
+    class KindPlugin:
+        @hookimpl
+        def register_sentinel_kinds(self, register: Callable[[type[SentinelKind]], None]) -> None:
+            register(CountingSentinel)
+
+    pm.register(KindPlugin(), name="kind-plugin")
+    assert registry.sentinel_kinds() == {"counting": CountingSentinel}
+    assert registry.registered_by("sentinel kind", "counting") == "kind-plugin"
+
+    loader = SentinelConfigLoader(kinds=registry.sentinel_kinds())
+    config = {"id": "count", "name": "Count", "kind": "counting",
+              "trigger": {"type": "event", "on": ["*"]}, "execution": {"strategy": "immediate"}}
+    good = loader.load([CodonSentinel.model_validate(
+        {"sentinelConfig": {**config, "options": {"label": "calls"}}})], tmp_path)
+    assert good.errors == []
+    (loaded,) = good.configs
+    assert loaded.kind is CountingSentinel and loaded.options == CountingOptions(label="calls")
+    bad = loader.load([CodonSentinel.model_validate(
+        {"sentinelConfig": {**config, "options": {"colour": "red"}}})], tmp_path)
+    (error,) = bad.errors
+    assert "options.colour" in error.error
+    unknown = SentinelConfigLoader().load([CodonSentinel.model_validate(
+        {"sentinelConfig": config})], tmp_path)
+    assert "Unknown sentinel kind 'counting' (installed: 'llm'" in unknown.errors[0].error
 
 
 def test_hook_register_models(pm: HankweavePluginManager, registry: Registry) -> None:

@@ -231,7 +231,8 @@ def test_compat_fixtures_cover_the_documented_shapes() -> None:
     ({"shape": "round"}, "shape",
      'Unrecognized field "shape". Valid fields are: id, name, description, trigger, execution, '
      "systemPromptFile, systemPromptText, userPromptFile, userPromptText, conversational, "
-     "errorHandling, llmParams, model, structuredOutput, joinString, reportToWebsocket, output."),
+     "errorHandling, llmParams, model, kind, options, structuredOutput, joinString, reportToWebsocket, "
+         "output."),
 ])
 def test_a_broken_field_is_reported_at_its_path(
     fields: dict[str, Any], path: str, message: str
@@ -315,7 +316,7 @@ def test_a_trigger_must_list_an_event_type() -> None:
 
 def test_a_trigger_needs_a_known_type() -> None:
     assert only_problem(sentinel(trigger={"type": "timer", "on": ["*"]})) == (
-        "trigger", "\"type\" must be one of 'event', 'sequence', not 'timer'")
+        "trigger.type", "\"type\" must be one of 'event', 'sequence', not 'timer'")
 
 
 def test_condition_values_are_typed_by_operator() -> None:
@@ -462,6 +463,7 @@ def test_only_server_state_and_agentic_backbone_events_are_observable() -> None:
 
 def test_a_file_config_resolves_from_the_hank_directory(tmp_path: Path) -> None:
     write_json(tmp_path / "sentinels" / "watch.json", sentinel(userPromptFile="prompt.md"))
+    (tmp_path / "sentinels" / "prompt.md").write_text("Watch.", encoding="utf-8")
     result = load_sentinel_configs([entry("sentinels/watch.json")], tmp_path)
     assert result.errors == []
     (loaded,) = result.configs
@@ -559,6 +561,8 @@ def test_a_config_ref_through_a_symlink_is_rejected(tmp_path: Path) -> None:
 def test_a_file_configs_own_refs_resolve_from_its_directory(tmp_path: Path) -> None:
     # "../prompts/x.md" from sentinels/ stays inside the hank: fine.
     write_json(tmp_path / "sentinels" / "ok.json", sentinel(userPromptFile="../prompts/x.md"))
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "x.md").write_text("Look.", encoding="utf-8")
     assert load_sentinel_configs([entry("sentinels/ok.json")], tmp_path).errors == []
     path = write_json(tmp_path / "sentinels" / "bad.json", sentinel(
         systemPromptFile=["ok.md", "../../secret.md"],
@@ -782,3 +786,17 @@ def test_a_config_round_trips_by_json_name() -> None:
     dumped = config.model_dump(mode="json", exclude_none=True)
     assert dumped == data
     assert SentinelConfig.model_validate(dumped) == config
+
+
+def test_a_config_whose_prompt_file_is_missing_does_not_load(tmp_path: Path) -> None:
+    write_json(tmp_path / "watch.json", sentinel(userPromptFile="gone.md"))
+    (error,) = load_sentinel_configs([entry("watch.json")], tmp_path).errors
+    assert error.ref == "watch.json"
+    assert f"{tmp_path / 'watch.json'}: cannot read prompt file 'gone.md'" in error.error
+
+
+def test_a_template_syntax_error_is_a_load_failure(tmp_path: Path) -> None:
+    (error,) = load_sentinel_configs(
+        [entry(sentinel(userPromptText="<%= it.events.map(e => e.type %>"))], tmp_path).errors
+    assert error.ref == "inline:watcher"
+    assert "Template syntax error" in error.error

@@ -11,5 +11,11 @@ The package is layered above the event catalogue and the plugin hooks and below 
   :mod:`~hankweave.sentinels.eta` translating the original's Eta syntax and
   :mod:`~hankweave.sentinels.jsvalues` giving values their JavaScript meaning there;
 * :mod:`~hankweave.sentinels.triggers`: trigger matching, execution strategies and the
-  per-sentinel trigger queue, pure and on the caller's clock (not yet wired into the runtime).
+  per-sentinel trigger queue, pure and on the caller's clock (``hankweave.runtime.sentinels``
+  drives them);
+* :mod:`~hankweave.sentinels.history`: a conversational sentinel's history file per codon run,
+  loaded lazily, repaired or cleared when corrupt, trimmed by its strategy, rewritten atomically;
+* :mod:`~hankweave.sentinels.outputs`: the log and last-value files a sentinel writes, resolved
+  from ``outputPaths`` and kept inside the execution directory or the agent root;
+* :mod:`~hankweave.sentinels.llm`: the built-in ``llm`` kind, an LLM call through litellm.
 """

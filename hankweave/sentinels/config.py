@@ -15,6 +15,7 @@ every failure becomes a :class:`SentinelLoadError` (fatal when ``failCodonIfNotL
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import posixpath
@@ -33,6 +34,7 @@ from pydantic import (
     Tag,
     ValidationError,
     ValidationInfo,
+    field_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
@@ -64,6 +66,7 @@ from hankweave.config.hank import (
     without_keys,
 )
 from hankweave.config.refs import RefSite, ref_policy_problem
+from hankweave.events.sink import SentinelKind, SentinelOptions, SentinelTrigger
 from hankweave.sentinels.conditions import (
     WILDCARD,
     condition_holds,
@@ -342,7 +345,52 @@ class SequenceTrigger(LenientModel):
         return self.options is None or self.options.consecutive is not False
 
 
-Trigger = Annotated[EventTrigger | SequenceTrigger, Field(discriminator="type")]
+BUILTIN_TRIGGER_TYPES = ("event", "sequence")
+BUILTIN_KIND = "llm"
+"""The kind of a config that names none: an LLM call (``hankweave.sentinels.llm``)."""
+
+
+def _choices(names: Sequence[str]) -> str:
+    return ", ".join(f"'{name}'" for name in names)
+
+
+class PluginTrigger(StrictModel):
+    """A trigger type a plugin registered (``register_sentinel_triggers``): its own settings
+    are checked by the plugin's class when the sentinel loads."""
+
+    model_config = StrictModel.model_config | {"extra": "allow"}
+
+    type: str
+
+    @field_validator("type")
+    @classmethod
+    def _registered(cls, value: str, info: ValidationInfo) -> str:
+        known = (info.context or {}).get("trigger_types", ())
+        if value not in known:
+            names = _choices([*BUILTIN_TRIGGER_TYPES, *sorted(known)])
+            raise _value_error(f'"type" must be one of {names}, not {value!r}')
+        return value
+
+    def settings(self) -> dict[str, Any]:
+        """The trigger object as written (``type`` included), for the plugin's class."""
+        return {"type": self.type, **(self.model_extra or {})}
+
+
+def _trigger_tag(value: Any) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    if not isinstance(kind, str):
+        return None
+    return kind if kind in BUILTIN_TRIGGER_TYPES else "plugin"
+
+
+Trigger = Annotated[
+    Union[  # noqa: UP007 - tagged members need the Union spelling
+        Annotated[EventTrigger, Tag("event")],
+        Annotated[SequenceTrigger, Tag("sequence")],
+        Annotated[PluginTrigger, Tag("plugin")],
+    ],
+    Discriminator(_trigger_tag),
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -515,8 +563,13 @@ class SentinelConfig(StrictModel):
     conversational: Opt[Conversational] = None
     error_handling: Opt[ErrorHandling] = None
     llm_params: Opt[LlmParams] = None
-    model: Annotated[str, _not_empty("Model")]
-    """A full model id, ``<provider>/<model>``."""
+    model: Opt[Annotated[str, _not_empty("Model")]] = None
+    """A full model id, ``<provider>/<model>``; required by the ``llm`` kind."""
+    kind: Opt[Annotated[str, Check(lambda value: None if value else "Kind cannot be empty")]] = None
+    """What runs when the sentinel fires (a hankweave addition): ``llm`` (the default) or a
+    kind a plugin registered (``register_sentinel_kinds``)."""
+    options: Opt[dict[str, Any]] = None
+    """The kind's own settings (a hankweave addition), checked by the kind's ``Options``."""
     structured_output: Opt[StructuredOutput] = None
     join_string: Opt[str] = None
     """Separator of text log entries, with the escapes ``\\n \\t \\r \\\\``; text output only."""
@@ -524,6 +577,21 @@ class SentinelConfig(StrictModel):
     output: Opt[SentinelOutput] = None
 
     _warnings: list[HankIssue] = PrivateAttr(default_factory=list)
+
+    @field_validator("kind")
+    @classmethod
+    def _installed_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
+        known = (info.context or {}).get("sentinel_kinds", ())
+        if value is not None and value != BUILTIN_KIND and value not in known:
+            names = _choices([BUILTIN_KIND, *sorted(known)])
+            raise _value_error(f"Unknown sentinel kind {value!r} (installed: {names}; a"
+                               " plugin adds kinds with register_sentinel_kinds)")
+        return value
+
+    @property
+    def kind_name(self) -> str:
+        """The kind that runs this sentinel (``llm`` when the config names none)."""
+        return self.kind or BUILTIN_KIND
 
     @property
     def warnings(self) -> list[HankIssue]:
@@ -575,7 +643,10 @@ class SentinelConfig(StrictModel):
     def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
         # Presence as the original tests it: truthiness ("" is absent, [] is present).
         found: list[RuleViolation] = []
-        if not (_given(data, "userPromptFile") or data.get("userPromptText")):
+        llm = data.get("kind") in (None, BUILTIN_KIND)
+        if llm and "model" not in data:
+            found.append(RuleViolation(("model",), "Field required"))
+        if llm and not (_given(data, "userPromptFile") or data.get("userPromptText")):
             found.append(RuleViolation((), (
                 "Each sentinel must have at least one of `userPromptFile` or `userPromptText` "
                 "defined.")))
@@ -614,22 +685,29 @@ class SentinelConfigValidationError(ConfigValidationError):
     kind = "sentinel config"
 
 
-def parse_sentinel_config(data: object, source: str) -> SentinelConfig:
+def parse_sentinel_config(
+    data: object, source: str, *, trigger_types: Sequence[str] = (),
+    kinds: Sequence[str] = (),
+) -> SentinelConfig:
     """Validate decoded JSON as a sentinel config.
+
+    `trigger_types` and `kinds` are the names plugins registered beyond the built-in ones;
+    a config naming another is invalid.
 
     Raises :class:`SentinelConfigValidationError` listing every problem, each at its JSON path
     inside the config; `source` names the config in the message.  Unknown keys in nested
     objects are dropped, with a warning in :attr:`SentinelConfig.warnings`.
     """
     ignored: list[IgnoredKey] = []
+    context = {"trigger_types": tuple(trigger_types), "sentinel_kinds": tuple(kinds)}
     try:
-        config = _validate(data)
+        config = _validate(data, context)
     except ValidationError as exc:
         issues = issues_from_validation_error(exc, SentinelConfig, ignored=ignored)
         if issues:
             raise _invalid(source, issues, data, ignored) from None
         try:
-            config = _validate(without_keys(data, [key.at for key in ignored]))
+            config = _validate(without_keys(data, [key.at for key in ignored]), context)
         except ValidationError as again:
             issues = issues_from_validation_error(again, SentinelConfig, ignored=ignored)
             raise _invalid(source, issues, data, ignored) from None
@@ -638,8 +716,8 @@ def parse_sentinel_config(data: object, source: str) -> SentinelConfig:
     return config
 
 
-def _validate(data: object) -> SentinelConfig:
-    return SentinelConfig.model_validate(data, by_alias=True, by_name=False)
+def _validate(data: object, context: dict[str, Any]) -> SentinelConfig:
+    return SentinelConfig.model_validate(data, by_alias=True, by_name=False, context=context)
 
 
 def _invalid(
@@ -661,6 +739,8 @@ def unobservable_trigger_entries(config: SentinelConfig) -> list[HankIssue]:
     listed: list[tuple[tuple[PathSegment, ...], str]]
     if isinstance(trigger, EventTrigger):
         listed = [(("trigger", "on", i), name) for i, name in enumerate(trigger.on)]
+    elif isinstance(trigger, PluginTrigger):
+        listed = []
     else:
         listed = [(("trigger", "interestFilter", "on", i), name)
                   for i, name in enumerate(trigger.interest_filter.on)]
@@ -692,6 +772,12 @@ class LoadedSentinelConfig:
     source_path: Path | None = None
     """The config file, for a file config."""
     settings: CodonSentinelSettings | None = None
+    kind: type[SentinelKind] | None = None
+    """The class that runs it (None until a loader with the installed kinds resolved it)."""
+    options: SentinelOptions | None = None
+    """The config's ``options``, validated by the kind's ``Options``."""
+    trigger_class: type[SentinelTrigger] | None = None
+    """A plugin trigger type's class; None for the built-in ``event`` and ``sequence``."""
 
     @property
     def fail_codon_if_not_loaded(self) -> bool:
@@ -748,10 +834,24 @@ class SentinelConfigLoader:
 
     One loader serves a whole run, so a config file shared by several codons is read and
     validated once.  A failure is never cached: a fixed file loads at the next codon.
+
+    `triggers` and `kinds` are the trigger types and sentinel kinds plugins registered
+    (``Registry.sentinel_triggers()``/``sentinel_kinds()``); besides the schema, a config
+    must then run: its kind's options valid, its plugin trigger accepting its settings, and
+    the kind's own checks passed (for the LLM kind: prompt files readable, templates that
+    compile, a structured-output schema in the supported subset).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, triggers: Mapping[str, type[SentinelTrigger]] | None = None,
+                 kinds: Mapping[str, type[SentinelKind]] | None = None) -> None:
         self._cache: dict[Path, SentinelConfig] = {}
+        self._triggers = {name: cls for name, cls in (triggers or {}).items()
+                          if name not in BUILTIN_TRIGGER_TYPES}
+        from hankweave.sentinels.llm import LlmSentinel
+
+        self._kinds: dict[str, type[SentinelKind]] = {
+            **{name: cls for name, cls in (kinds or {}).items() if name != BUILTIN_KIND},
+            BUILTIN_KIND: LlmSentinel}
 
     def load(
         self, entries: Sequence[CodonSentinel], hank_dir: Path, *, codon_id: str | None = None
@@ -768,7 +868,7 @@ class SentinelConfigLoader:
         for position, entry in enumerate(entries):
             fatal = bool(entry.settings and entry.settings.fail_codon_if_not_loaded)
             try:
-                loaded = self._load_entry(entry, position, hank_dir, codon_id)
+                loaded = self._runnable(self._load_entry(entry, position, hank_dir, codon_id))
                 if loaded.config.id in seen:
                     where = f" in codon {codon_id}" if codon_id else ""
                     raise _LoadFailure(f"Duplicate sentinel ID '{loaded.config.id}'{where}")
@@ -783,6 +883,36 @@ class SentinelConfigLoader:
         """Forget cached file configs (their files changed)."""
         self._cache.clear()
 
+    def _parse(self, data: object, source: str) -> SentinelConfig:
+        return parse_sentinel_config(data, source, trigger_types=tuple(self._triggers),
+                                     kinds=tuple(self._kinds))
+
+    def _runnable(self, loaded: LoadedSentinelConfig) -> LoadedSentinelConfig:
+        """Resolve the kind, its options and a plugin trigger; run the kind's own checks."""
+        config = loaded.config
+        where = str(loaded.source_path) if loaded.source_path else f"inline:{config.id}"
+        kind = self._kinds[config.kind_name]
+        try:
+            options = kind.Options.model_validate(config.options or {})
+        except ValidationError as exc:
+            issues = issues_from_validation_error(exc, kind.Options)
+            raise SentinelConfigValidationError(where, [
+                HankIssue(f"options.{issue.path}" if issue.path else "options", issue.message)
+                for issue in issues]) from None
+        trigger_class = None
+        if isinstance(config.trigger, PluginTrigger):
+            trigger_class = self._triggers[config.trigger.type]
+            try:
+                trigger_class(config.trigger.settings())
+            except ValueError as exc:
+                raise _LoadFailure(f"{where}: trigger ({config.trigger.type}): {exc}") from None
+        try:
+            kind.check(config, loaded.config_directory)
+        except ValueError as exc:
+            raise _LoadFailure(f"{where}: {exc}") from None
+        return dataclasses.replace(loaded, kind=kind, options=options,
+                                   trigger_class=trigger_class)
+
     def _load_entry(
         self, entry: CodonSentinel, position: int, hank_dir: Path, codon_id: str | None
     ) -> LoadedSentinelConfig:
@@ -791,7 +921,7 @@ class SentinelConfigLoader:
             return self._load_file(raw, hank_dir, entry.settings)
         where = f"sentinels[{position}].sentinelConfig (inline)"
         source = f'codon "{codon_id}" {where}' if codon_id else where
-        config = parse_sentinel_config(raw, source)
+        config = self._parse(raw, source)
         _check_own_refs(config, hank_dir, base="", origin=None, source=source)
         return LoadedSentinelConfig(config, "inline", hank_dir, None, entry.settings)
 
@@ -807,7 +937,7 @@ class SentinelConfigLoader:
         if config is None:
             data = read_config_json(
                 path, what="Sentinel config", invalid=SentinelConfigValidationError)
-            config = parse_sentinel_config(data, str(path))
+            config = self._parse(data, str(path))
             _check_own_refs(config, hank_dir, base=posixpath.dirname(site.relative),
                             origin=site.relative, source=str(path))
             self._cache[path] = config
@@ -851,6 +981,8 @@ def load_sentinel_configs(
 
 
 __all__ = [
+    "BUILTIN_KIND",
+    "BUILTIN_TRIGGER_TYPES",
     "DEFAULT_JOIN_STRING",
     "Condition",
     "ContainsCondition",
@@ -871,6 +1003,7 @@ __all__ = [
     "MembershipCondition",
     "NumericCondition",
     "PatternStep",
+    "PluginTrigger",
     "ResolvedLlmParams",
     "SentinelConfig",
     "SentinelConfigLoader",

@@ -42,6 +42,14 @@ class TriggerEvent:
 
     type: str
     data: Mapping[str, Any]
+    timestamp: str | None = None
+
+    def as_event(self) -> dict[str, Any]:
+        """The event as templates and sentinel kinds see it (``type``, ``timestamp``, ``data``)."""
+        event: dict[str, Any] = {"type": self.type, "data": self.data}
+        if self.timestamp is not None:
+            event["timestamp"] = self.timestamp
+        return event
 
 
 Batch = list[TriggerEvent]
@@ -65,13 +73,16 @@ class TriggerMatcher:
         self._last_match = -1
         """Arrival number of the last event of the previous match."""
 
-    def feed(self, event_type: str, data: Mapping[str, Any]) -> Batch | None:
+    def feed(self, event_type: str, data: Mapping[str, Any],
+             timestamp: str | None = None) -> Batch | None:
         """The batch this event completes, or ``None``."""
         if not observable(event_type):
             return None
-        event = TriggerEvent(event_type, data)
         if isinstance(self.trigger, EventTrigger):
-            return [event] if self.trigger.accepts(event_type, data) else None
+            if not self.trigger.accepts(event_type, data):
+                return None
+            return [TriggerEvent(event_type, data, timestamp)]
+        event = TriggerEvent(event_type, data, timestamp)
         interest = self.trigger.interest_filter.on
         if WILDCARD not in interest and event_type not in interest:
             return None
