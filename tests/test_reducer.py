@@ -16,6 +16,7 @@ from hankweave.state.transitions import (
     InvalidTransitionError,
 )
 from hankweave.state.types import (
+    ExecutedSentinels,
     ExecutionCodonEntry,
     HankweaveState,
     PlanCodon,
@@ -105,8 +106,17 @@ def test_running_entry_zeroes_the_counters():
 def test_updates_after_a_terminal_status_are_ignored(outcome):
     state = play(moved("a", "running", outcome), state=running())
     for late in (costs("a", 5.0), costs_set("a", 5.0), final_cost("a", 5.0), messages("a", 9),
-                 extensions("a", 9), sentinels("a")):
+                 extensions("a", 9)):
         assert apply_transition(state, late) is state
+
+
+@pytest.mark.parametrize("outcome", ["completed", "failed", "skipped"])
+def test_sentinel_updates_after_a_terminal_status_record_the_executed_sentinels(outcome):
+    # The drain after codon.completed and the unload come after the final transition.
+    state = play(moved("a", "running", outcome), state=running())
+    done = codon(apply_transition(state, sentinels("a")))
+    assert isinstance(done.sentinels, ExecutedSentinels)
+    assert done.status == outcome
 
 
 def test_a_terminal_record_cannot_transition_again():

@@ -400,7 +400,8 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
         shim_idle_timeout=settings.shim_idle_timeout,
         keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run, env=request.env,
         harness_override=prepared.recording.harness if prepared.recording else None,
-        harness_configs=prepared.harness_configs)
+        harness_configs=prepared.harness_configs,
+        sentinels=prepared.recording is None)  # a replay runs no sentinels
     return Runtime(
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
         owned=owned, checkpoints=checkpoints, registry=prepared.registry, emit=emit, config=config, budget=budget,
@@ -427,6 +428,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
         bus.subscribe(lambda event: on_event(event.to_wire()))
     runtime = _runtime(prepared, request, owned, checkpoints, bus.emit,
                        provider_env=mock.client_env() if mock is not None else {})
+    bus.subscribe(runtime.ctx.sentinels.observe)
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, runtime)
     server = None

@@ -112,10 +112,34 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
                                        pricing_known=pricing_known)
     report.errors += semantic.errors
     report.warnings += semantic.warnings
-    if any(site.codon.sentinels for site in hank.codon_sites()):
-        report.warnings.append("sentinels are accepted but not run yet by this version of"
-                               " hankweave; codons run without them")
+    # Only a hank whose own refs are sound: a missing config file is already an error above.
+    if not report.errors and any(site.codon.sentinels for site in hank.codon_sites()):
+        _check_sentinels(hank, hank_dir, registry, report)
     return report
+
+
+def _check_sentinels(hank: HankFile, hank_dir: Path, registry: Registry,
+                     report: PreflightReport) -> None:
+    """Load every codon's sentinel configs as its start will.  A config that cannot load is an
+    error whether or not the codon requires it (``failCodonIfNotLoaded``), as in the original:
+    a broken config is the author's to fix.  What only a run can tell (credentials) is left
+    to the codon's start, where ``failCodonIfNotLoaded`` decides."""
+    from hankweave.config.errors import format_path
+    from hankweave.sentinels.config import SentinelConfigLoader
+
+    loader = SentinelConfigLoader(triggers=registry.sentinel_triggers(),
+                                  kinds=registry.sentinel_kinds())
+    for site in hank.codon_sites():
+        entries = site.codon.sentinels or []
+        if not entries:
+            continue
+        where = format_path((*site.at, "sentinels"))
+        result = loader.load(entries, hank_dir, codon_id=site.codon.id)
+        report.errors += [HankIssue(where, f"{error.ref}: {error.error}")
+                          for error in result.errors]
+        for loaded in result.configs:
+            report.warnings += [f"{where}: sentinel {loaded.config.id}: {issue}"
+                                for issue in loaded.config.warnings]
 
 
 def _raw_ref_problems(hank_path: Path, known: list[HankIssue]) -> list[HankIssue]:

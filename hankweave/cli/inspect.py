@@ -287,9 +287,13 @@ def _render_state(state: HankweaveState, console: Console) -> None:
                 column, justify="right" if numeric else "left", no_wrap=column != "Codon"
             )
         table.add_column("Checkpoint", no_wrap=True)
+        watched = any(getattr(codon, "sentinels", None) for codon in run.codons)
+        if watched:
+            table.add_column("Sentinels", no_wrap=True)
         table.add_column("Failure", overflow="fold")
         for index, codon in enumerate(run.codons):
             used = codon_tokens(codon)
+            sentinel_cells = [_sentinels(codon)] if watched else []
             table.add_row(
                 str(index),
                 Text(codon.codon_id),
@@ -300,6 +304,7 @@ def _render_state(state: HankweaveState, console: Console) -> None:
                 _time(codon.start_time),
                 _time(getattr(codon, "end_time", None)),
                 _short(_checkpoint(codon)),
+                *sentinel_cells,
                 Text(_failure(codon)),
             )
         console.print(table)
@@ -320,6 +325,18 @@ def _render_state(state: HankweaveState, console: Console) -> None:
     if not priced:
         totals += "\n+ a lower bound: some usage had no known price (costComplete: false)"
     console.print(Text(totals))
+
+
+def _sentinels(codon: CodonExecution) -> str:
+    """``2: 5 calls, $0.0012``: the codon's sentinels, their LLM calls and what they cost."""
+    from hankweave.state.costs import sentinel_cost
+
+    group = getattr(codon, "sentinels", None)
+    if group is None:
+        return ""
+    states = getattr(group, "executed", None) or getattr(group, "loaded", None) or []
+    calls = sum(state.llm_call_count for state in states)
+    return f"{len(states)}: {calls} call{'s' if calls != 1 else ''}, {_money(sentinel_cost(codon))}"
 
 
 def _render_thread(thread: ExecutionThread, console: Console) -> None:

@@ -370,6 +370,20 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
         f"{d.get('commandIndex', '?')}" + ("  (ignored)" if d.get("ignored") else "")
     ),
     "sink.failed": lambda d: _clip(d),
+    "sentinel.loaded": lambda d: (
+        f"{d.get('sentinelId', '?')} on {d.get('codonId', '?')}  {d.get('model', '?')}"
+        f"  {d.get('triggerType', '?')}/{d.get('executionStrategy', '?')}"),
+    "sentinel.triggered": lambda d: (
+        f"{d.get('sentinelId', '?')} #{d.get('triggerNumber', '?')}"
+        f"  {d.get('eventCount', '?')} events"),
+    "sentinel.output": lambda d: (
+        f"{d.get('sentinelId', '?')} #{d.get('triggerNumber', '?')}  {_money(d.get('cost'))}"
+        f"  {_clip(d.get('content', ''))}"),
+    "sentinel.error": lambda d: (
+        f"{d.get('sentinelId', '?')} {d.get('errorType', '?')}: {_clip(d.get('message', ''))}"),
+    "sentinel.unloaded": lambda d: (
+        f"{d.get('sentinelId', '?')} {d.get('reason', '?')}  {d.get('llmCallCount', '?')} calls"
+        f"  {_money(d.get('finalCost'))}"),
 }
 
 

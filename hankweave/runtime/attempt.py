@@ -125,6 +125,9 @@ class CodonAttempt:
                 return await self._fail_early("preparing", FailureReason(
                     type="unknown", retriable=False, message="Rig-setup checkpoint failed"))
         await ctx.move(codon_id, "starting", checkpoint_sha=rig_sha)
+        failure = await ctx.sentinels.load(self)
+        if failure is not None:
+            return await self._fail_early("starting", failure)
 
         session: str | None = None
         if codon.continuation_mode == "continue-previous":
@@ -285,6 +288,7 @@ class CodonAttempt:
         self.ctx.reporter.codon_completed(
             codon_id=self.codon_id, success=False, cost=0.0, duration_ms=0, exit_code=1,
             failure_reason=reason, failure_ignored=self.codon.on_failure == "ignore")
+        await self.ctx.sentinels.finish_codon(stopping=self._stop_reason() is not None)
         return CodonResult(self.codon_id, "failed", reason)
 
     @property

@@ -53,6 +53,14 @@ async def complete(attempt: CodonAttempt, outcome: AttemptOutcome) -> CodonResul
     record = ctx.current(codon_id)
     status, reason, note = _final_status(attempt, outcome)
     during = record.status
+    stopping = outcome.interrupted == "stop"
+    if ctx.sentinels.loaded and not stopping:
+        # The first drain (docs/sentinels.md): what the codon's events triggered finishes
+        # before its final transition, while the record says so.
+        if record.status == "running":
+            await ctx.move(codon_id, "completing-sentinels")
+        await ctx.sentinels.drain()
+        await ctx.sentinels.record_states()
     sha = await attempt.checkpoint(_CHECKPOINT_KIND[status])
     if sha is None and status == "completed":
         status, reason = "failed", FailureReason(type="unknown", retriable=False,
@@ -77,6 +85,7 @@ async def complete(attempt: CodonAttempt, outcome: AttemptOutcome) -> CodonResul
     await ctx.move(codon_id, status, **metadata)
     kill_point("codon.recorded")  # test-only (docs/crash-testing.md)
     _report_completion(attempt, status, reason, outcome)
+    await ctx.sentinels.finish_codon(stopping=stopping)
     report_snapshot(ctx)
     if status == "completed" and not await _after_success(attempt, sha):
         return CodonResult(codon_id, status, reason, sha, ends_run=True)

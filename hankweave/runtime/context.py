@@ -20,6 +20,7 @@ from hankweave.execution.layout import ExecutionLayout
 from hankweave.harness import AttemptPolicy, Harness, HarnessConfig
 from hankweave.runtime.checkpointing import KnownCheckpoints
 from hankweave.runtime.errors import RuntimeCommandError
+from hankweave.runtime.sentinels import SentinelManager
 from hankweave.state.thread import ExecutionThread, ThreadTracker
 from hankweave.state.transitions import (
     CodonMetadata,
@@ -68,6 +69,8 @@ class RuntimeConfig:
     policy: AttemptPolicy = field(default_factory=AttemptPolicy)
     """What harnesses' ``authorize_tool`` and ``ask_human`` calls are answered by."""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    sentinels: bool = True
+    """Whether codons' sentinels run (a replay runs none)."""
 
 
 class RunContext:
@@ -107,6 +110,8 @@ class RunContext:
         """What failed attempts of a codon cost so far; its ``codon.completed`` reports them."""
         self._codons = hank.codon_configs()
         self._thread = ThreadTracker()
+        self.sentinels = SentinelManager(self)
+        """The sentinels of the codon attempt in progress."""
 
     # ----- state -----
 

@@ -220,6 +220,7 @@ class LiveControl:
         self.shutdown_request = Shutdown(reason)
         self.phase = Phase.SHUTTING_DOWN
         self.stopped.set()
+        self.ctx.sentinels.stop()  # a completion drain in progress stops waiting
         if self.attempt is not None:
             self.attempt.interrupt("stop")
         self._starts.put_nowait(None)  # wake a wait for a start command

@@ -41,7 +41,7 @@ def _required(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(name for name, field in model.model_fields.items() if field.is_required())
 
 
-def payload(model: type[M], **fields: Any) -> M:
+def payload(model: type[M], /, **fields: Any) -> M:
     """``model(**fields)`` with the optional fields that are None left unset."""
     required = _required(model)
     return model(**{name: value for name, value in fields.items()
@@ -77,13 +77,32 @@ class Reporter:
         self._send("info", payload(c.InfoData, message=message))
 
     def error(self, message: str, *, codon: str | None = None, fatal: bool = False,
-              severity: str | None = None) -> None:
+              severity: str | None = None, code: str | None = None) -> None:
         self._send("error", payload(c.ErrorData, message=message, codon=codon, fatal=fatal,
-                                    severity=severity))
+                                    severity=severity, code=code))
 
     def idle(self, reason: str, message: str) -> None:
         """``server.idle``: the runtime waits for a command."""
         self._send("server.idle", payload(c.ServerIdleData, reason=reason, message=message))
+
+    # ----- sentinels -----
+
+    def sentinel_loaded(self, **fields: Any) -> None:
+        self._send("sentinel.loaded", payload(c.SentinelLoadedData, **fields))
+
+    def sentinel_unloaded(self, **fields: Any) -> None:
+        self._send("sentinel.unloaded", payload(c.SentinelUnloadedData, **fields))
+
+    def sentinel_triggered(self, **fields: Any) -> None:
+        self._send("sentinel.triggered", payload(c.SentinelTriggeredData, **fields))
+
+    def sentinel_output(self, *, input_tokens: int, output_tokens: int, **fields: Any) -> None:
+        self._send("sentinel.output", payload(
+            c.SentinelOutputData, tokens=c.SentinelTokens(input=input_tokens,
+                                                          output=output_tokens), **fields))
+
+    def sentinel_error(self, **fields: Any) -> None:
+        self._send("sentinel.error", payload(c.SentinelErrorData, **fields))
 
     # ----- state -----
 

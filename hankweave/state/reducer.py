@@ -408,9 +408,16 @@ def _extension_count(state: HankweaveState, t: ExtensionCountUpdated) -> Hankwea
 
 def _sentinels_updated(state: HankweaveState, t: SentinelStatesUpdated) -> HankweaveState:
     run_index, codon_index, codon = _target(state, t.data.run_id, t.data.codon_id)
-    if codon.status not in _LIVE_SENTINEL_STATUSES:
+    sentinels: LoadedSentinels | ExecutedSentinels
+    if codon.status in _LIVE_SENTINEL_STATUSES:
+        sentinels = LoadedSentinels(loaded=t.data.sentinel_states, total_cost=t.data.total_cost)
+    elif is_terminal_status(codon.status):
+        # The drain after codon.completed and the unload happen after the final transition;
+        # the original drops this update (docs/differences.md), we keep what they cost.
+        sentinels = ExecutedSentinels(executed=t.data.sentinel_states,
+                                      total_cost=t.data.total_cost)
+    else:
         return state
-    sentinels = LoadedSentinels(loaded=t.data.sentinel_states, total_cost=t.data.total_cost)
     return _with_codon(
         state, run_index, codon_index, codon.model_copy(update={"sentinels": sentinels})
     )

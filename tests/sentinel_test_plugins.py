@@ -1,0 +1,81 @@
+"""A plugin module for the sentinel tests: a trigger type and a sentinel kind, no LLM.
+
+Loaded with ``HANKWEAVE_PLUGIN_MODULES=...,tests.sentinel_test_plugins``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from hankweave.api import (
+    SentinelAnswer,
+    SentinelError,
+    SentinelFatalError,
+    SentinelFiring,
+    SentinelKind,
+    SentinelOptions,
+    SentinelTrigger,
+    hookimpl,
+)
+
+
+class EveryNthTrigger(SentinelTrigger):
+    """``{"type": "every-nth", "n": 3, "of": "state.transition"}``: the last n such events."""
+
+    name = "every-nth"
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        if not isinstance(config.get("n"), int) or config["n"] < 1:
+            raise ValueError("n must be a positive integer")
+        self.batch: list[Mapping[str, Any]] = []
+
+    def observe(self, event: Mapping[str, Any]) -> Sequence[Mapping[str, Any]] | None:
+        if event.get("type") != self.config.get("of", event.get("type")):
+            return None
+        self.batch.append(event)
+        if len(self.batch) < self.config["n"]:
+            return None
+        batch, self.batch = self.batch, []
+        return batch
+
+
+class TallyOptions(SentinelOptions):
+    label: str = "events"
+    fail_first: int = 0
+    """Fail this many firings first (to test failure counting)."""
+    fail_load: bool = False
+    """Refuse to load, as a kind does when what it needs is missing at run time."""
+
+
+class TallySentinel(SentinelKind):
+    """Writes how many events of which types fired it; costs a cent per firing."""
+
+    name = "tally"
+    Options = TallyOptions
+
+    def __init__(self, setup: Any) -> None:
+        super().__init__(setup)
+        if setup.options.fail_load:
+            raise SentinelFatalError("the tally service is not available", "configuration")
+        self.fired = 0
+
+    async def fire(self, firing: SentinelFiring) -> SentinelAnswer:
+        self.fired += 1
+        options: TallyOptions = self.setup.options  # type: ignore[assignment]
+        if self.fired <= options.fail_first:
+            raise SentinelError(f"failure {self.fired} on purpose")
+        types = sorted({str(event["type"]) for event in firing.events})
+        return SentinelAnswer(f"#{firing.number}: {len(firing.events)} {options.label}"
+                              f" ({', '.join(types)})", cost=0.01)
+
+
+@hookimpl
+def register_sentinel_triggers(register: Callable[[type[SentinelTrigger]], None]) -> None:
+    register(EveryNthTrigger)
+
+
+@hookimpl
+def register_sentinel_kinds(register: Callable[[type[SentinelKind]], None]) -> None:
+    register(TallySentinel)
