@@ -799,4 +799,4 @@ def test_a_template_syntax_error_is_a_load_failure(tmp_path: Path) -> None:
     (error,) = load_sentinel_configs(
         [entry(sentinel(userPromptText="<%= it.events.map(e => e.type %>"))], tmp_path).errors
     assert error.ref == "inline:watcher"
-    assert "Template syntax error" in error.error
+    assert "user prompt (userPromptFile/userPromptText): Template syntax error" in error.error

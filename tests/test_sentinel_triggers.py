@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from hankweave.sentinels.config import (
     CountExecution,
     DebounceExecution,
@@ -249,3 +252,79 @@ def test_the_trigger_just_queued_is_kept_even_past_the_event_limit() -> None:
     queue.push(batch("a"), "debounce", now=0)
     huge = queue.push([TriggerEvent("b", {})] * (QUEUED_EVENTS_LIMIT + 1), "debounce", now=1)
     assert queue.dropped == 1 and queue.pop() == huge
+
+
+# ----- the incremental sequence matcher against the original's scan -----
+
+
+def _reference_matches(trigger: SequenceTrigger, stream: list[tuple[str, dict[str, Any]]],
+                       limit: int) -> list[list[int]]:
+    """The original's algorithm, literally: record, and at each check scan the window after
+    the previous match (tail match or greedy match); positions of the matched events."""
+    interest = trigger.interest_filter.on
+    history: list[tuple[int, str, dict[str, Any]]] = []
+    last, found = -1, []
+    for position, (kind, data) in enumerate(stream):
+        if "*" not in interest and kind not in interest:
+            continue
+        history = [*history, (position, kind, data)][-limit:]
+        if "*" not in interest and kind != interest[-1]:
+            continue
+        window = [item for item in history if item[0] > last]
+        pattern = trigger.pattern
+        match: list[tuple[int, str, dict[str, Any]]] | None = None
+        if trigger.consecutive:
+            tail = window[len(window) - len(pattern):] if len(window) >= len(pattern) else None
+            if tail and all(step.accepts(k, d) for step, (_, k, d) in zip(pattern, tail,
+                                                                          strict=True)):
+                match = tail
+        else:
+            progress: list[tuple[int, str, dict[str, Any]]] = []
+            for item in window:
+                if pattern[len(progress)].accepts(item[1], item[2]):
+                    progress.append(item)
+                    if len(progress) == len(pattern):
+                        match = progress
+                        break
+        if match:
+            last = match[-1][0]
+            found.append([item[0] for item in match])
+    return found
+
+
+KINDS = ["tool.result", "assistant.action", "codon.completed", "token.usage"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream=st.lists(st.tuples(st.sampled_from(KINDS), st.booleans()), max_size=120),
+       interest=st.sampled_from([["tool.result", "codon.completed"], ["*"],
+                                 ["assistant.action", "tool.result"]]),
+       steps=st.lists(st.tuples(st.sampled_from([*KINDS, "*"]), st.booleans()), min_size=1,
+                      max_size=4),
+       consecutive=st.booleans(), limit=st.sampled_from([3, 7, 1000]))
+# The first step's event falls out of a history of 3 before the last step arrives.
+@example(stream=[("tool.result", False), ("token.usage", False), ("token.usage", False),
+                 ("codon.completed", False)], interest=["*"],
+         steps=[("tool.result", False), ("codon.completed", False)], consecutive=False, limit=3)
+def test_the_incremental_matcher_finds_what_the_originals_scan_finds(
+        stream, interest, steps, consecutive, limit) -> None:
+    import hankweave.sentinels.triggers as triggers
+
+    pattern = [FAILED if kind == "tool.result" and flagged else {"type": kind}
+               for kind, flagged in steps]
+    raw = {"type": "sequence", "interestFilter": {"on": interest}, "pattern": pattern,
+           "options": {"consecutive": consecutive}}
+    trigger = SequenceTrigger.model_validate(raw, by_alias=True, by_name=False)
+    events = [(kind, {"isError": flag}) for kind, flag in stream]
+    saved = triggers.HISTORY_LIMIT
+    triggers.HISTORY_LIMIT = limit
+    try:
+        matcher = TriggerMatcher(trigger)
+    finally:
+        triggers.HISTORY_LIMIT = saved
+    got = []
+    for position, (kind, data) in enumerate(events):
+        batch = matcher.feed(kind, {**data, "position": position})
+        if batch:
+            got.append([event.data["position"] for event in batch])
+    assert got == _reference_matches(trigger, events, limit)

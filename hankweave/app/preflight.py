@@ -135,7 +135,8 @@ def _check_sentinels(hank: HankFile, hank_dir: Path, registry: Registry,
             continue
         where = format_path((*site.at, "sentinels"))
         result = loader.load(entries, hank_dir, codon_id=site.codon.id)
-        report.errors += [HankIssue(where, f"{error.ref}: {error.error}")
+        # A config's own problems are listed under it, indented.
+        report.errors += [HankIssue(where, f"{error.ref}: {error.error}".replace("\n", "\n    "))
                           for error in result.errors]
         for loaded in result.configs:
             report.warnings += [f"{where}: sentinel {loaded.config.id}: {issue}"

@@ -136,6 +136,8 @@ class SentinelManager:
 
     async def load(self, attempt: CodonAttempt) -> FailureReason | None:
         """Load the sentinels of ``attempt``'s codon; the failure that fails it, if any."""
+        if self._sentinels:  # an attempt that ended without finishing (it raised)
+            await self.unload_all("codon-complete", record=False)
         entries = attempt.codon.sentinels or []
         if not entries:
             return None

@@ -583,7 +583,7 @@ class SentinelConfig(StrictModel):
     def _installed_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
         known = (info.context or {}).get("sentinel_kinds", ())
         if value is not None and value != BUILTIN_KIND and value not in known:
-            names = _choices([BUILTIN_KIND, *sorted(known)])
+            names = _choices([BUILTIN_KIND, *sorted(set(known) - {BUILTIN_KIND})])
             raise _value_error(f"Unknown sentinel kind {value!r} (installed: {names}; a"
                                " plugin adds kinds with register_sentinel_kinds)")
         return value

@@ -74,13 +74,26 @@ class PreparedPrompts:
     def __init__(self, config: SentinelConfig, directory: Path) -> None:
         system = read_prompt(config.system_prompt_file, config.system_prompt_text, directory)
         user = read_prompt(config.user_prompt_file, config.user_prompt_text, directory)
-        self.system = PromptTemplate.compile(system) if system is not None else None
-        self.user = PromptTemplate.compile(user or "")
+        self.system = (_compiled(system, "system prompt (systemPromptFile/systemPromptText)")
+                       if system is not None else None)
+        self.user = _compiled(user or "", "user prompt (userPromptFile/userPromptText)")
         structured = config.structured_output
         self.mode = structured.output if structured else None
-        self.schema: JsonSchema | None = (
-            structured_output_schema(structured.model_dump(by_alias=True), directory)
-            if structured else None)
+        self.schema: JsonSchema | None = None
+        if structured is not None:
+            try:
+                self.schema = structured_output_schema(structured.model_dump(by_alias=True),
+                                                       directory)
+            except StructuredOutputSchemaError as exc:
+                raise StructuredOutputSchemaError(f"structuredOutput: {exc}") from None
+
+
+def _compiled(source: str, what: str) -> PromptTemplate:
+    """The prompt's template; a syntax error names which prompt it is in."""
+    try:
+        return PromptTemplate.compile(source)
+    except PromptTemplateError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 class LlmSentinel(SentinelKind):

@@ -54,6 +54,8 @@ class TriggerEvent:
 
 Batch = list[TriggerEvent]
 """The events one trigger hands to the sentinel."""
+Matched = list[tuple[int, TriggerEvent]]
+"""Matched events with their arrival numbers."""
 
 
 class TriggerMatcher:
@@ -67,60 +69,88 @@ class TriggerMatcher:
 
     def __init__(self, trigger: EventTrigger | SequenceTrigger) -> None:
         self.trigger = trigger
+        self._event_trigger = trigger if isinstance(trigger, EventTrigger) else None
+        self._sequence = trigger if isinstance(trigger, SequenceTrigger) else None
         # (arrival number, event): arrival numbers survive the history cap, indices would not.
         self._history: deque[tuple[int, TriggerEvent]] = deque(maxlen=HISTORY_LIMIT)
         self._arrivals = itertools.count()
         self._last_match = -1
         """Arrival number of the last event of the previous match."""
+        # Non-consecutive matching is kept up to date as events are recorded instead of
+        # scanning the window at each check (a greedy in-order match over a longer window
+        # extends the one over its prefix): the steps matched so far, and matches not yet
+        # reported.
+        self._progress: Matched = []
+        self._pending: deque[Matched] = deque()
+        interest = self._sequence.interest_filter.on if self._sequence else [WILDCARD]
+        self._any = WILDCARD in interest
+        self._interest = frozenset(interest)
+        self._check_on = interest[-1]
 
     def feed(self, event_type: str, data: Mapping[str, Any],
              timestamp: str | None = None) -> Batch | None:
         """The batch this event completes, or ``None``."""
         if not observable(event_type):
             return None
-        if isinstance(self.trigger, EventTrigger):
-            if not self.trigger.accepts(event_type, data):
+        if self._event_trigger is not None:
+            if not self._event_trigger.accepts(event_type, data):
                 return None
             return [TriggerEvent(event_type, data, timestamp)]
-        event = TriggerEvent(event_type, data, timestamp)
-        interest = self.trigger.interest_filter.on
-        if WILDCARD not in interest and event_type not in interest:
+        if not self._any and event_type not in self._interest:
             return None
-        self._history.append((next(self._arrivals), event))
-        if WILDCARD not in interest and event_type != interest[-1]:
+        item = (next(self._arrivals), TriggerEvent(event_type, data, timestamp))
+        self._history.append(item)
+        sequence = self._sequence
+        assert sequence is not None
+        if not sequence.consecutive:
+            self._advance(item)
+        if not self._any and event_type != self._check_on:
             return None
-        window = [item for item in self._history if item[0] > self._last_match]
-        match = (_tail_match if self.trigger.consecutive else _greedy_match)(
-            self.trigger.pattern, window)
+        match = self._tail_match() if sequence.consecutive else self._next_pending()
         if match is None:
             return None
         self._last_match = match[-1][0]
         return [matched for _, matched in match]
 
+    def _pattern(self) -> Sequence[PatternStep]:
+        return self._sequence.pattern if self._sequence is not None else ()
 
-def _tail_match(
-    pattern: Sequence[PatternStep], window: Sequence[tuple[int, TriggerEvent]]
-) -> list[tuple[int, TriggerEvent]] | None:
-    if len(window) < len(pattern):
+    def _tail_match(self) -> Matched | None:
+        """Consecutive mode: the newest events, if all come after the previous match and
+        match the pattern step by step."""
+        pattern = self._pattern()
+        if len(self._history) < len(pattern):
+            return None
+        tail = list(itertools.islice(reversed(self._history), len(pattern)))[::-1]
+        if tail[0][0] <= self._last_match:
+            return None
+        if all(step.accepts(event.type, event.data)
+               for step, (_, event) in zip(pattern, tail, strict=True)):
+            return tail
         return None
-    tail = list(window[len(window) - len(pattern):])
-    if all(step.accepts(event.type, event.data) for step, (_, event) in zip(pattern, tail,
-                                                                            strict=True)):
-        return tail
-    return None
 
+    def _advance(self, item: tuple[int, TriggerEvent]) -> None:
+        pattern = self._pattern()
+        event = item[1]
+        if pattern[len(self._progress)].accepts(event.type, event.data):
+            self._progress.append(item)
+            if len(self._progress) == len(pattern):
+                self._pending.append(self._progress)
+                self._progress = []
 
-def _greedy_match(
-    pattern: Sequence[PatternStep], window: Sequence[tuple[int, TriggerEvent]]
-) -> list[tuple[int, TriggerEvent]] | None:
-    matched: list[tuple[int, TriggerEvent]] = []
-    for item in window:
-        step = pattern[len(matched)]
-        if step.accepts(item[1].type, item[1].data):
-            matched.append(item)
-            if len(matched) == len(pattern):
-                return matched
-    return None
+    def _next_pending(self) -> Matched | None:
+        """Non-consecutive mode: the first greedy match after the previous one."""
+        first = self._pending[0] if self._pending else self._progress
+        if first and first[0][0] < self._history[0][0]:
+            self._rematch()  # part of it fell out of the history: the window no longer has it
+        return self._pending.popleft() if self._pending else None
+
+    def _rematch(self) -> None:
+        """Match again over the window the history still holds (the original's scan)."""
+        self._progress, self._pending = [], deque()
+        for item in self._history:
+            if item[0] > self._last_match:
+                self._advance(item)
 
 
 Execution = ImmediateExecution | DebounceExecution | CountExecution | TimeWindowExecution
