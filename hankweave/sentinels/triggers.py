@@ -77,11 +77,11 @@ class TriggerMatcher:
         self._last_match = -1
         """Arrival number of the last event of the previous match."""
         # Non-consecutive matching is kept up to date as events are recorded instead of
-        # scanning the window at each check (a greedy in-order match over a longer window
-        # extends the one over its prefix): the steps matched so far, and matches not yet
-        # reported.
-        self._progress: Matched = []
-        self._pending: deque[Matched] = deque()
+        # scanning the window at each check.  The greedy in-order match over the window is a
+        # chain: each element is the first event after the previous one that matches its step
+        # (step j of the pattern for element j, modulo the pattern's length), so the complete
+        # groups at its front are the matches a scan would find, one per check.
+        self._chain: Matched = []
         interest = self._sequence.interest_filter.on if self._sequence else [WILDCARD]
         self._any = WILDCARD in interest
         self._interest = frozenset(interest)
@@ -103,10 +103,11 @@ class TriggerMatcher:
         sequence = self._sequence
         assert sequence is not None
         if not sequence.consecutive:
+            self._forget_evicted(before=item[0])
             self._advance(item)
         if not self._any and event_type != self._check_on:
             return None
-        match = self._tail_match() if sequence.consecutive else self._next_pending()
+        match = self._tail_match() if sequence.consecutive else self._next_match()
         if match is None:
             return None
         self._last_match = match[-1][0]
@@ -132,25 +133,56 @@ class TriggerMatcher:
     def _advance(self, item: tuple[int, TriggerEvent]) -> None:
         pattern = self._pattern()
         event = item[1]
-        if pattern[len(self._progress)].accepts(event.type, event.data):
-            self._progress.append(item)
-            if len(self._progress) == len(pattern):
-                self._pending.append(self._progress)
-                self._progress = []
+        if pattern[len(self._chain) % len(pattern)].accepts(event.type, event.data):
+            self._chain.append(item)
 
-    def _next_pending(self) -> Matched | None:
-        """Non-consecutive mode: the first greedy match after the previous one."""
-        first = self._pending[0] if self._pending else self._progress
-        if first and first[0][0] < self._history[0][0]:
-            self._rematch()  # part of it fell out of the history: the window no longer has it
-        return self._pending.popleft() if self._pending else None
+    def _next_match(self) -> Matched | None:
+        """Non-consecutive mode: the first greedy match after the previous one, if complete."""
+        size = len(self._pattern())
+        if len(self._chain) < size:
+            return None
+        match, self._chain = self._chain[:size], self._chain[size:]
+        return match
 
-    def _rematch(self) -> None:
-        """Match again over the window the history still holds (the original's scan)."""
-        self._progress, self._pending = [], deque()
-        for item in self._history:
-            if item[0] > self._last_match:
-                self._advance(item)
+    def _forget_evicted(self, *, before: int) -> None:
+        """The history dropped its oldest event: a chain starting with it starts later now.
+
+        Restarting from the next event that matches the first step moves every element to the
+        same or a later event: an element stays where it is once the one before it is still
+        earlier (nothing between them matched its step), so only the moved front is searched
+        again, and each search goes forward only.  `before`: the event being recorded, which
+        is matched after this.
+        """
+        oldest = self._history[0][0]
+        while self._chain and self._chain[0][0] < oldest:
+            self._chain = self._restarted(max(self._chain[0][0] + 1, oldest), before)
+
+    def _restarted(self, start: int, before: int) -> Matched:
+        pattern, old = self._pattern(), self._chain
+        first = self._find(pattern[0], start, before)
+        if first is None:
+            return []
+        chain = [first]
+        for position in range(1, len(old)):
+            if chain[-1][0] < old[position][0]:
+                return chain + old[position:]
+            found = self._find(pattern[position % len(pattern)], chain[-1][0] + 1, before)
+            if found is None:
+                return chain
+            chain.append(found)
+        return chain
+
+    def _find(self, step: PatternStep, start: int,
+              before: int) -> tuple[int, TriggerEvent] | None:
+        """The first event recorded from arrival `start` on, and before `before`, that matches
+        `step`."""
+        skip = max(0, start - self._history[0][0])
+        for item in itertools.islice(self._history, skip, None):
+            if item[0] >= before:
+                return None
+            if step.accepts(item[1].type, item[1].data):
+                return item
+        return None
 
 
 Execution = ImmediateExecution | DebounceExecution | CountExecution | TimeWindowExecution
