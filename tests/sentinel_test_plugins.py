@@ -45,6 +45,8 @@ class TallyOptions(SentinelOptions):
     label: str = "events"
     fail_first: int = 0
     """Fail this many firings first (to test failure counting)."""
+    fail_with: str | None = None
+    """The ``error_type`` the failures give (None: the default)."""
     fail_load: bool = False
     """Refuse to load, as a kind does when what it needs is missing at run time."""
 
@@ -65,7 +67,7 @@ class TallySentinel(SentinelKind):
         self.fired += 1
         options: TallyOptions = self.setup.options  # type: ignore[assignment]
         if self.fired <= options.fail_first:
-            raise SentinelError(f"failure {self.fired} on purpose")
+            raise SentinelError(f"failure {self.fired} on purpose", error_type=options.fail_with)
         types = sorted({str(event["type"]) for event in firing.events})
         return SentinelAnswer(f"#{firing.number}: {len(firing.events)} {options.label}"
                               f" ({', '.join(types)})", cost=0.01)

@@ -162,3 +162,23 @@ def test_options_a_kind_rejects_stop_the_run_before_it_starts(project):
 
     with pytest.raises(PreflightError, match=r'options\.colour: Unrecognized field "colour"'):
         project.run({"a": {"messages": 1}})
+
+
+def test_a_kinds_failures_are_sentinel_failed_and_a_bad_error_type_is_its_bug(project):
+    plain = tally("plain", options={"failFirst": 1},
+                  trigger={"type": "event", "on": ["codon.completed"]})
+    buggy = tally("buggy", options={"failFirst": 1, "failWith": "command-failed"},
+                  trigger={"type": "event", "on": ["codon.completed"]})
+    project.write_hank([codon("a", sentinels=[attached(plain), attached(buggy)])])
+
+    outcome = project.run({"a": {"messages": 1}})
+
+    assert outcome.code == 0 and outcome.statuses() == [("a", "completed")]
+    errors = {e["sentinelId"]: e for e in outcome.of_type("sentinel.error")}
+    assert errors["plain"]["errorType"] == "sentinel-failed"
+    assert errors["plain"]["message"] == "failure 1 on purpose"
+    # A plugin that names an error type the catalogue does not know fails its trigger, and
+    # the drain does not hang on it.
+    assert errors["buggy"]["errorType"] == "sentinel-failed"
+    assert errors["buggy"]["message"].startswith(
+        "ValueError: unknown sentinel error type 'command-failed'")

@@ -808,7 +808,9 @@ class SentinelUnloadedData(EventData):
 class SentinelErrorData(EventData):
     sentinel_id: str
     codon_id: str
-    error_type: Literal["llm-call-failed", "template-render-failed", "file-write-failed"]
+    # "sentinel-failed" (beyond the original): a plugin kind's failure, which is no LLM call.
+    error_type: Literal["llm-call-failed", "template-render-failed", "file-write-failed",
+                        "sentinel-failed"]
     message: str
     retriable: bool
     # Kept from the original: a lifetime count of failed calls, not a consecutive one.

@@ -168,22 +168,31 @@ class SentinelAnswer:
 FatalType = Literal["template", "configuration", "corruption", "resource"]
 
 
+ErrorType = Literal["llm-call-failed", "template-render-failed", "file-write-failed",
+                    "sentinel-failed"]
+ERROR_TYPES: tuple[str, ...] = ("llm-call-failed", "template-render-failed",
+                                "file-write-failed", "sentinel-failed")
+
+
 class SentinelError(Exception):
     """A firing failed: reported as ``sentinel.error`` and counted as a consecutive failure.
 
     A sentinel is unloaded after ``errorHandling.maxConsecutiveFailures`` of them in a row
-    (conversational sentinels are not; see ``docs/sentinels.md``).
+    (conversational sentinels are not; see ``docs/sentinels.md``).  ``error_type`` is the
+    event's: ``llm-call-failed`` when the firing reached an LLM (``llm_call``), else
+    ``sentinel-failed``, unless given (``template-render-failed``, ``file-write-failed``).
     """
 
-    error_type: Literal["llm-call-failed", "template-render-failed", "file-write-failed"] = \
-        "llm-call-failed"
     retriable: bool = True
 
     def __init__(self, message: str, *, error_type: str | None = None,
                  retriable: bool | None = None, llm_call: bool = False) -> None:
         super().__init__(message)
-        if error_type is not None:
-            self.error_type = error_type  # type: ignore[assignment]
+        if error_type is not None and error_type not in ERROR_TYPES:
+            raise ValueError(f"unknown sentinel error type {error_type!r} (one of"
+                             f" {', '.join(ERROR_TYPES)})")
+        chosen = error_type or ("llm-call-failed" if llm_call else "sentinel-failed")
+        self.error_type: ErrorType = chosen  # type: ignore[assignment]  # checked above
         if retriable is not None:
             self.retriable = retriable
         self.llm_call = llm_call

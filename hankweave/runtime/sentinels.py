@@ -285,7 +285,11 @@ class SentinelManager:
                 sentinel.wake.clear()
                 await sentinel.wake.wait()
                 continue
-            await self._execute(sentinel, trigger)
+            try:
+                await self._execute(sentinel, trigger)
+            except Exception:  # reporting it failed: the worker must live on, or drains hang
+                log.exception("sentinel %s: trigger %d could not be handled", sentinel.id,
+                              sentinel.triggers)
         sentinel.idle.set()
 
     async def _execute(self, sentinel: _Sentinel, trigger: QueuedTrigger) -> None:

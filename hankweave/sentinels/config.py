@@ -905,11 +905,11 @@ class SentinelConfigLoader:
             try:
                 trigger_class(config.trigger.settings())
             except ValueError as exc:
-                raise _LoadFailure(f"{where}: trigger ({config.trigger.type}): {exc}") from None
+                raise _LoadFailure(f"trigger ({config.trigger.type}): {exc}") from None
         try:
             kind.check(config, loaded.config_directory)
         except ValueError as exc:
-            raise _LoadFailure(f"{where}: {exc}") from None
+            raise _LoadFailure(str(exc)) from None
         return dataclasses.replace(loaded, kind=kind, options=options,
                                    trigger_class=trigger_class)
 
