@@ -792,7 +792,7 @@ def test_a_config_whose_prompt_file_is_missing_does_not_load(tmp_path: Path) -> 
     write_json(tmp_path / "watch.json", sentinel(userPromptFile="gone.md"))
     (error,) = load_sentinel_configs([entry("watch.json")], tmp_path).errors
     assert error.ref == "watch.json"
-    assert f"{tmp_path / 'watch.json'}: cannot read prompt file 'gone.md'" in error.error
+    assert error.error.startswith("cannot read prompt file 'gone.md'")
 
 
 def test_a_template_syntax_error_is_a_load_failure(tmp_path: Path) -> None:

@@ -333,7 +333,7 @@ def test_structured_answers_are_stored_as_json_text(tmp_path: Path, answer: Any)
     stored = json.loads(path.read_text(encoding="utf-8"))[1]["message"]["content"]
     assert isinstance(stored, str)
     assert json.loads(stored) == answer
-    assert stored == json.dumps(answer, ensure_ascii=False)
+    assert stored == json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
     assert history.messages_for_call()[1] == {"role": "assistant", "content": stored}
 
 

@@ -186,8 +186,11 @@ class SentinelError(Exception):
     retriable: bool = True
 
     def __init__(self, message: str, *, error_type: str | None = None,
-                 retriable: bool | None = None, llm_call: bool = False) -> None:
+                 retriable: bool | None = None, llm_call: bool = False,
+                 cost: float = 0.0) -> None:
         super().__init__(message)
+        self.cost = cost
+        """What the failed firing spent anyway (an answer that did not fit its schema)."""
         if error_type is not None and error_type not in ERROR_TYPES:
             raise ValueError(f"unknown sentinel error type {error_type!r} (one of"
                              f" {', '.join(ERROR_TYPES)})")

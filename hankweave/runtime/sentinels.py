@@ -349,6 +349,7 @@ class SentinelManager:
             sentinel.llm_calls += 1
             sentinel.failed_llm_calls += 1
             sentinel.last_llm_call_at = utc_now_iso()
+        sentinel.cost += exc.cost
         log.warning("sentinel %s: trigger %d failed: %s", sentinel.id, sentinel.triggers, exc)
         self._report_error(sentinel, exc)
         config = sentinel.loaded.config

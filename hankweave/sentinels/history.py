@@ -164,7 +164,9 @@ class ConversationHistory:
             OSError: the file could not be written (the history in memory already holds the turn).
         """
         if not isinstance(assistant_content, str):
-            assistant_content = json.dumps(assistant_content, ensure_ascii=False)
+            # Compact, as JavaScript's JSON.stringify writes it.
+            assistant_content = json.dumps(assistant_content, ensure_ascii=False,
+                                           separators=(",", ":"))
         entries = self._load()
         entries.append(_entry("user", user_content, user_tokens))
         entries.append(_entry("assistant", assistant_content, assistant_tokens))

@@ -14,14 +14,17 @@ What the original's ``Sentinel`` class does per trigger (docs/sentinels.md, "The
   object (``elements`` / ``result``), because providers want an object at the root;
 * a conversational sentinel sends its pruned history and records each turn.
 
-litellm and jsonschema are imported when the first sentinel loads, never by ``validate``.
+litellm is imported at the first call, off the event loop (it takes seconds), and jsonschema at
+the first structured answer; ``validate`` imports neither.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +52,10 @@ if TYPE_CHECKING:
     from hankweave.sentinels.history import ConversationHistory
 
 JsonSchema = dict[str, Any]
+
+CALL_TIMEOUT_S = 300.0
+"""How long one LLM call (each of its retries) may take: a provider that hangs fails the
+trigger instead of holding the codon's completion drain."""
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*)\n\s*```\s*$", re.DOTALL)
 
@@ -148,12 +155,17 @@ class LlmSentinel(SentinelKind):
         messages.append({"role": "user", "content": user})
         response = await self._call(messages)
         text, tokens_in, tokens_out = _answer_of(response)
-        content = self._parsed(text) if self.prompts.mode else text
+        cost = self._cost(response, tokens_in, tokens_out)
+        try:
+            content = self._parsed(text) if self.prompts.mode else text
+        except SentinelError as exc:
+            exc.cost = cost  # an answer that does not fit was paid for all the same
+            raise
         if self.history is not None:
             self._record_turn(user, content, tokens_in, tokens_out)
         return SentinelAnswer(
             content=content, structured=self.prompts.mode is not None,
-            cost=self._cost(response, tokens_in, tokens_out), input_tokens=tokens_in,
+            cost=cost, input_tokens=tokens_in,
             output_tokens=tokens_out, llm_call=True)
 
     def _render(self, firing: SentinelFiring) -> tuple[str | None, str]:
@@ -198,13 +210,17 @@ class LlmSentinel(SentinelKind):
             if description:
                 options["response_format"]["json_schema"]["description"] = description
         if self._litellm is None:
-            self._litellm = _import_litellm()
+            # Off the loop: the import takes seconds, and the runtime (the codon's events, the
+            # other sentinels, the clients) must not stop for them.  One thread of its own, so
+            # the sentinels waiting for it do not fill the loop's default executor.
+            self._litellm = await asyncio.get_running_loop().run_in_executor(
+                _IMPORTER, _import_litellm)
         try:
             return await self._litellm.acompletion(
                 model=route.model, messages=messages, api_base=route.api_base,
                 api_key=route.api_key, temperature=params.temperature,
                 max_tokens=params.max_output_tokens, num_retries=params.max_retries,
-                drop_params=True, **options)
+                timeout=CALL_TIMEOUT_S, drop_params=True, **options)
         except Exception as exc:  # litellm maps every provider failure to its own classes
             raise SentinelError(f"LLM call to {route.display} failed: {type(exc).__name__}:"
                                 f" {exc}", llm_call=True,
@@ -240,6 +256,8 @@ class LlmSentinel(SentinelKind):
 
 
 _NO_LITELLM = "LLM sentinels need litellm: pip install 'hankweave[sentinels]'"
+_IMPORTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hankweave-litellm-import")
+"""Where litellm is imported (its thread starts at the first import, and idles after it)."""
 
 
 def _check_litellm() -> None:
