@@ -56,7 +56,7 @@ from pydantic import (
 )
 
 from hankweave.faults import disk_write
-from hankweave.fsutil import last_line_start, utc_now_iso
+from hankweave.fsutil import last_line_start, utc_now_iso, write_fully
 from hankweave.state.types import TokenUsage
 
 if TYPE_CHECKING:
@@ -1175,7 +1175,7 @@ class CodonLogWriter:
         line.setdefault("timestamp", utc_now_iso())
         data = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
         disk_write(self.path)
-        _write_fully(self._fd, data.encode())
+        write_fully(self._fd, data.encode())
         return line
 
     def flush(self) -> None:
@@ -1198,11 +1198,6 @@ class CodonLogWriter:
         self.close()
 
 
-def _write_fully(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
 
 def _repair_tail(fd: int, path: Path) -> None:
     size = os.fstat(fd).st_size
@@ -1210,7 +1205,7 @@ def _repair_tail(fd: int, path: Path) -> None:
         return
     start = last_line_start(fd, size)
     if _json_object(os.pread(fd, size - start, start)) is not None:
-        _write_fully(fd, b"\n")
+        write_fully(fd, b"\n")
         log.warning("%s: terminated a last line that lacked its newline", path)
         return
     os.ftruncate(fd, start)

@@ -60,6 +60,13 @@ def last_line_start(fd: int, size: int) -> int:
     return 0
 
 
+def write_fully(fd: int, data: bytes) -> None:
+    """``os.write`` until all of ``data`` is written (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def _write_and_replace(path: Path, data: bytes, mode: int | None) -> None:
     """Write ``data`` to ``path.tmp-<pid>``, fsync it, set ``mode`` and rename it over ``path``."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
@@ -71,10 +78,7 @@ def _write_and_replace(path: Path, data: bytes, mode: int | None) -> None:
             if mode is not None:
                 # The umask (or a leftover tmp file) may have given other bits; force the exact mode.
                 os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            write_fully(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from hankweave.events.catalogue import EventError, ServerEvent, is_journaled
 from hankweave.faults import disk_write
-from hankweave.fsutil import fsync_dir
+from hankweave.fsutil import fsync_dir, write_fully
 
 __all__ = [
     "JOURNAL_RELATIVE_PATH",
@@ -237,7 +237,7 @@ class EventJournal:
         if _is_json_object(fragment):
             # A whole event that only lacks its newline (not something this writer leaves, but
             # an event is an event): keep it.
-            _write_fully(fd, b"\n")
+            write_fully(fd, b"\n")
             self._warn(f"{self.path}: terminated a last line that lacked its newline")
             return size + 1
         os.ftruncate(fd, start)
@@ -261,11 +261,6 @@ def _refuse_dieted_journal(path: Path) -> None:
             " a second journal"
         )
 
-
-def _write_fully(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _is_json_object(data: bytes) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from hankweave.config.hank import SentinelOutputPaths
 from hankweave.faults import disk_write
-from hankweave.fsutil import atomic_write_bytes, fsync_dir
+from hankweave.fsutil import atomic_write_bytes, fsync_dir, write_fully
 from hankweave.sentinels.history import file_name_part
 
 __all__ = [
@@ -183,10 +183,7 @@ def _append_durably(path: Path, data: bytes) -> None:
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        write_fully(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
