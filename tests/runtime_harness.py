@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from hankweave.runtime import orchestrator
 from hankweave.state.store import load_state
 from hankweave.state.types import CodonExecution, HankweaveState
 from hankweave.testing.fake_harness import use_script
+from hankweave.testing.project import HankProject
 
 Control = Callable[[orchestrator.Runtime], Awaitable[None]]
 
@@ -73,43 +73,12 @@ class Outcome:
         return [(c.codon_id, c.status) for c in self.state.runs[0].codons]
 
 
-class Project:
+class Project(HankProject):
     """A hank, its data and an execution directory, run in this process."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.hank_dir = root / "hank"
-        self.data = root / "data"
-        self.exec_dir = root / "exec"
+        super().__init__(root)
         self.output_dir = root / "out"
-        for path in (self.hank_dir, self.data):
-            path.mkdir(parents=True)
-        (self.data / "input.txt").write_text("some input\n")
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HANKWEAVE_HOME": str(root / "home"),
-            "HANKWEAVE_LOAD_PLUGINS": "",
-            "HANKWEAVE_PLUGIN_MODULES":
-                "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints",
-            "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "memory",
-        }
-
-    @property
-    def agent_root(self) -> Path:
-        return self.exec_dir / "agentRoot"
-
-    @property
-    def hankweave_dir(self) -> Path:
-        return self.exec_dir / ".hankweave"
-
-    def write_hank(self, items: list[dict[str, Any]], **root: Any) -> None:
-        (self.hank_dir / "hank.json").write_text(json.dumps({"hank": items, **root}, indent=2))
-
-    def write_file(self, relative: str, text: str) -> None:
-        """A file in the hank directory (a prompt file, a template)."""
-        path = self.hank_dir / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
 
     def request(self, events: list[dict[str, Any]], notices: list[str],
                 **options: Any) -> LaunchRequest:

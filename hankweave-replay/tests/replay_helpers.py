@@ -8,7 +8,6 @@ recording is exported in the same process that recorded it.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,11 +16,12 @@ from typing import Any
 
 import hankweave_replay
 from hankweave.api import HankweaveState, LaunchRequest, launch, load_state
+from hankweave.testing import TEST_PLUGINS, HankProject
 from hankweave.testing.fake_harness import use_script
 from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
 from hankweave.testing.outcomes import codon_outcomes
 
-PLUGINS = "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints,hankweave_replay_plugin"
+PLUGINS = ",".join((*TEST_PLUGINS, "hankweave_replay_plugin"))
 
 
 def codon(codon_id: str, **fields: Any) -> dict[str, Any]:
@@ -81,28 +81,12 @@ def checkpoint_files(exec_dir: Path, checkpoint_id: str, target: Path) -> dict[s
             for p in target.rglob("*") if p.is_file()}
 
 
-class Project:
+class Project(HankProject):
     """A hank, its data, a recorded execution and its replays, all under ``root``."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.hank_dir = root / "hank"
-        self.data = root / "data"
-        self.exec_dir = root / "exec"
-        for path in (self.hank_dir, self.data):
-            path.mkdir(parents=True)
-        (self.data / "input.txt").write_text("some input\n")
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HANKWEAVE_HOME": str(root / "home"),
-            "HANKWEAVE_LOAD_PLUGINS": "",
-            "HANKWEAVE_PLUGIN_MODULES": PLUGINS,
-            "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "memory",
-        }
+        super().__init__(root, plugin_modules=(*TEST_PLUGINS, "hankweave_replay_plugin"))
         self._replays = 0
-
-    def write_hank(self, items: list[dict[str, Any]], **root: Any) -> None:
-        (self.hank_dir / "hank.json").write_text(json.dumps({"hank": items, **root}, indent=2))
 
     def _launch(self, watch: Callable[[dict[str, Any]], None] | None = None,
                 **options: Any) -> Outcome:

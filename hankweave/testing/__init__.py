@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         start_mock_provider,
     )
     from hankweave.testing.outcomes import codon_outcomes
+    from hankweave.testing.project import TEST_PLUGINS, HankProject
     from hankweave.testing.sinks import EventSinkContract, MemorySink
 
 _EXPORTS = {
@@ -46,12 +47,14 @@ _EXPORTS = {
     "EventSinkContract": "sinks",
     "FakeHarness": "fake_harness",
     "FakeScript": "fake_harness",
+    "HankProject": "project",
     "HarnessContract": "harness",
     "LoggedRequest": "mock_provider",
     "MemoryCheckpointStore": "memory_checkpoints",
     "MemorySink": "sinks",
     "MockProviderLog": "mock_provider",
     "RecordingPolicy": "harness",
+    "TEST_PLUGINS": "project",
     "attempt_context": "harness",
     "codon_outcomes": "outcomes",
     "collect": "harness",
@@ -65,11 +68,13 @@ __getattr__ = lazy_exports(globals(), {name: f"hankweave.testing.{module}"
                                           for name, module in _EXPORTS.items()})
 
 __all__ = [
+    "TEST_PLUGINS",
     "Arranged",
     "CheckpointStoreContract",
     "EventSinkContract",
     "FakeHarness",
     "FakeScript",
+    "HankProject",
     "HarnessContract",
     "LoggedRequest",
     "MemoryCheckpointStore",

@@ -27,6 +27,7 @@ from hankweave.api import (
     launch,
     load_state,
 )
+from hankweave.testing import HankProject
 from hankweave.testing.fake_harness import use_script
 
 LINTER = [sys.executable, str(Path(__file__).with_name("syntax_linter.py"))]
@@ -85,29 +86,15 @@ def write(root: Path, files: dict[str, str]) -> None:
         path.write_text(content, encoding="utf-8")
 
 
-class Project:
+class Project(HankProject):
     """A hank, its data and an execution directory under ``root``, run in this process."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.hank_dir = root / "hank"
-        self.data = root / "data"
-        self.exec_dir = root / "exec"
-        for path in (self.hank_dir, self.data):
-            path.mkdir(parents=True)
-        (self.data / "input.txt").write_text("some input\n")
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HANKWEAVE_HOME": str(root / "home"),
-            "HANKWEAVE_LOAD_PLUGINS": "sentinel-command",
-            "HANKWEAVE_STRICT_PLUGINS": "1",
-            "HANKWEAVE_PLUGIN_MODULES":
-                "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints",
-            "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "memory",
-        }
+        super().__init__(root, load_plugins="sentinel-command",
+                         env={"HANKWEAVE_STRICT_PLUGINS": "1"})
         self.events: list[dict[str, Any]] = []
 
-    def write_hank(self, codon_id: str, sentinel: dict[str, Any],
+    def write_watched_codon(self, codon_id: str, sentinel: dict[str, Any],
                    **settings: Any) -> None:
         """One codon on the fake model, with ``sentinel`` inline."""
         entry: dict[str, Any] = {"sentinelConfig": sentinel}

@@ -68,7 +68,7 @@ def test_loading_the_entry_point_leaves_the_kind_pydantic_and_asyncio_unimported
 
 
 def test_a_linter_on_codon_completed_writes_its_finding_and_emits_sentinel_output(project):
-    project.write_hank("write", sentinel_config(PYTHON_FILES))
+    project.write_watched_codon("write", sentinel_config(PYTHON_FILES))
     assert project.run({"write": BROKEN_AND_CLEAN}) == 0
     (output,) = project.of_type("sentinel.output")
     assert (output["sentinelId"], output["codonId"], output["outputType"]) == (
@@ -83,7 +83,7 @@ def test_a_linter_on_codon_completed_writes_its_finding_and_emits_sentinel_outpu
 
 
 def test_a_debounced_tool_result_trigger_checks_every_file_the_agent_wrote_at_once(project):
-    project.write_hank("write", sentinel_config(
+    project.write_watched_codon("write", sentinel_config(
         PYTHON_FILES, on=["tool.result"], execution={"strategy": "debounce",
                                                       "milliseconds": 60_000}))
     assert project.run({"write": BROKEN_AND_CLEAN}) == 0
@@ -93,7 +93,7 @@ def test_a_debounced_tool_result_trigger_checks_every_file_the_agent_wrote_at_on
 
 
 def test_a_codon_that_changes_no_watched_file_writes_nothing(project):
-    project.write_hank("write", sentinel_config(PYTHON_FILES))
+    project.write_watched_codon("write", sentinel_config(PYTHON_FILES))
     assert project.run({"write": {"writeFiles": {"notes.md": "no python here"}}}) == 0
     assert project.of_type("sentinel.output") == []
     assert project.of_type("sentinel.error") == []
@@ -102,14 +102,14 @@ def test_a_codon_that_changes_no_watched_file_writes_nothing(project):
 
 
 def test_a_program_not_on_path_stops_the_run_before_it_starts(project):
-    project.write_hank("write", sentinel_config({"command": ["no-such-linter-on-path"]}))
+    project.write_watched_codon("write", sentinel_config({"command": ["no-such-linter-on-path"]}))
     with pytest.raises(ConfigError, match="'no-such-linter-on-path' is not on PATH"):
         project.run({"write": BROKEN_AND_CLEAN})
     assert not (project.exec_dir / ".hankweave" / "state.json").exists()
 
 
 def test_a_relative_program_missing_when_it_fires_unloads_the_sentinel_not_the_codon(project):
-    project.write_hank("write", sentinel_config({"command": ["./tools/lint"]}))
+    project.write_watched_codon("write", sentinel_config({"command": ["./tools/lint"]}))
     assert project.run({"write": BROKEN_AND_CLEAN}) == 0
     (error,) = project.of_type("sentinel.error")
     assert "command ./tools/lint cannot be started" in error["message"]
