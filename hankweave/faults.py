@@ -51,6 +51,8 @@ KILL_POINTS: dict[str, str] = {
                       " iteration are still to come",
     "outputs.copy": "an output copy, after each copied file",
     "retry.wait": "a failed attempt's retry waits its delay (the failure is recorded)",
+    "sentinel.output": "a sentinel's finding is in its output file; its cost is not yet"
+                       " recorded",
 }
 """Every point the kernel and the bundled checkpoint backends mark, and where it is."""
 

@@ -49,6 +49,11 @@ class PluginLoadError(Exception):
     """A plugin failed to load while strict loading was on."""
 
 
+class PluginModuleError(PluginLoadError):
+    """A module ``HANKWEAVE_PLUGIN_MODULES`` names cannot be imported (strict or not: it was
+    asked for by name)."""
+
+
 @dataclass(frozen=True)
 class PluginSource:
     """Where a registered plugin came from."""
@@ -120,7 +125,13 @@ def make_plugin_manager(
     for module_name in _module_list(env.get("HANKWEAVE_PLUGIN_MODULES", "")):
         # Like pytest's -p: plugin modules named explicitly (test fakes, local plugins).
         if not pm.has_plugin(module_name):
-            pm.register(importlib.import_module(module_name), name=module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise PluginModuleError(
+                    f"HANKWEAVE_PLUGIN_MODULES names {module_name!r}, which cannot be imported:"
+                    f" {exc} (is its directory on PYTHONPATH?)") from exc
+            pm.register(module, name=module_name)
             pm.sources[module_name] = PluginSource(module_name, None, None)
     if load_entrypoints:
         allow = _names(env["HANKWEAVE_LOAD_PLUGINS"]) if "HANKWEAVE_LOAD_PLUGINS" in env else None

@@ -1112,3 +1112,14 @@ def test_importing_the_plugin_machinery_loads_no_heavy_library() -> None:
     )
 
     assert result.stdout == "True []\n"
+
+
+def test_a_plugin_module_that_cannot_be_imported_is_a_clear_error(tmp_path: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HANKWEAVE_HOME": str(tmp_path),
+           "HANKWEAVE_PLUGIN_MODULES": "no_such_plugin_module"}
+    done = subprocess.run([sys.executable, "-m", "hankweave", "--help"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert ("HANKWEAVE_PLUGIN_MODULES names 'no_such_plugin_module', which cannot be imported"
+            in done.stderr)

@@ -70,10 +70,12 @@ def install_plugin_commands(cli: click.Group) -> None:
 
 
 def _plugin_manager() -> HankweavePluginManager:
-    from hankweave.plugins import PluginLoadError, get_plugin_manager
+    from hankweave.plugins import PluginLoadError, PluginModuleError, get_plugin_manager
 
     try:
         return get_plugin_manager()
+    except PluginModuleError as exc:
+        raise CLIError(str(exc), exit_code=EXIT_FAILED) from exc
     except PluginLoadError as exc:
         raise CLIError(
             f"{exc} (HANKWEAVE_STRICT_PLUGINS is set; unset it to skip the plugin, or list it "

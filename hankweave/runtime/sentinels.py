@@ -39,6 +39,7 @@ from hankweave.events.sink import (
     SentinelSetup,
     SentinelTrigger,
 )
+from hankweave.faults import kill_point
 from hankweave.fsutil import utc_now_iso
 from hankweave.sentinels.config import (
     LoadedSentinelConfig,
@@ -320,6 +321,7 @@ class SentinelManager:
                 sentinel.last_llm_call_at = utc_now_iso()
             sentinel.cost += answer.cost
             self._write(sentinel, answer.content, answer.structured)
+            kill_point("sentinel.output")  # test-only (docs/crash-testing.md)
             if reporting.outputs is not False:
                 self.ctx.reporter.sentinel_output(
                     sentinel_id=sentinel.id, codon_id=self._codon_id,

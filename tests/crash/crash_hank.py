@@ -29,6 +29,7 @@ from hankweave.state.store import load_state
 from hankweave.state.types import HankweaveState, referenced_checkpoint_ids
 from hankweave.workspace import DATA_LINK
 
+REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ("git", "snapshot")
 RUN_TIMEOUT_S = 60
 
@@ -45,7 +46,12 @@ HANK: list[dict[str, Any]] = [
         # Prints first, so the rig.command point is reached while the command still runs.
         {"type": "command", "command": {"run": "echo rigging; sleep 0.2; cat src/seed.txt"
                                                " > rig.txt"}}]),
-    _codon("write"),
+    # Watched by a sentinel (no LLM: the test plugin's tally kind), so kills also land while
+    # it records its findings and costs.
+    _codon("write", sentinels=[{"sentinelConfig": {
+        "id": "tally", "name": "Tally", "kind": "tally",
+        "trigger": {"type": "event", "on": ["assistant.action"]},
+        "execution": {"strategy": "immediate"}}}]),
     _codon("publish", outputFiles=[{"copy": ["report/**"]}]),
     {"type": "loop", "id": "polish", "name": "Polish",
      "terminateOn": {"type": "iterationLimit", "limit": 3},
@@ -161,11 +167,15 @@ class CrashProject:
                     if not key.startswith("HANKWEAVE_") and key != "CI"}
         self.env.update({
             "HANKWEAVE_HOME": str(root / "home"),
-            "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
+            "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness,"
+                                        "tests.sentinel_test_plugins",
             "HANKWEAVE_FAKE_SCRIPT": str(self.script),
             "HANKWEAVE_STRICT_PLUGINS": "1",
             "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": backend,
             "HANKWEAVE_LOAD_PLUGINS": f"checkpoint-{backend}",  # no harness plugin to import
+            # The sentinel's test plugin lives in this repository's tests package.
+            "PYTHONPATH": os.pathsep.join(
+                part for part in (str(REPO), os.environ.get("PYTHONPATH", "")) if part),
         })
 
     @property

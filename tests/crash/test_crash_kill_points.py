@@ -47,6 +47,7 @@ SCENARIOS: dict[str, list[str]] = {
     "fold-before-rename": ["replace.state.json@1"],
     "fold-state-replaced": ["state.fold.swap@1"],
     "output-copy": ["outputs.copy@2"],
+    "sentinel-output": ["sentinel.output@2"],  # write's sentinel wrote, its cost unrecorded
     "before-output-copy": ["codon.recorded@3"],  # publish is done, its copy not begun
     "before-next-iteration": ["codon.recorded@5"],  # review#0 is done, draft#1 not planned
 
