@@ -343,6 +343,7 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
         "systemPromptFiles": [],
         "rigOperations": 0,
         "checkpointedCodons": [],
+        "sentinels": [],
     }
     if hank is None or preflight is None:
         return described
@@ -399,7 +400,18 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
     described["checkpointedCodons"] = [
         site.codon.id for site in sites if site.codon.checkpointed_files
     ]
+    described["sentinels"] = _sentinels(sites)
     return described
+
+
+def _sentinels(sites: list[Any]) -> list[str]:
+    """``<codon>: <config>`` for each sentinel a codon attaches."""
+    if not any(site.codon.sentinels for site in sites):
+        return []
+    from hankweave.sentinels.config import entry_ref
+
+    return [f"{site.codon.id}: {entry_ref(entry)}" for site in sites
+            for entry in site.codon.sentinels or []]
 
 
 def _unique(values: Any) -> list[str]:
@@ -561,6 +573,7 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
     _print_list(console, "System prompt files", report["systemPromptFiles"])
     console.print(f"Rig operations: {report['rigOperations']}")
     _print_list(console, "Codons with checkpointed files", report["checkpointedCodons"])
+    _print_list(console, "Sentinels", report["sentinels"])
 
     budget = report["budget"] or {}
     ceiling = [

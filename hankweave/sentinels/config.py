@@ -873,7 +873,7 @@ class SentinelConfigLoader:
                     where = f" in codon {codon_id}" if codon_id else ""
                     raise _LoadFailure(f"Duplicate sentinel ID '{loaded.config.id}'{where}")
             except (_LoadFailure, ConfigError) as exc:
-                errors.append(SentinelLoadError(_entry_ref(entry), str(exc), fatal))
+                errors.append(SentinelLoadError(entry_ref(entry), str(exc), fatal))
                 continue
             seen.add(loaded.config.id)
             configs.append(loaded)
@@ -958,7 +958,8 @@ def _check_own_refs(
         raise SentinelConfigValidationError(source, issues)
 
 
-def _entry_ref(entry: CodonSentinel) -> str:
+def entry_ref(entry: CodonSentinel) -> str:
+    """How messages name an entry's config: its path as written, or ``inline:<id>``."""
     raw = entry.sentinel_config
     if isinstance(raw, str):
         return raw
@@ -1018,6 +1019,7 @@ __all__ = [
     "Trigger",
     "TrimmingStrategy",
     "decode_join_escapes",
+    "entry_ref",
     "load_sentinel_configs",
     "parse_sentinel_config",
     "unobservable_trigger_entries",
