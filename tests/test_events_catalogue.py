@@ -322,6 +322,15 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "spentDollars": 1.5,
         "elapsedSeconds": 120.5,
     },
+    "interruption.created": {
+        "interruptionId": "int-1796150000000-ab12c", "runId": "r1", "codonId": "deploy",
+        "kind": "approval", "question": "Deploy to production?",
+        "options": ["approve", "reject"], "deadline": "2026-12-02T09:00:00.000Z",
+    },
+    "interruption.answered": {
+        "interruptionId": "int-1796150000000-ab12c", "codonId": "deploy",
+        "answer": "approve", "answeredBy": "cli:alice",
+    },
 }
 
 
@@ -346,14 +355,15 @@ def test_sample_payload_validates_and_round_trips_through_json(event_type: str) 
     assert json.loads(line)["data"] == payload
 
 
-def test_category_sets_hold_the_36_original_types_plus_sink_failed_and_budget_limits() -> None:
-    assert len(SERVER_STATE_EVENTS) == 22
+def test_category_sets_hold_the_36_original_types_plus_four_of_ours() -> None:
+    ours = {"sink.failed", "budget.limits", "interruption.created", "interruption.answered"}
+    assert len(SERVER_STATE_EVENTS) == 24
     assert len(AGENTIC_BACKBONE_EVENTS) == 7
     assert len(SENTINEL_EVENTS) == 5
     assert len(CONNECTION_EVENTS) == 4
-    assert len(ALL_EVENT_TYPES) == 38
-    assert len(ALL_EVENT_TYPES - {"sink.failed", "budget.limits"}) == 36
-    assert {"sink.failed", "budget.limits"} <= SERVER_STATE_EVENTS
+    assert len(ALL_EVENT_TYPES) == 40
+    assert len(ALL_EVENT_TYPES - ours) == 36
+    assert ours <= SERVER_STATE_EVENTS
 
 
 @pytest.mark.parametrize(

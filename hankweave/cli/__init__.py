@@ -22,6 +22,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def _register_commands() -> None:
+    from hankweave.cli.answer_cmd import answer_command
     from hankweave.cli.attach_cmd import attach_command
     from hankweave.cli.cleanup_cmd import cleanup_command
     from hankweave.cli.ctl_cmd import ctl_group
@@ -38,7 +39,8 @@ def _register_commands() -> None:
 
     for command in (run_command, replay_command, validate_command, init_command, inspect_group,
                     journal_command, rollback_command, attach_command, ctl_group,
-                    cleanup_command, schema_command, plugins_command, mock_provider_group):
+                    cleanup_command, schema_command, plugins_command, mock_provider_group,
+                    answer_command):
         cli.add_command(command)
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from hankweave.state.thread import CheckpointData, ExecutionThread
-    from hankweave.state.types import CodonExecution, HankweaveState, Run
+    from hankweave.state.types import CodonExecution, HankweaveState, Interruption, Run
 
 # Wide enough for the codon table when stdout is a file or a pipe (rich would assume 80).
 _PIPE_WIDTH = 160
@@ -379,6 +379,49 @@ def _render_thread(thread: ExecutionThread, console: Console) -> None:
         f" running codon: {'yes' if thread.has_running_codon else 'no'}"
     )
     console.print(Text(summary))
+
+
+@inspect_group.command("interruptions")
+@_execution_option
+@click.option("--pending", "only_pending", is_flag=True, help="Only those waiting for an answer.")
+@_json_option
+def inspect_interruptions(execution_dir: Path, only_pending: bool, as_json: bool) -> None:
+    """The execution's pauses for a human: what was asked, of which codon, and the answers.
+
+    Answer a pending one with `hankweave answer -e DIR ID ...`.
+    """
+    state = _load(execution_dir)
+    items = [i for i in state.interruptions if i.status == "pending" or not only_pending]
+    if as_json:
+        click.echo(json.dumps([i.model_dump(mode="json", by_alias=True, exclude_none=True)
+                               for i in items], indent=2))
+        return
+    _render_interruptions(items, _console())
+
+
+def _render_interruptions(items: list[Interruption], console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    if not items:
+        console.print("No interruptions recorded.")
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("Id", "Codon", "Kind", "Question", "Options", "Status", "Answer", "By"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("Id", "Status"))
+    for item in items:
+        answer = "" if item.status == "pending" else json.dumps(item.answer)
+        table.add_row(item.id, item.codon_id, item.kind, Text(item.question),
+                      ", ".join(item.options or []) or "(free text)",
+                      item.status + (f" (default {json.dumps(item.default_answer)} at"
+                                     f" {_time(item.deadline)})" if item.deadline
+                                     and item.status == "pending" else ""),
+                      Text(answer), item.answered_by or "")
+    console.print(table)
+    waiting = sum(1 for item in items if item.status == "pending")
+    if waiting:
+        console.print(f"{waiting} waiting: hankweave answer -e DIR ID (TEXT | --approve |"
+                      " --reject | --json VALUE)")
 
 
 def _add_budget_command() -> None:

@@ -81,6 +81,8 @@ __all__ = [
     "HistoryBatchData",
     "IncompleteCodonData",
     "InfoData",
+    "InterruptionAnsweredData",
+    "InterruptionCreatedData",
     "LoopIterationCompletedData",
     "Number",
     "PathFailure",
@@ -588,10 +590,12 @@ TransitionType: TypeAlias = Literal[
     "InitialCheckpointSet",
     "CodonFinalCostSet",
     "SentinelStatesUpdated",
-    # Beyond the original 14: lazy loop expansion is a transition here, and so is the
-    # harness reporting its agent process.
+    # Beyond the original 14: lazy loop expansion is a transition here, and so are the
+    # harness reporting its agent process and the pauses for a human.
     "ExecutionPlanUpdated",
     "AgentProcessReported",
+    "InterruptionCreated",
+    "InterruptionAnswered",
 ]
 TRANSITION_TYPES: tuple[str, ...] = get_args(TransitionType)
 """The transition types a ``state.transition`` event may carry (those of ``hankweave.state``)."""
@@ -708,6 +712,28 @@ class BudgetLimitsData(EventData):
     """Spent against the ceiling when the codon started, earlier runs included."""
     elapsed_seconds: Number
     """Time the hank had run when the codon started, earlier runs included."""
+
+
+# ----- interruptions (ours: docs/events.md) -----
+
+
+class InterruptionCreatedData(EventData):
+    """A pause for a human began: the ``interruptions`` record, as in ``state.json``."""
+
+    interruption_id: str
+    run_id: str
+    codon_id: str
+    kind: Literal["question", "approval", "tool-approval"]
+    question: str
+    options: list[str] | None = None
+    deadline: str | None = None
+
+
+class InterruptionAnsweredData(EventData):
+    interruption_id: str
+    codon_id: str
+    answer: Any
+    answered_by: str
 
 
 # ----- rollback and archive -----
@@ -895,9 +921,12 @@ SERVER_STATE_EVENTS: frozenset[str] = frozenset(
         "budget.summary",
         "sink.failed",
         "budget.limits",
+        "interruption.created",
+        "interruption.answered",
     }
 )
-"""The original's 20 server-state events plus ``sink.failed`` and ``budget.limits``."""
+"""The original's 20 server-state events plus ``sink.failed``, ``budget.limits`` and the two
+``interruption.*`` events."""
 
 AGENTIC_BACKBONE_EVENTS: frozenset[str] = frozenset(
     {
@@ -973,6 +1002,8 @@ EVENT_DATA_MODELS: dict[str, type[EventData]] = {
     "sentinel.triggered": SentinelTriggeredData,
     "sink.failed": SinkFailedData,
     "budget.limits": BudgetLimitsData,
+    "interruption.created": InterruptionCreatedData,
+    "interruption.answered": InterruptionAnsweredData,
 }
 """Each event type's payload model (``serverEventDataSchemas`` in the original)."""
 

@@ -34,6 +34,8 @@ from hankweave.state.transitions import (
     ExecutionPlanUpdated,
     ExtensionCountUpdated,
     InitialCheckpointSet,
+    InterruptionAnswered,
+    InterruptionCreated,
     InvalidTransitionError,
     RunCompleted,
     RunCrashed,
@@ -473,6 +475,35 @@ def plan_splice(old: list[Any], new: list[Any]) -> tuple[int, int, list[Any]]:
     return start, end_old - start, new[start:end_new]
 
 
+# ----- interruptions -----
+
+
+def _interruption_created(state: HankweaveState, t: InterruptionCreated) -> HankweaveState:
+    item = t.data.interruption
+    if state.interruption(item.id) is not None:
+        raise InvalidTransitionError(f"interruption {item.id!r} already exists")
+    _target(state, item.run_id, item.codon_id)  # the codon it pauses has a record
+    pending = item.model_copy(update={"status": "pending", "answer": None,
+                                      "answered_at": None, "answered_by": None})
+    return state.model_copy(update={"interruptions": [*state.interruptions, pending]})
+
+
+def _interruption_answered(state: HankweaveState, t: InterruptionAnswered) -> HankweaveState:
+    data = t.data
+    item = state.interruption(data.interruption_id)
+    if item is None:
+        raise InvalidTransitionError(f"no interruption {data.interruption_id!r}")
+    if item.status != "pending":
+        raise InvalidTransitionError(
+            f"interruption {item.id!r} was already answered ({item.answered_by},"
+            f" {item.answered_at})")
+    answered = item.model_copy(update={"status": "answered", "answer": data.answer,
+                                       "answered_at": data.answered_at,
+                                       "answered_by": data.answered_by})
+    return state.model_copy(update={"interruptions": [
+        answered if other.id == item.id else other for other in state.interruptions]})
+
+
 _HANDLERS: dict[str, Callable[[HankweaveState, Any], HankweaveState]] = {
     "RunStarted": _run_started,
     "RunCompleted": _run_ended("completed"),
@@ -490,4 +521,6 @@ _HANDLERS: dict[str, Callable[[HankweaveState, Any], HankweaveState]] = {
     "SentinelStatesUpdated": _sentinels_updated,
     "ExecutionPlanUpdated": _plan_updated,
     "AgentProcessReported": _agent_process,
+    "InterruptionCreated": _interruption_created,
+    "InterruptionAnswered": _interruption_answered,
 }

@@ -20,6 +20,7 @@ from hankweave.state.types import (
     CodonStatus,
     ExecutionCodonEntry,
     FailureReason,
+    Interruption,
     LoopContext,
     RunId,
     SentinelState,
@@ -345,6 +346,31 @@ class ExecutionPlanUpdated(_TransitionBase):
     data: ExecutionPlanData
 
 
+class InterruptionCreatedData(StateModel):
+    interruption: Interruption
+
+
+class InterruptionCreated(_TransitionBase):
+    """Beyond the original: a pause for a human begins (its record, pending)."""
+
+    type: Literal["InterruptionCreated"] = "InterruptionCreated"
+    data: InterruptionCreatedData
+
+
+class InterruptionAnsweredData(StateModel):
+    interruption_id: str
+    answer: Any
+    answered_by: str
+    answered_at: str = Field(default_factory=utc_now_iso)
+
+
+class InterruptionAnswered(_TransitionBase):
+    """Beyond the original: a pending interruption gets its answer (once)."""
+
+    type: Literal["InterruptionAnswered"] = "InterruptionAnswered"
+    data: InterruptionAnsweredData
+
+
 StateTransition: TypeAlias = Annotated[
     RunStarted
     | RunCompleted
@@ -361,7 +387,9 @@ StateTransition: TypeAlias = Annotated[
     | CodonFinalCostSet
     | SentinelStatesUpdated
     | ExecutionPlanUpdated
-    | AgentProcessReported,
+    | AgentProcessReported
+    | InterruptionCreated
+    | InterruptionAnswered,
     Field(discriminator="type"),
 ]
 

@@ -389,6 +389,46 @@ class ExecutionCodonEntry(StateModel):
     loop_context: PlanLoopContext | None = None
 
 
+# ----- interruptions (a hankweave extension: human-in-the-loop pauses) -----
+
+
+InterruptionKind: TypeAlias = Literal["question", "approval", "tool-approval"]
+"""What waits for a human: the agent's ``ask_human`` question, a codon's approval gate, or a
+tool call an approval rule holds."""
+
+
+class Interruption(StateModel):
+    """One pause for a human, from its creation to its answer (docs/state.md, "Interruptions").
+
+    Kept in ``state.json``'s ``interruptions`` list, which the original's readers ignore.
+    """
+
+    id: str
+    run_id: RunId
+    codon_id: CodonId
+    kind: InterruptionKind
+    question: str
+    options: list[str] | None = None
+    """The allowed answers (an approval's are ``approve`` and ``reject``); None: free text."""
+    gate: Literal["before", "after"] | None = None
+    """An approval gate: before the codon starts, or after it completed."""
+    tool_name: str | None = None
+    tool_input: dict[str, Any] | None = None
+    tool_use_id: str | None = None
+    session_id: SessionId | None = None
+    """The agent session the answer resumes."""
+    created_at: str
+    deadline: str | None = None
+    """When the default answer applies, if no human answered before (ISO 8601)."""
+    default_answer: Any = None
+    status: Literal["pending", "answered"] = "pending"
+    answer: Any = None
+    """The answer: one of the options, free text, or a JSON value."""
+    answered_at: str | None = None
+    answered_by: str | None = None
+    """Who answered: ``cli:<user>``, ``websocket:<client>``, or ``deadline`` (the default)."""
+
+
 class HankweaveState(StateModel):
     """The root of ``state.json``: runs newest first, the current run pointer and the plan."""
 
@@ -396,6 +436,8 @@ class HankweaveState(StateModel):
     current_run_id: RunId | None = None
     initial_checkpoint: str | None = None
     execution_plan: list[ExecutionCodonEntry] = Field(default_factory=list)
+    interruptions: list[Interruption] = Field(default_factory=list)
+    """Beyond the original: every pause for a human, oldest first (absent while empty)."""
 
     @model_serializer(mode="wrap")
     def _keep_null_current_run(
@@ -413,7 +455,15 @@ class HankweaveState(StateModel):
             if key not in ordered:
                 ordered[key] = None
             data = ordered
+        if not data.get("interruptions"):
+            data.pop("interruptions", None)  # an execution without any reads as the original's
         return data
+
+    def interruption(self, interruption_id: str) -> Interruption | None:
+        for item in self.interruptions:
+            if item.id == interruption_id:
+                return item
+        return None
 
     def run_by_id(self, run_id: RunId) -> Run | None:
         for run in self.runs:

@@ -1,0 +1,112 @@
+"""Interruptions: pauses for a human, and the rules an answer must follow (docs/state.md).
+
+An :class:`~hankweave.state.types.Interruption` is created pending (``InterruptionCreated``)
+and answered once (``InterruptionAnswered``).  This module holds what the CLI, the control
+server and the runtime share:
+
+* :func:`new_interruption_id`;
+* :func:`checked_answer`: an answer given as text, ``--approve``/``--reject`` or JSON, checked
+  against the interruption's options before anything is recorded;
+* :func:`pending` and :func:`due_defaults` (deadlines passed: their default answers apply).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hankweave.fsutil import parse_iso
+from hankweave.state.types import HankweaveState, Interruption
+
+APPROVE = "approve"
+REJECT = "reject"
+APPROVAL_OPTIONS = [APPROVE, REJECT]
+"""The options of every approval (a codon's gate, a held tool call)."""
+DEADLINE = "deadline"
+"""``answeredBy`` of a default answer applied when its deadline passed."""
+
+
+class AnswerError(ValueError):
+    """An answer that cannot be recorded: the message says why; nothing was changed."""
+
+
+def new_interruption_id() -> str:
+    """``int-<epoch ms>-<5 random characters>``: sortable by creation, unique in practice."""
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    return f"int-{int(time.time() * 1000)}-{''.join(secrets.choice(alphabet) for _ in range(5))}"
+
+
+def pending(state: HankweaveState) -> list[Interruption]:
+    """The interruptions still waiting for an answer, oldest first."""
+    return [item for item in state.interruptions if item.status == "pending"]
+
+
+@dataclass(frozen=True)
+class GivenAnswer:
+    """An answer as a human gave it: exactly one of the three forms."""
+
+    text: str | None = None
+    approve: bool = False
+    reject: bool = False
+    json_text: str | None = None
+
+
+def checked_answer(state: HankweaveState, interruption_id: str, given: GivenAnswer) -> Any:
+    """The answer to record for ``interruption_id``; :class:`AnswerError` when there is no such
+    pending interruption, or the answer is not one it accepts."""
+    item = state.interruption(interruption_id)
+    if item is None:
+        known = ", ".join(i.id for i in pending(state)) or "none"
+        raise AnswerError(f"no interruption {interruption_id!r} in this execution (pending:"
+                          f" {known})")
+    if item.status != "pending":
+        raise AnswerError(f"interruption {item.id} was already answered"
+                          f" ({_shown(item.answer)} by {item.answered_by} at {item.answered_at})")
+    return _within_options(item, _value(item, given))
+
+
+def _value(item: Interruption, given: GivenAnswer) -> Any:
+    forms = [given.text is not None, given.approve, given.reject, given.json_text is not None]
+    if sum(forms) != 1:
+        raise AnswerError("give exactly one answer: TEXT, --approve, --reject or --json VALUE")
+    if given.approve or given.reject:
+        if item.kind == "question":
+            raise AnswerError(f"interruption {item.id} is a question, not an approval: answer"
+                              " it with TEXT (or --json)")
+        return APPROVE if given.approve else REJECT
+    if given.json_text is not None:
+        try:
+            return json.loads(given.json_text)
+        except json.JSONDecodeError as exc:
+            raise AnswerError(f"--json: not JSON ({exc.msg} at column {exc.colno})") from None
+    return given.text
+
+
+def _within_options(item: Interruption, value: Any) -> Any:
+    options = item.options
+    if not options:
+        if isinstance(value, str) and not value.strip():
+            raise AnswerError("an empty answer: give the text the question asks for")
+        return value
+    if value in options:
+        return value
+    listed = ", ".join(repr(option) for option in options)
+    raise AnswerError(f"{_shown(value)} is not an answer interruption {item.id} accepts"
+                      f" (one of {listed})")
+
+
+def due_defaults(state: HankweaveState, now: datetime) -> list[tuple[Interruption, Any]]:
+    """The pending interruptions whose deadline has passed, with the default to record."""
+    due = []
+    for item in pending(state):
+        if item.deadline is not None and parse_iso(item.deadline) <= now:
+            due.append((item, item.default_answer))
+    return due
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else json.dumps(value)
