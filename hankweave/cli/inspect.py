@@ -381,6 +381,54 @@ def _render_thread(thread: ExecutionThread, console: Console) -> None:
     console.print(Text(summary))
 
 
+@inspect_group.command("execution")
+@_execution_option
+@_json_option
+@click.option("--schema", "print_schema", is_flag=True,
+              help="Print the JSON Schema of the --json document instead.")
+def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) -> None:
+    """The whole execution in one nested view: its status and cost, thread, runs (codons,
+    checkpoints) and interruptions.
+
+    --json prints it as one versioned document (docs/state.md, "The execution document").
+    """
+    from hankweave.execution.document import document_json_schema, execution_document
+
+    if print_schema:
+        click.echo(json.dumps(document_json_schema(), indent=2))
+        return
+    state = _load(execution_dir)
+    hank_path, data_path = _meta_paths(execution_dir)
+    document = execution_document(state, path=str(execution_dir.resolve()),
+                                  hank_path=hank_path, data_path=data_path)
+    if as_json:
+        click.echo(document.model_dump_json(indent=2))
+        return
+    execution = document.execution
+    click.echo(f"Execution {execution.path}: {execution.status}, cost ${execution.total_cost:.4f}"
+               f" (sentinels ${execution.sentinel_cost:.4f}), {execution.finished_codons}"
+               f" codon(s) finished, next {document.thread.next_codon_id or '-'}")
+    click.echo(f"  hank {execution.hank_path or '-'}  data {execution.data_path or '-'}")
+    for run in document.runs:
+        click.echo(f"  run {run.run_id}  {run.status}  ${run.cost:.4f}  "
+                   + ", ".join(f"{c.codon_id} {c.status}" for c in run.codons))
+    if execution.pending_interruptions:
+        click.echo(f"  {execution.pending_interruptions} interruption(s) waiting:"
+                   f" hankweave inspect interruptions -e {execution.path} --pending")
+
+
+def _meta_paths(execution_dir: Path) -> tuple[str | None, str | None]:
+    """The hank and data paths ``execution-meta.json`` records (None when unreadable)."""
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+
+    try:
+        meta = load_execution_meta(ExecutionLayout(execution_dir).meta_file)
+    except ExecutionMetaError:
+        return None, None
+    return meta.hank_path, meta.read_only_source_data_path
+
+
 @inspect_group.command("interruptions")
 @_execution_option
 @click.option("--pending", "only_pending", is_flag=True, help="Only those waiting for an answer.")

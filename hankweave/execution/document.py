@@ -1,0 +1,169 @@
+"""One nested document of an execution, as Agency inspects one (docs/state.md, "The execution
+document"): the execution (hank, data, status, cost, result), its thread, its runs with their
+codons and checkpoints, and its interruptions.
+
+Built read-only from ``state.json`` (with its log applied) and ``execution-meta.json``; the
+models are its versioned format (:data:`DOCUMENT_VERSION`, JSON Schema from
+:func:`document_json_schema`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from hankweave.state.costs import codon_cost, codon_cost_complete, total_cost, total_sentinel_cost
+from hankweave.state.thread import analyze_execution_thread
+from hankweave.state.types import (
+    CodonExecution,
+    HankweaveState,
+    Interruption,
+    Run,
+    record_checkpoints,
+)
+
+DOCUMENT_VERSION = 1
+
+ExecutionStatus = Literal["pending", "running", "interrupted", "completed", "failed", "crashed"]
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True,
+                              serialize_by_alias=True, use_attribute_docstrings=True)
+
+
+class DocumentCheckpoint(_Document):
+    type: str
+    sha: str
+
+
+class DocumentCodon(_Document):
+    codon_id: str
+    status: str
+    attempt: int = 1
+    cost: float
+    cost_complete: bool
+    start_time: str
+    end_time: str | None = None
+    failure: str | None = None
+    """The failure reason's message, for a failed record."""
+    checkpoints: list[DocumentCheckpoint]
+    sentinel_cost: float = 0.0
+
+
+class DocumentRun(_Document):
+    run_id: str
+    status: str
+    start_time: str
+    end_time: str | None = None
+    starting_conditions: dict[str, Any]
+    cost: float
+    codons: list[DocumentCodon]
+
+
+class DocumentThreadCodon(_Document):
+    codon_id: str
+    run_id: str
+    status: str
+
+
+class DocumentThread(_Document):
+    codons: list[DocumentThreadCodon]
+    """The codon history across continuation runs, oldest first."""
+    next_codon_id: str | None
+    failed: bool
+
+
+class DocumentExecution(_Document):
+    path: str
+    hank_path: str | None
+    data_path: str | None
+    status: ExecutionStatus
+    total_cost: float
+    sentinel_cost: float
+    """The sentinels' LLM costs, apart from the total."""
+    pending_interruptions: int
+    finished_codons: int
+
+
+class ExecutionDocument(_Document):
+    """``hankweave inspect execution --json``."""
+
+    document_version: int = DOCUMENT_VERSION
+    execution: DocumentExecution
+    thread: DocumentThread
+    runs: list[DocumentRun]
+    """Newest first, as in ``state.json``."""
+    interruptions: list[dict[str, Any]]
+    """The records of ``state.json``'s ``interruptions``, oldest first."""
+
+
+def execution_document(state: HankweaveState, *, path: str, hank_path: str | None,
+                       data_path: str | None) -> ExecutionDocument:
+    """The document of the execution whose state is ``state``."""
+    thread = analyze_execution_thread(state)
+    thread_codons = [DocumentThreadCodon(codon_id=item.codon.codon_id, run_id=item.run_id,
+                                         status=item.codon.status)
+                     for item in reversed(thread.codons)]
+    waiting = sum(1 for item in state.interruptions if item.status == "pending")
+    return ExecutionDocument(
+        execution=DocumentExecution(
+            path=path, hank_path=hank_path, data_path=data_path,
+            status=_status(state, thread.next_codon_id, waiting),
+            total_cost=total_cost(state), sentinel_cost=total_sentinel_cost(state),
+            pending_interruptions=waiting,
+            finished_codons=sum(1 for c in thread_codons if c.status in ("completed",
+                                                                         "skipped"))),
+        thread=DocumentThread(codons=thread_codons, next_codon_id=thread.next_codon_id,
+                              failed=thread.failed),
+        runs=[_run(run) for run in state.runs],
+        interruptions=[_interruption(item) for item in state.interruptions])
+
+
+def _status(state: HankweaveState, next_codon: str | None, waiting: int) -> ExecutionStatus:
+    if not state.runs:
+        return "pending"
+    if waiting:
+        return "interrupted"
+    newest = state.runs[0].status
+    if newest == "completed" and next_codon is not None:
+        return "interrupted"  # stopped between codons: it resumes
+    return newest  # running, completed, failed, crashed
+
+
+def _run(run: Run) -> DocumentRun:
+    codons = [_codon(record) for record in run.codons]
+    return DocumentRun(
+        run_id=run.run_id, status=run.status, start_time=run.start_time,
+        end_time=run.end_time,
+        starting_conditions=run.starting_conditions.model_dump(mode="json", by_alias=True,
+                                                               exclude_none=True),
+        cost=sum(codon.cost for codon in codons), codons=codons)
+
+
+def _codon(record: CodonExecution) -> DocumentCodon:
+    reason = getattr(record, "failure_reason", None)
+    sentinels = getattr(record, "sentinels", None)
+    return DocumentCodon(
+        codon_id=record.codon_id, status=record.status,
+        attempt=getattr(record, "attempt", None) or 1, cost=codon_cost(record),
+        cost_complete=codon_cost_complete(record), start_time=record.start_time,
+        end_time=getattr(record, "end_time", None),
+        failure=reason.message if reason is not None else None,
+        checkpoints=[DocumentCheckpoint(type=kind, sha=sha)
+                     for kind, sha in record_checkpoints(record)],
+        sentinel_cost=sentinels.total_cost if sentinels is not None else 0.0)
+
+
+def _interruption(item: Interruption) -> dict[str, Any]:
+    return item.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def document_json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of :class:`ExecutionDocument`."""
+    schema = ExecutionDocument.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://hankweave.dev/schemas/execution-document-v{DOCUMENT_VERSION}.json"
+    return schema
