@@ -49,6 +49,8 @@ class TallyOptions(SentinelOptions):
     """The ``error_type`` the failures give (None: the default)."""
     fail_load: bool = False
     """Refuse to load, as a kind does when what it needs is missing at run time."""
+    crash_load: bool = False
+    """Raise something unexpected while loading (a kind's bug)."""
 
 
 class TallySentinel(SentinelKind):
@@ -59,6 +61,8 @@ class TallySentinel(SentinelKind):
 
     def __init__(self, setup: Any) -> None:
         super().__init__(setup)
+        if setup.options.crash_load:
+            raise RuntimeError("the tally kind has a bug")
         if setup.options.fail_load:
             raise SentinelFatalError("the tally service is not available", "configuration")
         self.fired = 0

@@ -182,3 +182,14 @@ def test_a_kinds_failures_are_sentinel_failed_and_a_bad_error_type_is_its_bug(pr
     assert errors["buggy"]["errorType"] == "sentinel-failed"
     assert errors["buggy"]["message"].startswith(
         "ValueError: unknown sentinel error type 'command-failed'")
+
+
+def test_a_kind_that_crashes_while_loading_is_a_load_failure_not_a_crash(project):
+    project.write_hank([codon("a", sentinels=[attached(tally(options={"crashLoad": True}))])])
+
+    outcome = project.run({"a": {"messages": 1}})
+
+    assert outcome.code == 0 and outcome.statuses() == [("a", "completed")]
+    (warning,) = [e for e in outcome.of_type("error") if e.get("code")]
+    assert "RuntimeError: the tally kind has a bug" in warning["message"]
+    assert outcome.of_type("sentinel.loaded") == []

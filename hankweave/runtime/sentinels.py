@@ -157,6 +157,10 @@ class SentinelManager:
             except (SentinelError, ValueError, OSError) as exc:
                 errors.append(SentinelLoadError(_ref(loaded), str(exc),
                                                 loaded.fail_codon_if_not_loaded))
+            except Exception as exc:  # a kind's constructor is plugin code: its bug, not ours
+                log.exception("sentinel kind %s failed to start", loaded.config.kind_name)
+                errors.append(SentinelLoadError(_ref(loaded), f"{type(exc).__name__}: {exc}",
+                                                loaded.fail_codon_if_not_loaded))
         for error in errors:
             self._report_load_error(error)
         fatal = [error for error in errors if error.fatal]
