@@ -439,6 +439,18 @@ def raw_rule_violations(root: type[BaseModel], data: object) -> list[RuleViolati
     return found
 
 
+def with_rule_issues(root: type[BaseModel], data: object,
+                     issues: list[HankIssue]) -> list[HankIssue]:
+    """`issues` (from a failed validation) plus the rules `data` breaks that are not already
+    among them: pydantic checks an object's rules only once its fields are valid, so the raw
+    walk finds the broken rules beside the field errors and one pass shows every problem."""
+    for violation in raw_rule_violations(root, data):
+        issue = HankIssue(format_path(violation.at), violation.message)
+        if issue not in issues:
+            issues.append(issue)
+    return issues
+
+
 def _walk_rules(
     tp: Any, value: object, at: tuple[PathSegment, ...], found: list[RuleViolation]
 ) -> None:

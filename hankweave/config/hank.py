@@ -49,9 +49,9 @@ from hankweave.config.errors import (
     format_path,
     issues_from_validation_error,
     raise_rule_violations,
-    raw_rule_violations,
     read_config_json,
     unrecognized_field_message,
+    with_rule_issues,
 )
 
 HANK_SCHEMA_URL = "https://unpkg.com/hankweave@latest/schemas/hank.schema.json"
@@ -1099,14 +1099,9 @@ def _issues(exc: ValidationError, ignored: list[IgnoredKey]) -> list[HankIssue]:
 def _invalid(
     source: str, issues: list[HankIssue], data: object, ignored: list[IgnoredKey]
 ) -> HankValidationError:
-    # pydantic checks an object's rules only once all its fields are valid; check them on the
-    # raw data too, so the author sees every broken rule beside the field errors in one pass.
-    for violation in raw_rule_violations(HankFile, data):
-        issue = HankIssue(format_path(violation.at), violation.message)
-        if issue not in issues:
-            issues.append(issue)
     unique = list(dict.fromkeys(ignored))
-    return HankValidationError(source, issues, warnings=[key.issue() for key in unique])
+    return HankValidationError(source, with_rule_issues(HankFile, data, issues),
+                               warnings=[key.issue() for key in unique])
 
 
 def without_keys(data: object, paths: Sequence[tuple[PathSegment, ...]]) -> object:

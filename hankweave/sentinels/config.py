@@ -48,8 +48,8 @@ from hankweave.config.errors import (
     RuleViolation,
     format_path,
     issues_from_validation_error,
-    raw_rule_violations,
     read_config_json,
+    with_rule_issues,
 )
 from hankweave.config.hank import (
     Check,
@@ -723,14 +723,9 @@ def _validate(data: object, context: dict[str, Any]) -> SentinelConfig:
 def _invalid(
     source: str, issues: list[HankIssue], data: object, ignored: list[IgnoredKey]
 ) -> SentinelConfigValidationError:
-    # pydantic checks an object's rules only once its fields are valid; the raw walk finds
-    # the broken rules beside the field errors, so one pass shows every problem.
-    for violation in raw_rule_violations(SentinelConfig, data):
-        issue = HankIssue(format_path(violation.at), violation.message)
-        if issue not in issues:
-            issues.append(issue)
     warnings = [key.issue() for key in dict.fromkeys(ignored)]
-    return SentinelConfigValidationError(source, issues, warnings=warnings)
+    return SentinelConfigValidationError(source, with_rule_issues(SentinelConfig, data, issues),
+                                         warnings=warnings)
 
 
 def unobservable_trigger_entries(config: SentinelConfig) -> list[HankIssue]:
