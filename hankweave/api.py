@@ -85,6 +85,7 @@ if TYPE_CHECKING:
         utc_now_iso,
     )
     from hankweave.harness import (
+        NO_HUMAN_MESSAGE,
         AgentStartError,
         AttemptContext,
         AttemptPolicy,
@@ -148,6 +149,7 @@ _EXPORTS: dict[str, str] = {
     "HarnessNotInstalledError": "hankweave.harness",
     "HarnessSelectionError": "hankweave.harness",
     "HumanReply": "hankweave.harness",
+    "NO_HUMAN_MESSAGE": "hankweave.harness",
     "StderrLog": "hankweave.harness",
     "ToolDecision": "hankweave.harness",
     # codon logs: the records a harness yields, and reading them back
@@ -280,6 +282,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AGENT_MARKER_ENV",
     "DATA_LINK",
+    "NO_HUMAN_MESSAGE",
     "REPLAY_HARNESS",
     "AgentStartError",
     "AmbiguousCheckpointError",

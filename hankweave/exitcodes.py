@@ -8,6 +8,9 @@ EXIT_FAILED = 1
 """The run failed (a codon failed under ``abort``, a budget ended it, a forced shutdown)."""
 EXIT_USAGE = 2
 """Bad input or a refused start: a malformed hank, a held lock, a missing plugin."""
+EXIT_INTERRUPTED = 3
+"""The run ended waiting for a human: answer its interruptions (``hankweave answer``), then
+``hankweave run -e DIR`` resumes it."""
 EXIT_SIGINT = 130
 """Stopped by Ctrl-C (128 + SIGINT) after a clean, resumable shutdown."""
 EXIT_SIGTERM = 143

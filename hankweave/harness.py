@@ -108,6 +108,14 @@ class CodonRequest:
     """The codon's configured name, for display."""
     extension: bool = False
     """This pass extends the session of the previous pass (``exhaustWithPrompt``)."""
+    resumes_interruption: bool = False
+    """This attempt resumes :attr:`session_id_to_resume` after a run that ended waiting for a
+    human (docs/human-in-the-loop.md).  The session was cut while a tool call (``ask_human``, or
+    one that needed approval) was pending.  A harness that keeps pending tool calls in its own
+    session (the pi harness) runs them again, and their ``ask_human`` / ``authorize_tool`` now
+    return the recorded answer at once, then goes on without sending :attr:`prompt`.  A harness
+    whose agent cannot hold a pending call (the Claude CLI) sends :attr:`prompt`, which tells
+    the agent the answers, as the next user turn."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +251,7 @@ class AttemptContext:
         self._policy = policy or AttemptPolicy()
         self._pids: list[int] = []
         self._busy = 0
+        self._asking = 0
 
     @property
     def log_dir(self) -> Path:
@@ -289,6 +298,20 @@ class AttemptContext:
         """Whether a :meth:`busy` stretch is open."""
         return self._busy > 0
 
+    @property
+    def waiting_for_human(self) -> bool:
+        """Whether an :meth:`ask_human` or :meth:`authorize_tool` call is waiting for the
+        kernel's answer (a person may take hours: the runtime's idle limit is off)."""
+        return self._asking > 0
+
+    @contextlib.contextmanager
+    def _asking_kernel(self) -> Iterator[None]:
+        self._asking += 1
+        try:
+            yield
+        finally:
+            self._asking -= 1
+
     def warn(self, message: str) -> None:
         """Tell the user something about this attempt they should know (a setting the harness
         had to change, say): an ``error`` event of severity ``warning`` for the codon."""
@@ -299,7 +322,8 @@ class AttemptContext:
         """Ask before the agent runs tool ``name``: the harness runs it only if allowed (with
         ``updated_input`` when given), and otherwise returns the denial message to the agent
         as the tool's error result.  The kernel default allows everything."""
-        return await self._policy.authorize_tool(self.request, name, tool_input)
+        with self._asking_kernel():
+            return await self._policy.authorize_tool(self.request, name, tool_input)
 
     async def ask_human(self, question: str, options: Sequence[str] | None = None
                         ) -> HumanReply:
@@ -308,7 +332,8 @@ class AttemptContext:
         Returns the answer, or a reply that is not :attr:`~HumanReply.available` whose
         ``message`` the harness gives the agent instead.  The kernel default has no human.
         """
-        return await self._policy.ask_human(self.request, question, options)
+        with self._asking_kernel():
+            return await self._policy.ask_human(self.request, question, options)
 
 
 class Harness(abc.ABC):

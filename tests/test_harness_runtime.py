@@ -84,8 +84,8 @@ def test_the_agent_stderr_goes_to_a_file_next_to_the_codon_log(project):
     assert (log.parent / "a-stderr.log").read_text() == "warming up\n" * 2
 
 
-def test_tools_are_allowed_and_nobody_answers_by_default(project):
-    project.write_hank([codon("a")])
+def test_tools_are_allowed_and_nobody_answers_where_ask_human_is_off(project):
+    project.write_hank([codon("a", askHuman=False)])
     outcome = project.run({"a": {"tools": [{"name": "Bash", "input": {"command": "ls"},
                                             "result": "a.md"}],
                                  "askHuman": "Which file?"}})

@@ -259,7 +259,9 @@ def test_a_read_only_client_is_refused_every_control_command(tmp_path):
                 for number, kind in enumerate(sorted(CONTROL_COMMANDS)):
                     data = {"codon.start": {"codonId": "a"},
                             "rollback.toCodon": {"codonId": "a"},
-                            "rollback.toCheckpoint": {"checkpointSha": "abcd1234"}}.get(kind)
+                            "rollback.toCheckpoint": {"checkpointSha": "abcd1234"},
+                            "interruption.answer": {"interruptionId": "int-1", "answer": "x"},
+                            }.get(kind)
                     replies[kind] = await command(ws, kind, data, command_id=f"c{number}")
             return response, replies
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hankweave.app.playback import REPLAY_HARNESS, Playback
 from hankweave.config.errors import ConfigError
-from hankweave.exitcodes import EXIT_OK, EXIT_USAGE
+from hankweave.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from hankweave.checkpoints import CheckpointStore
@@ -78,6 +78,8 @@ class LaunchRequest:
     replay: str | None = None
     """A recorded execution directory or exported recording to play back (no provider)."""
     replay_speed: str = "instant"
+    wait_for_answers: bool = False
+    """Stay up while an interruption waits for a person (``--wait-for-answers``)."""
     mock_provider: str | None = None
     """A mock provider script: the run serves it on 127.0.0.1 and points every codon's agent
     at it (docs/testing-hanks.md)."""
@@ -336,10 +338,13 @@ def _nothing_to_do(state: HankweaveState) -> bool:
     failed run; a run stopped between codons (its ceiling spent, a stop) has codons left, and
     the runtime's resume finds them.
     """
+    from hankweave.runtime.humans import resumable_run
     from hankweave.state.thread import analyze_execution_thread
 
     if not state.runs or state.runs[0].status in ("failed", "crashed"):
         return False
+    if resumable_run(state) is not None:
+        return False  # it waited for a person: its gate or its codon resumes
     thread = analyze_execution_thread(state)
     return not thread.failed and thread.next_codon_id is None and not thread.has_running_codon
 
@@ -371,6 +376,8 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
             code = await _drive(prepared, request, owned)
         finally:
             heartbeat.cancel()
+        if code == EXIT_INTERRUPTED:
+            _waiting(owned.store.state, layout, request.notify)
         _where(layout, request.notify)
         return code
     finally:
@@ -401,7 +408,9 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
         keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run, env=request.env,
         harness_override=prepared.recording.harness if prepared.recording else None,
         harness_configs=prepared.harness_configs,
-        sentinels=prepared.recording is None)  # a replay runs no sentinels
+        wait_for_answers=request.wait_for_answers,
+        # A replay runs no sentinels and asks no one.
+        sentinels=prepared.recording is None, humans=prepared.recording is None)
     return Runtime(
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
         owned=owned, checkpoints=checkpoints, registry=prepared.registry, emit=emit, config=config, budget=budget,
@@ -472,6 +481,25 @@ async def _start_mock_provider(prepared: Prepared, request: LaunchRequest) -> Mo
     request.notify(f"[MOCK] Agents talk to the mock provider at {mock.base_url}"
                    f" (request log: {log})")
     return mock
+
+
+def _waiting(state: HankweaveState, layout: ExecutionLayout,
+             notify: Callable[[str], None]) -> None:
+    """What the run waits for, and how to answer it."""
+    from hankweave.state.interruptions import pending
+
+    lines = ["\nThe run waits for a person (exit 3). Pending interruptions:"]
+    for item in pending(state):
+        options = f" [{' | '.join(item.options)}]" if item.options else ""
+        deadline = f" (default {item.default_answer!r} at {item.deadline})" if item.deadline \
+            else ""
+        lines.append(f"  {item.id}  {item.codon_id}: {item.question}{options}{deadline}")
+    approval = next((item for item in pending(state) if item.kind != "question"),
+                    None)
+    example = (f"hankweave answer -e {layout.path} {approval.id} --approve" if approval else
+               f"hankweave answer -e {layout.path} ID TEXT")
+    lines.append(f"Answer:  {example}\nResume:  hankweave run -e {layout.path}")
+    notify("\n".join(lines))
 
 
 def _where(layout: ExecutionLayout, notify: Callable[[str], None]) -> None:

@@ -2,8 +2,10 @@
 
 The answer is checked against the interruption's options before anything is written, then
 recorded as an ``InterruptionAnswered`` transition (durable when the command returns) and an
-``interruption.answered`` event in the journal.  The command takes the execution's lock, so it
-is refused while a runtime runs the execution; ``hankweave run -e DIR`` then resumes with it.
+``interruption.answered`` event in the journal.  With no runtime on the execution, the command
+takes its lock and records the answer itself; ``hankweave run -e DIR`` then resumes with it.
+While a runtime runs it (``--wait-for-answers``), the answer goes to that runtime through its
+WebSocket server (``interruption.answer``), and the waiting run goes on.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def answer_command(execution_dir: Path, interruption_id: str, text: str | None, 
     given = GivenAnswer(text=text, approve=approve, reject=reject, json_text=json_text)
     who = answered_by or f"cli:{_user()}"
     try:
+        forwarded = _forward(layout.path, interruption_id, given, who)
+        if forwarded is not None:
+            click.echo(f"Answered {interruption_id}: {forwarded!r} (sent to the running"
+                       " runtime)")
+            return
         answer = asyncio.run(_record(layout, interruption_id, given, who))
     except (AnswerError, LockError, StateLoadError) as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
@@ -56,17 +63,56 @@ def answer_command(execution_dir: Path, interruption_id: str, text: str | None, 
                f" {layout.path}")
 
 
+def _forward(execution_dir: Path, interruption_id: str, given: Any, who: str) -> Any:
+    """Send the answer to the runtime running on ``execution_dir``; its recorded answer, or
+    None when no runtime serves there (the answer is then recorded here)."""
+    import asyncio
+
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.server.client import ControlClient, ControlRefusedError, NoServerError
+    from hankweave.server.client import server_address as find_server
+    from hankweave.state.interruptions import AnswerError, checked_answer
+    from hankweave.state.store import read_state_strict
+
+    # Checked here first, so a refused answer reads the same whoever records it.
+    checked_answer(read_state_strict(ExecutionLayout(execution_dir).hankweave_dir)[0],
+                   interruption_id, given)
+    try:
+        address = find_server(execution_dir)
+    except NoServerError:
+        return None
+    data: dict[str, Any] = {"interruptionId": interruption_id, "answeredBy": who}
+    if given.approve or given.reject:
+        data["approve" if given.approve else "reject"] = True
+    else:
+        import json
+
+        data["answer"] = given.text if given.text is not None else json.loads(given.json_text)
+
+    async def send() -> Any:
+        client = await ControlClient.connect(address.url, token=address.token,
+                                             require_control=True)
+        async with client:
+            return await client.command("interruption.answer", data)
+
+    try:
+        reply = asyncio.run(send())
+    except (NoServerError, ControlRefusedError, TimeoutError, OSError) as exc:
+        raise AnswerError(f"a runtime runs {execution_dir} (pid {address.pid}) but the answer"
+                          f" could not be sent to it: {exc}") from None
+    if not reply.ok:
+        raise AnswerError(f"the running runtime refused the answer: {reply.message}")
+    return (reply.result or {}).get("answer")
+
+
 async def _record(layout: Any, interruption_id: str, given: Any, who: str) -> Any:
     from hankweave.events.bus import EventBus
     from hankweave.events.journal import EventJournal
+    from hankweave.runtime.reporter import Reporter
     from hankweave.state.boot import take_ownership
     from hankweave.state.interruptions import checked_answer
-    from hankweave.state.store import read_state_strict
     from hankweave.state.transitions import InterruptionAnswered, InterruptionAnsweredData
 
-    # Checked on a read-only load first: a refused answer changes nothing, not even the
-    # crash repair that taking ownership does.
-    checked_answer(read_state_strict(layout.hankweave_dir)[0], interruption_id, given)
     owned = await take_ownership(layout.hankweave_dir)
     try:
         answer = checked_answer(owned.store.state, interruption_id, given)
@@ -76,9 +122,7 @@ async def _record(layout: Any, interruption_id: str, given: Any, who: str) -> An
         assert item is not None
         bus = EventBus(EventJournal(layout.events_file))
         try:
-            bus.emit("interruption.answered", {
-                "interruptionId": item.id, "codonId": item.codon_id, "answer": answer,
-                "answeredBy": who})
+            Reporter(bus.emit).interruption_answered(item)
         finally:
             bus.close()
         return answer

@@ -392,15 +392,13 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
 
     --json prints it as one versioned document (docs/state.md, "The execution document").
     """
-    from hankweave.execution.document import document_json_schema, execution_document
+    from hankweave.execution.document import document_json_schema, document_of
 
     if print_schema:
         click.echo(json.dumps(document_json_schema(), indent=2))
         return
     state = _load(execution_dir)
-    hank_path, data_path = _meta_paths(execution_dir)
-    document = execution_document(state, path=str(execution_dir.resolve()),
-                                  hank_path=hank_path, data_path=data_path)
+    document = document_of(execution_dir, state)
     if as_json:
         click.echo(document.model_dump_json(indent=2))
         return
@@ -415,18 +413,6 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
     if execution.pending_interruptions:
         click.echo(f"  {execution.pending_interruptions} interruption(s) waiting:"
                    f" hankweave inspect interruptions -e {execution.path} --pending")
-
-
-def _meta_paths(execution_dir: Path) -> tuple[str | None, str | None]:
-    """The hank and data paths ``execution-meta.json`` records (None when unreadable)."""
-    from hankweave.execution.layout import ExecutionLayout
-    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
-
-    try:
-        meta = load_execution_meta(ExecutionLayout(execution_dir).meta_file)
-    except ExecutionMetaError:
-        return None, None
-    return meta.hank_path, meta.read_only_source_data_path
 
 
 @inspect_group.command("interruptions")

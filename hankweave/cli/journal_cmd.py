@@ -384,6 +384,11 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "sentinel.unloaded": lambda d: (
         f"{d.get('sentinelId', '?')} {d.get('reason', '?')}  {d.get('llmCallCount', '?')} calls"
         f"  {_money(d.get('finalCost'))}"),
+    "interruption.created": lambda d: (
+        f"{d.get('interruptionId', '?')} {d.get('kind', '?')}  {_clip(d.get('question', ''))}"),
+    "interruption.answered": lambda d: (
+        f"{d.get('interruptionId', '?')} {_clip(d.get('answer'))}"
+        f"  by {d.get('answeredBy', '?')}"),
 }
 
 

@@ -120,6 +120,12 @@ class HeadlessLog:
         kind, data = event["type"], event.get("data", {})
         if kind == "codon.started":
             return f"codon {data.get('codonId')} started ({data.get('codonName')})"
+        if kind == "interruption.created":
+            return (f"waiting for a person: {data.get('interruptionId')}"
+                    f" ({data.get('kind')}) {data.get('question')}")
+        if kind == "interruption.answered":
+            return (f"answered {data.get('interruptionId')}: {data.get('answer')!r}"
+                    f" by {data.get('answeredBy')}")
         if kind == "info":
             message = str(data.get("message", ""))
             return None if message.startswith(_QUIET_INFO_PREFIXES) else message

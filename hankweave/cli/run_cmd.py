@@ -78,6 +78,9 @@ def interactive() -> bool:
 @click.option("--replay-speed", type=click.Choice(["instant", "recorded"]), default="instant",
               show_default=True, help="With --replay: as fast as possible, or the recorded gaps"
               " (each capped by HANKWEAVE_REPLAY_MAX_DELAY_MS).")
+@click.option("--wait-for-answers", is_flag=True, help="Stay up while an interruption waits"
+              " for a person (answer through the WebSocket or `hankweave answer`), instead of"
+              " ending the run interrupted (exit 3).")
 @click.pass_context
 def run_command(ctx: click.Context, hank: str | None, data: str | None, execution: str | None,
                 start_new: bool, force: bool, no_wipe: bool, copy: bool,
@@ -87,12 +90,13 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
                 max_cost: float | None, max_time: float | None,
                 shim_idle_timeout: int | None, ignore_rig_failures: bool,
                 overwrite_output: bool, yes: bool, replay: str | None,
-                mock_provider: str | None, replay_speed: str) -> None:
+                mock_provider: str | None, replay_speed: str, wait_for_answers: bool) -> None:
     """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
     directory; - reads stdin).
 
     An execution directory that holds state is resumed: a crashed or failed run is rolled back
     to its last successful codon and continues from there; completed codons never run again.
+    A run that ended waiting for a person (exit 3) resumes with their answers.
     """
     from hankweave.app.launch import LaunchRequest
 
@@ -104,7 +108,7 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
         hank=hank, data=data, execution=execution, start_new=start_new, force=force,
         no_wipe=no_wipe, copy=copy, input_text=input_text, output=output,
         model=model, port=port, host=host, replay=replay, replay_speed=replay_speed,
-        mock_provider=mock_provider,
+        mock_provider=mock_provider, wait_for_answers=wait_for_answers,
         headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,
         max_cost=max_cost, max_time=max_time, shim_idle_timeout=shim_idle_timeout,
         ignore_rig_failures=ignore_rig_failures, overwrite_output=overwrite_output, yes=yes,

@@ -344,6 +344,7 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
         "rigOperations": 0,
         "checkpointedCodons": [],
         "sentinels": [],
+        "humanInTheLoop": [],
     }
     if hank is None or preflight is None:
         return described
@@ -401,7 +402,25 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
         site.codon.id for site in sites if site.codon.checkpointed_files
     ]
     described["sentinels"] = _sentinels(sites)
+    described["humanInTheLoop"] = _human_in_the_loop(hank, sites)
     return described
+
+
+def _human_in_the_loop(hank: Any, sites: list[Any]) -> list[str]:
+    """What waits for a person (docs/human-in-the-loop.md): gates, tool rules, questions off."""
+    found = [f"hank: {len(hank.tool_approval)} tool rule(s)"] if hank.tool_approval else []
+    for site in sites:
+        codon, parts = site.codon, []
+        gate = codon.approval_gate()
+        if gate is not None:
+            parts.append(f"approval {gate.when}")
+        if codon.tool_approval:
+            parts.append(f"{len(codon.tool_approval)} tool rule(s)")
+        if not codon.ask_human_settings().enabled:
+            parts.append("askHuman off")
+        if parts:
+            found.append(f"{codon.id}: {', '.join(parts)}")
+    return found
 
 
 def _sentinels(sites: list[Any]) -> list[str]:
@@ -574,6 +593,7 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
     console.print(f"Rig operations: {report['rigOperations']}")
     _print_list(console, "Codons with checkpointed files", report["checkpointedCodons"])
     _print_list(console, "Sentinels", report["sentinels"])
+    _print_list(console, "Human in the loop", report["humanInTheLoop"])
 
     budget = report["budget"] or {}
     ceiling = [

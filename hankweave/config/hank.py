@@ -683,6 +683,88 @@ class RetryConfig(LenientModel):
     """Upper bound of any single wait, including a provider's Retry-After."""
 
 
+# --------------------------------------------------------------------------------------------
+# Human in the loop (hankweave additions: docs/human-in-the-loop.md)
+# --------------------------------------------------------------------------------------------
+
+ApprovalWhen = Literal["before", "after"]
+ApprovalAnswer = Literal["approve", "reject"]
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise _value_error(f"not a valid regular expression: {exc}") from None
+    return value
+
+
+Regex = Annotated[str, AfterValidator(_regex)]
+
+
+class _Deadline(StrictModel):
+    """A deadline after which the default answer applies when no human answered."""
+
+    deadline_seconds: Opt[PositiveNumber] = None
+    """Seconds after the interruption is created; requires `defaultAnswer`."""
+
+    @classmethod
+    def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
+        if (data.get("deadlineSeconds") is None) != (data.get("defaultAnswer") is None):
+            return [RuleViolation((), "deadlineSeconds and defaultAnswer go together: the"
+                                      " default answer is what applies at the deadline. Fix:"
+                                      " give both, or neither.")]
+        return []
+
+
+class ApprovalGate(_Deadline):
+    """A person approves the codon before it starts, or its result before the plan goes on."""
+
+    when: ApprovalWhen
+    question: Opt[str] = None
+    """What the person is asked (default: a sentence naming the codon)."""
+    default_answer: Opt[ApprovalAnswer] = None
+
+
+class ToolApprovalRule(_Deadline):
+    """Ask a person before a tool call whose name and input match."""
+
+    tool: Regex
+    """Regular expression the whole tool name must match (`Bash`, `Write|Edit`)."""
+    input: Opt[Regex] = None
+    """Regular expression searched in every string of the tool's input (`rm |git push`);
+    unset: every call of the tool."""
+    default_answer: Opt[ApprovalAnswer] = None
+
+    def matches(self, name: str, tool_input: Mapping[str, Any]) -> bool:
+        if re.fullmatch(self.tool, name) is None:
+            return False
+        if self.input is None:
+            return True
+        pattern = re.compile(self.input)
+        return any(pattern.search(text) for text in _strings(tool_input))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value (keys excluded)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+class AskHumanSettings(_Deadline):
+    """How the agent's `ask_human` questions are handled in this codon."""
+
+    enabled: bool = True
+    """False: no person is asked; the agent is told to go on on its own judgement."""
+    default_answer: Opt[str] = None
+
+
 class Codon(_HankItemModel):
     """One sealed agent task."""
 
@@ -737,6 +819,24 @@ class Codon(_HankItemModel):
     shim_idle_timeout: Opt[ShimIdleTimeout] = None
     """Seconds without an agent event before the session is aborted."""
     budget: Opt[CodonBudget] = None
+    approval: Opt[ApprovalWhen | ApprovalGate] = None
+    """A person's approval before the codon starts or after it completed (a hankweave
+    addition: docs/human-in-the-loop.md)."""
+    tool_approval: Opt[list[ToolApprovalRule]] = None
+    """Tool calls a person approves first, added to the hank's `toolApproval` rules."""
+    ask_human: Opt[bool | AskHumanSettings] = None
+    """Whether the agent's `ask_human` questions reach a person (default: they do)."""
+
+    def approval_gate(self) -> ApprovalGate | None:
+        """The codon's gate, the short form (`"before"`) expanded."""
+        if isinstance(self.approval, str):
+            return ApprovalGate(when=self.approval)
+        return self.approval
+
+    def ask_human_settings(self) -> AskHumanSettings:
+        if isinstance(self.ask_human, AskHumanSettings):
+            return self.ask_human
+        return AskHumanSettings(enabled=self.ask_human is not False)
 
     @field_validator("type", mode="before")
     @classmethod
@@ -977,6 +1077,8 @@ class HankFile(StrictModel):
     global_system_prompt_file: Opt[HankRefs] = None
     """System prompt file(s) for every codon, joined with a blank line."""
     global_system_prompt_text: Opt[str] = None
+    tool_approval: Opt[list[ToolApprovalRule]] = None
+    """Tool calls a person approves first, in every codon (a hankweave addition)."""
     hank: Annotated[
         list[HankItem],
         Check(lambda items: None if items else "At least one codon required", minItems=1),

@@ -579,6 +579,7 @@ TransitionType: TypeAlias = Literal[
     "RunStarted",
     "RunCompleted",
     "RunFailed",
+    "RunInterrupted",
     "RunCrashed",
     "CodonStarted",
     "CodonTransitioned",

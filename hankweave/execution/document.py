@@ -9,6 +9,7 @@ models are its versioned format (:data:`DOCUMENT_VERSION`, JSON Schema from
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -120,6 +121,21 @@ def execution_document(state: HankweaveState, *, path: str, hank_path: str | Non
                               failed=thread.failed),
         runs=[_run(run) for run in state.runs],
         interruptions=[_interruption(item) for item in state.interruptions])
+
+
+def document_of(execution_dir: Path, state: HankweaveState) -> ExecutionDocument:
+    """The document of the execution directory ``execution_dir`` whose state is ``state``
+    (the hank and data paths from ``execution-meta.json``; None when it is unreadable)."""
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+
+    try:
+        meta = load_execution_meta(ExecutionLayout(execution_dir).meta_file)
+        hank_path, data_path = meta.hank_path, meta.read_only_source_data_path
+    except ExecutionMetaError:
+        hank_path = data_path = None
+    return execution_document(state, path=str(execution_dir.resolve()), hank_path=hank_path,
+                              data_path=data_path)
 
 
 def _status(state: HankweaveState, next_codon: str | None, waiting: int) -> ExecutionStatus:

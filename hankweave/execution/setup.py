@@ -162,7 +162,9 @@ def resolve_data_and_hank_paths(
     caller passes as `stdin_text`); `data_arg`; with `-e` and nothing explicit, the recorded
     data path of that execution if it still exists (likewise for a replay); else `cwd`.
     Hank: `hank_arg` (a directory means its `hank.json`); else the data directory's `hank.json`
-    if present; else the replay's recorded hank; else `cwd/hank.json`. Remote hanks must be
+    if present; else the replay's recorded hank; else, with `-e`, the hank that execution
+    recorded if it still exists (ours: `hankweave run -e DIR` resumes from anywhere); else
+    `cwd/hank.json`. Remote hanks must be
     fetched by the caller first. Existence of the hank file is not checked here.
 
     Raises:
@@ -205,9 +207,20 @@ def resolve_data_and_hank_paths(
         hank_path = data_path / HANK_FILE_NAME
     elif replay_meta is not None and replay_meta.hank_path:
         hank_path = Path(replay_meta.hank_path)
+    elif (recorded_hank := _recorded_hank(cwd, execution_arg)) is not None \
+            and not (cwd / HANK_FILE_NAME).is_file():
+        hank_path = recorded_hank
     else:
         hank_path = cwd / HANK_FILE_NAME
     return ResolvedPaths(data_path, hank_path, inline_data=inline, data_from_meta=from_meta)
+
+
+def _recorded_hank(cwd: Path, execution_arg: str | os.PathLike[str] | None) -> Path | None:
+    """The hank file the execution ``execution_arg`` recorded, if it still exists."""
+    meta = _meta_or_none(_absolute(cwd, execution_arg)) if execution_arg is not None else None
+    if meta is None or not meta.hank_path or not os.path.isfile(meta.hank_path):
+        return None
+    return Path(meta.hank_path)
 
 
 # --------------------------------------------------------------------------------------------

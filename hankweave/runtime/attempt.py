@@ -64,6 +64,7 @@ class CodonAttempt:
         self._rig_interrupt: Interrupt | None = None
         """Set when a skip or a stop cancelled the rig setup (its command is killed)."""
         self._started = time.monotonic()
+        self._resuming = False
 
     # ----- control -----
 
@@ -103,13 +104,7 @@ class CodonAttempt:
 
     async def run(self) -> CodonResult:
         ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
-        context = self.entry.loop_context
-        loop_context = (LoopContext.model_validate(context.model_dump(
-            include={"loop_id", "iteration", "codon_index_in_loop"})) if context else None)
-        await ctx.transition(CodonStarted(data=CodonStartedData(
-            run_id=ctx.run_id or "", codon_id=codon_id, loop_context=loop_context,
-            attempt=self.number if self.number > 1 else None)))
-        self._started = time.monotonic()
+        await self._record_start()
 
         rig_sha: str | None = None
         if codon.rig_setup is not None and not self.skip_rig:
@@ -129,8 +124,11 @@ class CodonAttempt:
         if failure is not None:
             return await self._fail_early("starting", failure)
 
-        session: str | None = None
-        if codon.continuation_mode == "continue-previous":
+        session = self._resumed_session()
+        if session is not None:
+            ctx.reporter.info(f"Resuming session {session} of codon {codon_id} with the"
+                              " answers it waited for")
+        elif codon.continuation_mode == "continue-previous":
             session = find_continuation_session_id(ctx.thread(), codon_id, ctx.state)
             if session is None:
                 return await self._fail_early("starting", FailureReason(
@@ -140,7 +138,7 @@ class CodonAttempt:
             ctx.reporter.info(f"Continuing from previous session: {session}")
 
         try:
-            spec = self._spec(session)
+            spec = self._spec(session, resuming=self._resuming)
         except Exception as exc:  # a prompt that cannot be built, a model with no harness
             return await self._fail_early("starting", FailureReason(
                 type="unknown", retriable=False, message=str(exc)))
@@ -153,6 +151,21 @@ class CodonAttempt:
                        previous_session_id=session)
         outcome = await self._drive(spec)
         return await complete(self, outcome)
+
+    async def skip_unstarted(self) -> CodonResult:
+        """Record the codon skipped before anything ran (a person rejected its start)."""
+        await self._record_start()
+        return await complete(self, AttemptOutcome(interrupted="skip"))
+
+    async def _record_start(self) -> None:
+        """The attempt's record (``CodonStarted``, status ``preparing``)."""
+        context = self.entry.loop_context
+        loop_context = (LoopContext.model_validate(context.model_dump(
+            include={"loop_id", "iteration", "codon_index_in_loop"})) if context else None)
+        await self.ctx.transition(CodonStarted(data=CodonStartedData(
+            run_id=self.ctx.run_id or "", codon_id=self.codon_id, loop_context=loop_context,
+            attempt=self.number if self.number > 1 else None)))
+        self._started = time.monotonic()
 
     async def _drive(self, spec: AttemptSpec) -> AttemptOutcome:
         ctx = self.ctx
@@ -187,7 +200,24 @@ class CodonAttempt:
             loop=loop.to_json(ids=False) if loop else None,
             spent=run_budget.total_spent(), elapsed=run_budget.elapsed())
 
-    def _spec(self, session: str | None) -> AttemptSpec:
+    def _resumed_session(self) -> str | None:
+        """The interrupted attempt's session this attempt resumes, if it resumes one and its
+        harness can (otherwise the agent starts afresh, and its questions asked again get the
+        recorded answers at once)."""
+        ctx = self.ctx
+        self._resuming = False
+        if ctx.config.policy is not None or not ctx.humans.carried(self.codon_id):
+            return None
+        session = ctx.humans.resumed_session(self.codon_id)
+        try:
+            harness = ctx.config.harness_override or ctx.registry.select_harness(
+                ctx.registry.resolve_model(self.codon.model))
+        except Exception:  # reported when the spec is built
+            return None
+        self._resuming = session is not None and harness.supports_resume
+        return session if self._resuming else None
+
+    def _spec(self, session: str | None, *, resuming: bool = False) -> AttemptSpec:
         """What the runner runs: the harness, its settings, the request and where logs go."""
         ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
         model = ctx.registry.resolve_model(codon.model)
@@ -202,7 +232,8 @@ class CodonAttempt:
         # crash of this runtime (hankweave.processes).
         marker = {AGENT_MARKER_ENV: agent_marker(run_id, codon_id)}
         request = CodonRequest(
-            prompt=ctx.prompts.user(codon), system_prompt=ctx.prompts.system(codon), model=model,
+            prompt=ctx.humans.resume_prompt(codon_id) if resuming else ctx.prompts.user(codon),
+            resumes_interruption=resuming, system_prompt=ctx.prompts.system(codon), model=model,
             work_dir=ctx.layout.agent_root, session_id_to_resume=session,
             env={**ctx.prompts.env(codon), **marker},
             env_overlay={**ctx.prompts.env_overlay(codon), **marker},
@@ -219,7 +250,7 @@ class CodonAttempt:
             max_extensions=codon.max_extensions,
             idle_timeout_s=effective_shim_idle_timeout(
                 codon, ctx.config.shim_idle_timeout, harness.default_idle_timeout_s),
-            policy=ctx.config.policy)
+            policy=ctx.config.policy or ctx.humans)
 
     # ----- rig setup and checkpoints -----
 

@@ -68,7 +68,8 @@ from hankweave.state.types import BudgetExceededData, FailureReason, TokenUsage,
 
 log = logging.getLogger(__name__)
 
-Interrupt = Literal["skip", "stop", "budget", "timeout", "idle"]
+Interrupt = Literal["skip", "stop", "budget", "timeout", "idle", "human"]
+"""``human``: an interruption ends the attempt to wait for a person (runtime.humans)."""
 TOOL_RESULT_LIMIT = 2500
 BUSY_IDLE_TIMEOUT_S = 300.0
 """The idle limit while the harness says its agent is busy (``AttemptContext.busy()``), when
@@ -271,6 +272,9 @@ class CodonRunner:
                                              return_when=asyncio.FIRST_COMPLETED)
                 if done or wait is None or self._timeout_deadline is not None:
                     break
+                if self._context is not None and self._context.waiting_for_human:
+                    began = loop.time()  # a person takes their time: no idle limit meanwhile
+                    continue
                 # Idle for the limit, but the agent says it is busy (a tool runs): the
                 # original's busy limit applies.
                 busy_left = self._busy_limit() - (loop.time() - began)

@@ -16,7 +16,7 @@ from hankweave.faults import kill_point
 from hankweave.fsutil import parse_iso
 from hankweave.runtime.codon_runner import AttemptOutcome
 from hankweave.runtime.context import RunContext, elapsed_ms
-from hankweave.runtime.failures import synthesize_missing_failure_reason
+from hankweave.runtime.failures import WAITING_FOR_PERSON, synthesize_missing_failure_reason
 from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens
 from hankweave.state.reducer import plan_splice
 from hankweave.state.transitions import ExecutionPlanData, ExecutionPlanUpdated
@@ -53,7 +53,7 @@ async def complete(attempt: CodonAttempt, outcome: AttemptOutcome) -> CodonResul
     record = ctx.current(codon_id)
     status, reason, note = _final_status(attempt, outcome)
     during = record.status
-    stopping = outcome.interrupted == "stop"
+    stopping = outcome.interrupted in ("stop", "human")
     if ctx.sentinels.loaded and not stopping:
         # The first drain (docs/sentinels.md): what the codon's events triggered finishes
         # before its final transition, while the record says so.
@@ -122,6 +122,10 @@ def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
     ctx = attempt.ctx
     if outcome.interrupted == "stop":
         return "failed", attempt.interrupted_reason(), None
+    if outcome.interrupted == "human":
+        waiting = ", ".join(ctx.humans.stopped_for)
+        return "failed", FailureReason(type="unknown", retriable=True,
+                                       message=f"{WAITING_FOR_PERSON}{waiting}"), None
     if outcome.interrupted == "skip":
         return "skipped", None, None
     if outcome.budget_exceeded is not None:

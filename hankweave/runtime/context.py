@@ -20,6 +20,7 @@ from hankweave.execution.layout import ExecutionLayout
 from hankweave.harness import AttemptPolicy, Harness, HarnessConfig
 from hankweave.runtime.checkpointing import KnownCheckpoints
 from hankweave.runtime.errors import RuntimeCommandError
+from hankweave.runtime.humans import HumanLoop
 from hankweave.runtime.sentinels import SentinelManager
 from hankweave.state.thread import ExecutionThread, ThreadTracker
 from hankweave.state.transitions import (
@@ -66,11 +67,17 @@ class RuntimeConfig:
     """Plays every codon whatever its model (replay); None lets the plugins choose."""
     harness_configs: Mapping[str, HarnessConfig] = field(default_factory=dict)
     """Validated ``harnesses.<name>`` settings by harness name (absent: the defaults)."""
-    policy: AttemptPolicy = field(default_factory=AttemptPolicy)
-    """What harnesses' ``authorize_tool`` and ``ask_human`` calls are answered by."""
+    policy: AttemptPolicy | None = None
+    """What harnesses' ``authorize_tool`` and ``ask_human`` calls are answered by (None: the
+    run's :class:`~hankweave.runtime.humans.HumanLoop`)."""
+    wait_for_answers: bool = False
+    """Keep running while an interruption waits for a person (``--wait-for-answers``), rather
+    than ending the run ``interrupted``."""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     sentinels: bool = True
     """Whether codons' sentinels run (a replay runs none)."""
+    humans: bool = True
+    """Whether approval gates apply and interrupted runs resume (a replay asks no one)."""
 
 
 class RunContext:
@@ -112,6 +119,11 @@ class RunContext:
         self._thread = ThreadTracker()
         self.sentinels = SentinelManager(self)
         """The sentinels of the codon attempt in progress."""
+        self.humans = HumanLoop(self, wait=config.wait_for_answers,
+                                stop_attempt=lambda: self.on_human_stop())
+        """Questions, held tool calls and approval gates (docs/human-in-the-loop.md)."""
+        self.on_human_stop: Callable[[], None] = lambda: None
+        """Ends the codon attempt in progress for an interruption (set by the runtime)."""
 
     # ----- state -----
 

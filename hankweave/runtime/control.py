@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from hankweave.runtime.context import RunContext
 from hankweave.runtime.errors import RuntimeCommandError
+from hankweave.runtime.humans import WAITING_FOR_HUMAN
 from hankweave.runtime.lifecycle import ALL_DONE, CLIENT_REQUEST, RunLifecycle, Shutdown
 
 if TYPE_CHECKING:
@@ -214,7 +215,8 @@ class LiveControl:
             return
         self._begin_shutdown(reason)
         if self.attempt is None or not self.attempt.agent_running:
-            await self.lifecycle.end_run(failed=reason != ALL_DONE)
+            await self.lifecycle.end_run(failed=reason != ALL_DONE,
+                                         interrupted=reason == WAITING_FOR_HUMAN)
 
     def _begin_shutdown(self, reason: str) -> None:
         self.shutdown_request = Shutdown(reason)

@@ -344,13 +344,16 @@ INTERRUPTED = "Interrupted: "
 """How the failure reason of an attempt a shutdown stopped begins."""
 FORCE_STOPPED = "Force stopped: "
 """How the failure reason of an attempt a client force-stopped begins."""
+WAITING_FOR_PERSON = "Waiting for a person to answer "
+"""How the failure reason of an attempt that ended for an interruption begins (followed by the
+interruptions' ids; docs/human-in-the-loop.md)."""
 
 
 def is_interruption(reason: FailureReason) -> bool:
-    """Whether a failure was a stop from outside the codon (a shutdown, a client), which no
-    failure policy acts on."""
+    """Whether a failure was a stop from outside the codon (a shutdown, a client, a wait for a
+    person), which no failure policy acts on: a resumed run repeats that attempt."""
     return reason.type == "unknown" and (reason.message or "").startswith(
-        (INTERRUPTED, FORCE_STOPPED))
+        (INTERRUPTED, FORCE_STOPPED, WAITING_FOR_PERSON))
 
 
 def resumed_attempt(

@@ -14,10 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hankweave.exitcodes import EXIT_FAILED, EXIT_OK, SIGNAL_EXIT_CODES
+from hankweave.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, SIGNAL_EXIT_CODES
 from hankweave.fsutil import parse_iso, utc_now_iso
 from hankweave.runtime.budget import spending_of, spent_by
 from hankweave.runtime.context import RunContext
+from hankweave.runtime.humans import WAITING_FOR_HUMAN
 from hankweave.state.costs import codon_tokens
 from hankweave.state.thread import ExecutionThread
 from hankweave.state.transitions import (
@@ -25,6 +26,7 @@ from hankweave.state.transitions import (
     InitialCheckpointSet,
     RunCompleted,
     RunFailed,
+    RunInterrupted,
     RunRef,
     RunStarted,
     RunStartedData,
@@ -104,9 +106,10 @@ class RunLifecycle:
         ctx.owned.lock.update(run_id=run_id)
         return run_id
 
-    async def end_run(self, *, failed: bool) -> None:
+    async def end_run(self, *, failed: bool, interrupted: bool = False) -> None:
         """Record the end of the current run, unless a codon of it is still finishing (its own
-        completion ends the run) or it already ended."""
+        completion ends the run) or it already ended.  ``interrupted``: it ends waiting for a
+        person (``RunInterrupted``)."""
         ctx = self.ctx
         run = ctx.state.run_by_id(ctx.run_id or "")
         if run is None or run.status != "running":
@@ -114,7 +117,7 @@ class RunLifecycle:
         if run.codons and not is_terminal_status(run.codons[-1].status):
             return
         self.report_budget()
-        end = RunFailed if failed else RunCompleted
+        end = RunInterrupted if interrupted else RunFailed if failed else RunCompleted
         await ctx.transition(end(data=RunRef(run_id=run.run_id)))
 
     async def finish(self, shutdown: Shutdown | None) -> None:
@@ -144,6 +147,8 @@ class RunLifecycle:
             run = self.ctx.state.run_by_id(self.ctx.run_id or "")
             return EXIT_FAILED if run is not None and run.status in ("failed", "crashed") \
                 else EXIT_OK
+        if shutdown.reason == WAITING_FOR_HUMAN:
+            return EXIT_INTERRUPTED
         if shutdown.reason in SIGNAL_EXIT_CODES:
             return SIGNAL_EXIT_CODES[shutdown.reason]
         return EXIT_OK if shutdown.reason == CLIENT_REQUEST else EXIT_FAILED

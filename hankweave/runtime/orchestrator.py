@@ -41,6 +41,12 @@ from hankweave.runtime.failures import (
     resolve_failure_action,
     resumed_attempt,
 )
+from hankweave.runtime.humans import (
+    WAITING_FOR_HUMAN,
+    resumable_run,
+    resume_chain,
+    resume_conditions,
+)
 from hankweave.runtime.interrupted import finish_interrupted_completion
 from hankweave.runtime.lifecycle import (
     ALL_DONE,
@@ -60,7 +66,9 @@ from hankweave.runtime.rollback import (
     rollback_offline,
 )
 from hankweave.state.boot import OwnedExecution
-from hankweave.state.types import ExecutionCodonEntry, HankweaveState
+from hankweave.state.interruptions import GivenAnswer
+from hankweave.state.thread import ExecutionThread
+from hankweave.state.types import ExecutionCodonEntry, HankweaveState, Interruption, Run
 
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_RETRY_DELAY_MS = 1000
@@ -95,6 +103,8 @@ class Runtime:
         self.lifecycle = RunLifecycle(self.ctx)
         self.control = LiveControl(self.ctx, self.lifecycle)
         self.rollbacks = Rollbacks(self.ctx, self.lifecycle, self.control)
+        self.ctx.on_human_stop = self._stop_for_human
+        self.ctx.humans.shutdown = self.control.stopped
         owned.store.add_listener(self.reporter.transition)
 
     # ----- what it runs -----
@@ -135,7 +145,11 @@ class Runtime:
         """Prepare checkpoints and choose how this start continues the execution."""
         await self.lifecycle.prepare_checkpoints()
         thread = self.ctx.thread()
-        if thread.failed:
+        resumed = resumable_run(self.state) if self.config.humans else None
+        if resumed is not None:
+            if not await self._resume(resumed, thread):
+                return
+        elif thread.failed:
             self.reporter.info("Execution thread failed, rolling back to the last successful"
                                " codon")
             await self.rollbacks.recover(thread)
@@ -145,6 +159,59 @@ class Runtime:
             await self.lifecycle.end_run(failed=True)
             await self.control.shutdown(CODON_FAILURE)
 
+    async def _resume(self, resumed: Run, thread: ExecutionThread) -> bool:
+        """Start a run that resumes ``resumed`` (it waited for a person); False when answers
+        are still missing and the runtime does not wait for them (it stops at once)."""
+        humans = self.ctx.humans
+        await humans.apply_due_defaults()
+        chain = set(resume_chain(self.state, resumed.run_id))
+        waiting = [item for item in humans.waiting() if item.run_id in chain]
+        if waiting and not self.config.wait_for_answers:
+            for item in waiting:
+                self.reporter.info(f"Still waiting for a person to answer {item.id}:"
+                                   f" {item.question}")
+            await self.control.shutdown(WAITING_FOR_HUMAN)
+            return False
+        self.reporter.info(f"Resuming run {resumed.run_id}, which waited for a person")
+        await self.lifecycle.start_run(resume_conditions(self.state, thread, resumed))
+        return True
+
+    async def _stop_waiting(self) -> None:
+        """End the run ``interrupted`` (unless it is shutting down for another reason)."""
+        if not self.control.shutting_down:
+            await self.control.shutdown(WAITING_FOR_HUMAN)
+
+    def _stop_for_human(self) -> None:
+        """End the attempt in progress: an interruption waits for a person."""
+        if self.control.attempt is not None:
+            self.control.attempt.interrupt("human")
+
+    async def _gate_after(self) -> bool:
+        """The ``approval: after`` gate of the thread's newest codon, if it completed; False
+        when the run stops (waiting for a person, or the result was rejected)."""
+        if not self.config.humans:
+            return True
+        thread = self.ctx.thread()
+        newest = thread.codons[0].codon if thread.codons else None
+        if newest is None or newest.status != "completed":
+            return True
+        try:
+            outcome = await self.ctx.humans.after_codon(newest.codon_id)
+        except RuntimeCommandError:  # the hank no longer has that codon
+            return True
+        if outcome == "stop":
+            await self._stop_waiting()
+            return False
+        if outcome == "reject":
+            self.reporter.error(
+                f"A person rejected the result of codon {newest.codon_id}; the run stops. Roll"
+                f" back to redo it (`hankweave rollback -e {self.execution_dir}`), or run again"
+                " to be asked again", codon=newest.codon_id, severity="codon")
+            await self.lifecycle.end_run(failed=True)
+            await self.control.shutdown(CODON_FAILURE)
+            return False
+        return True
+
     async def drive(self) -> int:
         """Run codons until the plan is done, a failure stops the run, or a shutdown."""
         control = self.control
@@ -153,6 +220,8 @@ class Runtime:
             if not self.config.autostart:
                 request = await control.wait_for_start("startup", "Waiting for a start command")
             while not control.shutting_down:
+                if not await self._gate_after():
+                    break
                 codon_id, skip_rig = control.next_codon(request)
                 if codon_id is None:
                     await control.shutdown(ALL_DONE)
@@ -194,11 +263,23 @@ class Runtime:
         or it failed retriably in an attended run), or None when the drive loop goes on.
         """
         control = self.control
+        gate = await self.ctx.humans.before_codon(codon_id) if self.config.humans else "go"
+        if gate == "stop":
+            await self._stop_waiting()
+            return None
+        if gate == "reject":
+            self.reporter.info(f"A person rejected starting codon {codon_id}; it is skipped")
+            attempt = CodonAttempt(self.ctx, codon_id, stop_reason=lambda: control.shutdown_reason)
+            await attempt.skip_unstarted()
+            return None
         number = self._first_attempt(codon_id)
         while True:
             attempt = CodonAttempt(self.ctx, codon_id, skip_rig=skip_rig, number=number,
                                    stop_reason=lambda: control.shutdown_reason)
             result = await self._attempt(attempt)
+            if self.ctx.humans.stopping:
+                await self._stop_waiting()
+                return None
             if result.ends_run:
                 await self.lifecycle.end_run(failed=True)
                 await control.shutdown(CODON_FAILURE)
@@ -346,6 +427,12 @@ class Runtime:
 
     def list_checkpoints(self, run_id: str | None = None) -> CheckpointListing:
         return list_checkpoints(self.ctx, run_id)
+
+    async def answer(self, interruption_id: str, given: GivenAnswer, by: str) -> Interruption:
+        """Answer a pending interruption (``interruption.answer``): a run waiting for it goes
+        on; an :class:`~hankweave.state.interruptions.AnswerError` changes nothing."""
+        async with self.control.command_lock:
+            return await self.ctx.humans.answer(interruption_id, given, by)
 
 
 __all__ = [

@@ -23,6 +23,7 @@ from hankweave.state.types import (
     BudgetExceededData,
     FailureReason,
     HankweaveState,
+    Interruption,
     TokenUsage,
     is_terminal_status,
 )
@@ -103,6 +104,19 @@ class Reporter:
 
     def sentinel_error(self, **fields: Any) -> None:
         self._send("sentinel.error", payload(c.SentinelErrorData, **fields))
+
+    # ----- interruptions -----
+
+    def interruption_created(self, item: Interruption) -> None:
+        self._send("interruption.created", payload(
+            c.InterruptionCreatedData, interruption_id=item.id, run_id=item.run_id,
+            codon_id=item.codon_id, kind=item.kind, question=item.question,
+            options=item.options, deadline=item.deadline))
+
+    def interruption_answered(self, item: Interruption) -> None:
+        self._send("interruption.answered", payload(
+            c.InterruptionAnsweredData, interruption_id=item.id, codon_id=item.codon_id,
+            answer=item.answer, answered_by=item.answered_by or ""))
 
     # ----- state -----
 

@@ -111,6 +111,8 @@ _HARD_FRAME_FACTOR: Final = 4
 1009) without reading them, so one client cannot make the server buffer without bound."""
 
 _SHUTDOWN_COMMANDS: Final = frozenset({"server.shutdown", "server.force_shutdown"})
+EXECUTION_PATH: Final = "/api/execution"
+"""``GET`` it for the execution document (docs/state.md, "The execution document")."""
 
 
 class ControlServerError(Exception):
@@ -357,6 +359,7 @@ class ControlServer:
             "codon.skip": self._codon_skip,
             "codon.redo": self._codon_redo,
             "codon.forceStop": self._codon_force_stop,
+            "interruption.answer": self._interruption_answer,
             "rollback.toCheckpoint": self._rollback_to_checkpoint,
             "rollback.toCodon": self._rollback_to_codon,
             "rollback.toLastSuccess": self._rollback_to_last_success,
@@ -457,19 +460,35 @@ class ControlServer:
         task.add_done_callback(self._tasks.discard)
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        """A plain HTTP request gets a JSON explanation instead of a WebSocket."""
+        """A plain HTTP request gets a JSON explanation instead of a WebSocket, except the
+        read-only ``GET /api/execution`` (the execution document)."""
         if request.headers.get("Upgrade", "").lower() == "websocket":
             return None
-        response = connection.respond(HTTPStatus.BAD_REQUEST, json.dumps({
+        path = request.path.split("?", 1)[0]
+        if path == EXECUTION_PATH:
+            return self._execution_document(connection)
+        if path.startswith("/api/"):
+            return _json_response(connection, HTTPStatus.NOT_FOUND, {
+                "error": "Not found", "message": f"No endpoint {path}: the HTTP API has"
+                                                 f" GET {EXECUTION_PATH} only"})
+        return _json_response(connection, HTTPStatus.BAD_REQUEST, {
             "error": "HTTP API not available",
             "message": "This is a hankweave WebSocket server: connect with a WebSocket client.",
             "websocket": self.url,
             "help": "`hankweave attach -e DIR` watches a run; docs/websocket.md describes the"
                     " protocol.",
-        }))
-        del response.headers["Content-Type"]  # a multi-dict: replace, not add
-        response.headers["Content-Type"] = "application/json"
-        return response
+        })
+
+    def _execution_document(self, connection: ServerConnection) -> Response:
+        from hankweave.execution.document import document_of
+
+        runtime = self._runtime
+        if runtime is None:
+            return _json_response(connection, HTTPStatus.NOT_FOUND, {
+                "error": "No execution", "message": "This server has no runtime"})
+        document = document_of(runtime.execution_dir, runtime.state)
+        return _json_response(connection, HTTPStatus.OK,
+                              document.model_dump(mode="json", by_alias=True))
 
     # ----- the event stream -----
 
@@ -613,10 +632,11 @@ class ControlServer:
                 return
             log.info("client %s (%s): %s", client.id, client.address, kind)
         from hankweave.runtime.errors import RuntimeCommandError
+        from hankweave.state.interruptions import AnswerError
 
         try:
             text, result = await self._handlers[kind](client, message)
-        except RuntimeCommandError as exc:
+        except (RuntimeCommandError, AnswerError) as exc:
             self._refuse(client, "COMMAND_REFUSED", str(exc), command=kind,
                          command_id=command_id)
             return
@@ -821,6 +841,24 @@ class ControlServer:
         codon_id = self._runtime_or_refuse().force_stop(message.data.reason)
         return f"Codon {codon_id} force stopped", {"codonId": codon_id}
 
+    async def _interruption_answer(self, client: _Client, message: Any) -> tuple[str, Any]:
+        import json as json_module
+
+        from hankweave.state.interruptions import GivenAnswer
+
+        data = message.data
+        value = data.answer
+        given = GivenAnswer(
+            text=value if isinstance(value, str) else None, approve=data.approve,
+            reject=data.reject,
+            json_text=json_module.dumps(value) if value is not None and not isinstance(
+                value, str) else None)
+        item = await self._runtime_or_refuse().answer(
+            data.interruption_id, given, data.answered_by or f"websocket:{client.id}")
+        return (f"Answered {item.id}",
+                {"interruptionId": item.id, "answer": item.answer,
+                 "answeredBy": item.answered_by})
+
     async def _rollback_to_checkpoint(self, client: _Client, message: Any) -> tuple[str, Any]:
         data = message.data
         target = await self._runtime_or_refuse().rollback_to_checkpoint(
@@ -864,6 +902,14 @@ class ControlServer:
                     client.address, message.data.reason or "no reason given")
         runtime.force_shutdown(CLIENT_REQUEST)
         return "Forced shutdown", None
+
+
+def _json_response(connection: ServerConnection, status: HTTPStatus,
+                   body: Mapping[str, Any]) -> Response:
+    response = connection.respond(status, json.dumps(body))
+    del response.headers["Content-Type"]  # a multi-dict: replace, not add
+    response.headers["Content-Type"] = "application/json"
+    return response
 
 
 def _history_pages(path: Path, after_seq: int | None, upto: int, max_events: int,

@@ -53,6 +53,7 @@ __all__ = [
     "HandshakeResponse",
     "HandshakeResponseData",
     "HistorySyncCommand",
+    "InterruptionAnswerCommand",
     "PingBroadcastCommand",
     "PingCommand",
     "ProtocolError",
@@ -196,6 +197,25 @@ class CodonForceStopCommand(_Envelope):
     data: ReasonData = Field(default_factory=ReasonData)
 
 
+class InterruptionAnswerData(_Wire):
+    """An answer to a pending interruption: ``answer`` (text or any JSON value), or
+    ``approve`` / ``reject`` (exactly one, as ``hankweave answer``)."""
+
+    interruption_id: Annotated[str, Field(min_length=1)]
+    answer: Any = None
+    approve: bool = False
+    reject: bool = False
+    answered_by: str | None = None
+    """Who answers, as recorded (default ``websocket:<the connection's id>``)."""
+
+
+class InterruptionAnswerCommand(_Envelope):
+    """Ours: answer an interruption of the running runtime (docs/human-in-the-loop.md)."""
+
+    type: Literal["interruption.answer"]
+    data: InterruptionAnswerData
+
+
 class CheckpointListData(_Wire):
     run_id: str | None = None
 
@@ -272,6 +292,7 @@ ClientMessage: TypeAlias = Annotated[
     | CodonSkipCommand
     | CodonRedoCommand
     | CodonForceStopCommand
+    | InterruptionAnswerCommand
     | CheckpointListCommand
     | RollbackToCheckpointCommand
     | RollbackToCodonCommand
@@ -291,6 +312,7 @@ COMMAND_TYPES: frozenset[str] = frozenset({
     "handshake", "codon.start", "codon.next", "codon.skip", "codon.redo", "codon.forceStop",
     "checkpoint.list", "rollback.toCheckpoint", "rollback.toCodon", "rollback.toLastSuccess",
     "server.shutdown", "server.force_shutdown", "ping", "ping.broadcast", "history.sync",
+    "interruption.answer",
 })
 """Every message ``type`` a client may send."""
 

@@ -40,6 +40,7 @@ from hankweave.state.transitions import (
     RunCompleted,
     RunCrashed,
     RunFailed,
+    RunInterrupted,
     RunStarted,
     SentinelStatesUpdated,
     StateTransition,
@@ -177,8 +178,11 @@ def _run_started(state: HankweaveState, t: RunStarted) -> HankweaveState:
     return state.model_copy(update=update)
 
 
-def _run_ended(status: str) -> Callable[[HankweaveState, RunCompleted | RunFailed], HankweaveState]:
-    def reduce(state: HankweaveState, t: RunCompleted | RunFailed) -> HankweaveState:
+RunEnd = RunCompleted | RunFailed | RunInterrupted
+
+
+def _run_ended(status: str) -> Callable[[HankweaveState, RunEnd], HankweaveState]:
+    def reduce(state: HankweaveState, t: RunEnd) -> HankweaveState:
         index = _run_index(state, t.data.run_id)
         run = state.runs[index]
         _ensure_run_open(run)
@@ -482,7 +486,10 @@ def _interruption_created(state: HankweaveState, t: InterruptionCreated) -> Hank
     item = t.data.interruption
     if state.interruption(item.id) is not None:
         raise InvalidTransitionError(f"interruption {item.id!r} already exists")
-    _target(state, item.run_id, item.codon_id)  # the codon it pauses has a record
+    if item.gate == "before":
+        _run_index(state, item.run_id)  # its codon has not started: the run must exist
+    else:
+        _target(state, item.run_id, item.codon_id)  # the codon it pauses has a record
     pending = item.model_copy(update={"status": "pending", "answer": None,
                                       "answered_at": None, "answered_by": None})
     return state.model_copy(update={"interruptions": [*state.interruptions, pending]})
@@ -508,6 +515,7 @@ _HANDLERS: dict[str, Callable[[HankweaveState, Any], HankweaveState]] = {
     "RunStarted": _run_started,
     "RunCompleted": _run_ended("completed"),
     "RunFailed": _run_ended("failed"),
+    "RunInterrupted": _run_ended("interrupted"),
     "RunCrashed": _run_crashed,
     "CodonStarted": _codon_started,
     "CodonTransitioned": _codon_transitioned,

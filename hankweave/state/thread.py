@@ -109,6 +109,8 @@ class ExecutionThread:
         if not self.codons:
             return False
         newest = self.codons[0]
+        if newest.run_status == "interrupted":
+            return False  # it waits for a person: the next run resumes it (ours)
         if newest.codon.status == "failed":
             return True
         return newest.run_status in ("failed", "crashed") and not is_terminal_status(
@@ -395,6 +397,8 @@ def _next_codon_id(
     if has_running_codon:
         return None
     if newest is not None:
+        if newest.run_status == "interrupted" and newest.codon.status == "failed":
+            return newest.codon.codon_id  # ours: it resumes once answered
         # The original also has a rig-setup branch here, guarded by ``codons.length === 0``
         # inside this non-empty case, so it can never run; it is left out.  A rig-setup
         # continuation with earlier codons reaches the same answer anyway: the parent's codons

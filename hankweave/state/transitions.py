@@ -153,6 +153,13 @@ class RunFailed(_TransitionBase):
     data: RunRef
 
 
+class RunInterrupted(_TransitionBase):
+    """Ours: the run ended waiting for a human (docs/human-in-the-loop.md)."""
+
+    type: Literal["RunInterrupted"] = "RunInterrupted"
+    data: RunRef
+
+
 class RunCrashedData(StateModel):
     run_id: RunId
     detected_at: str
@@ -375,6 +382,7 @@ StateTransition: TypeAlias = Annotated[
     RunStarted
     | RunCompleted
     | RunFailed
+    | RunInterrupted
     | RunCrashed
     | CodonStarted
     | CodonTransitioned

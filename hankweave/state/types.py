@@ -38,7 +38,8 @@ CodonStatus: TypeAlias = Literal[
     "failed",
     "skipped",
 ]
-RunStatus: TypeAlias = Literal["running", "completed", "failed", "crashed"]
+RunStatus: TypeAlias = Literal["running", "completed", "failed", "crashed", "interrupted"]
+"""``interrupted`` is ours: the run ended waiting for a human (docs/human-in-the-loop.md)."""
 CheckpointType: TypeAlias = Literal["rig-setup", "completed", "error", "skipped"]
 
 CODON_STATUSES: tuple[str, ...] = (
@@ -347,7 +348,11 @@ class ContinuationSource(StateModel):
 class ContinuationStart(StateModel):
     type: Literal["continuation"] = "continuation"
     source: ContinuationSource
-    reason: Literal["retry", "rollback", "continue"] | None = None
+    reason: Literal["retry", "rollback", "continue", "resume"] | None = None
+    """``resume`` is ours: the run resumes one that ended waiting for a human."""
+    resumed_run_id: RunId | None = None
+    """Ours, with ``reason: "resume"``: the run this one resumes (the answers it carries come
+    from that run and those it resumed in turn)."""
 
 
 StartingConditions: TypeAlias = Annotated[

@@ -114,6 +114,11 @@ class FakeAttempt(_Model):
     tools: list[FakeToolCall] = Field(default_factory=list)
     ask_human: str | None = None
     """A question for ``ask_human``; the reply becomes the tool result."""
+    ask_options: list[str] | None = None
+    """The answers ``ask_human`` allows (None: free text)."""
+    parallel: bool = False
+    """Make the tool calls and the question together, as parallel tool calls: all are asked
+    of the kernel at once, and their results follow."""
     raise_after_result: str | None = None
     """Raise this error after the success result (an SDK bug the runtime must shrug off)."""
     stderr: str | None = None
@@ -201,22 +206,23 @@ class FakeHarness(Harness):
     async def _tool_calls(self, attempt: FakeAttempt, context: AttemptContext,
                           usage: TokenUsage | None) -> AsyncIterator[LogLine]:
         """The scripted tool calls and question, each decided by the kernel's policies."""
-        calls = [(call.name, call.input, call.result) for call in attempt.tools]
+        calls: list[tuple[str, dict[str, Any], str]] = [
+            (call.name, call.input, call.result) for call in attempt.tools]
         if attempt.ask_human is not None:
-            calls.append(("ask_human", {"question": attempt.ask_human}, ""))
-        for index, (name, tool_input, result) in enumerate(calls):
-            tool_id = f"toolu_fakecall{index}"
-            yield assistant_tool_use(name, tool_input, tool_use_id=tool_id,
+            question: dict[str, Any] = {"question": attempt.ask_human}
+            if attempt.ask_options:
+                question["options"] = attempt.ask_options
+            calls.append(("ask_human", question, ""))
+        for index, (name, tool_input, _) in enumerate(calls):
+            yield assistant_tool_use(name, tool_input, tool_use_id=f"toolu_fakecall{index}",
                                      model=FAKE_MODEL.model_id, usage=usage,
                                      message_id=f"msg_fakecall{index}")
-            if name == "ask_human":
-                reply = await context.ask_human(str(tool_input["question"]))
-                yield tool_result_record(tool_id, reply.answer if reply.answer is not None
-                                         else reply.message, is_error=not reply.available)
-                continue
-            decision = await context.authorize_tool(name, tool_input)
-            yield tool_result_record(tool_id, result if decision.allowed else decision.message,
-                                     is_error=not decision.allowed)
+            if not attempt.parallel:
+                yield await _call_tool(context, index, *calls[index])
+        if attempt.parallel:
+            for record in await asyncio.gather(*(
+                    _call_tool(context, index, *call) for index, call in enumerate(calls))):
+                yield record
 
     async def _start_process(self, context: AttemptContext) -> None:
         child = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL,
@@ -242,6 +248,19 @@ class FakeHarness(Harness):
     async def aclose(self) -> None:
         if self._children:
             await asyncio.to_thread(self._stop_children)
+
+
+async def _call_tool(context: AttemptContext, index: int, name: str,
+                     tool_input: Mapping[str, Any], result: str) -> LogLine:
+    """One scripted call, decided by the kernel: its tool result record."""
+    tool_id = f"toolu_fakecall{index}"
+    if name == "ask_human":
+        reply = await context.ask_human(str(tool_input["question"]), tool_input.get("options"))
+        return tool_result_record(tool_id, reply.answer if reply.answer is not None
+                                  else reply.message, is_error=not reply.available)
+    decision = await context.authorize_tool(name, tool_input)
+    return tool_result_record(tool_id, result if decision.allowed else decision.message,
+                              is_error=not decision.allowed)
 
 
 def _result(attempt: FakeAttempt, session: str) -> LogLine:
