@@ -8,10 +8,10 @@ process group) of its own, and writes its stderr straight to the attempt's stder
 
 Ending it (:meth:`CLIProcess.stop`): after a result, stdin is closed and the CLI exits by
 itself once its session transcript is written (the next codon may resume it); when the runtime
-cancels the pass (skip, stop, idle timeout, budget), it gets SIGTERM at once (it then ends its
-tools' processes, which run in sessions of their own) and SIGKILL for its process group three
-seconds later.  The SDK's own shutdown would first wait five seconds for an exit that a CLI busy
-with a request never makes.
+cancels the pass (skip, stop, idle timeout, budget, an interruption for a human), it gets
+SIGTERM at once (it then ends its tools' processes, which run in sessions of their own), before
+its stdin is closed, and SIGKILL for its process group three seconds later.  The SDK's own
+shutdown would first wait five seconds for an exit that a CLI busy with a request never makes.
 """
 
 from __future__ import annotations
@@ -74,10 +74,21 @@ class PassPlan:
     auto_compact: bool = False
     resume: str | None = None
     buffer_size: int = 64 * 1024 * 1024
+    sdk_mcp_servers: tuple[str, ...] = ()
+    """In-process MCP servers (served by the SDK in the harness's process, reached through the
+    control protocol's ``mcp_message`` requests): their names, as ``--mcp-config`` declares
+    them."""
 
     @property
     def settings_json(self) -> str:
         return json.dumps({"autoCompactEnabled": self.auto_compact})
+
+    @property
+    def mcp_config_json(self) -> str:
+        """``--mcp-config`` as the SDK writes it for its servers (``type`` ``sdk``, no
+        instance)."""
+        return json.dumps({"mcpServers": {name: {"type": "sdk", "name": name}
+                                          for name in self.sdk_mcp_servers}})
 
     def command(self) -> list[str]:
         """The command line: the flags the Claude Agent SDK passes for the same options (a test
@@ -94,8 +105,10 @@ class PassPlan:
         command += ["--model", self.model, "--permission-mode", self.permission_mode]
         if self.resume:
             command.append(f"--resume={self.resume}")  # = form: the id can never be a flag
-        command += ["--settings", self.settings_json,
-                    f"--setting-sources={','.join(self.setting_sources)}",
+        command += ["--settings", self.settings_json]
+        if self.sdk_mcp_servers:
+            command += ["--mcp-config", self.mcp_config_json]
+        command += [f"--setting-sources={','.join(self.setting_sources)}",
                     "--input-format", "stream-json"]
         return command
 
@@ -204,18 +217,27 @@ class CLIProcess:
 
     async def stop(self, *, exit_grace_s: float) -> None:
         """End the CLI: stdin EOF and ``exit_grace_s`` to exit, then SIGTERM, then SIGKILL of
-        its process group."""
+        its process group.
+
+        Without a grace (a cancelled pass) SIGTERM comes before the EOF: on EOF the CLI fails
+        the control request it waits on (an ``ask_human`` call, a ``PreToolUse`` hook held for
+        a person's approval) as interrupted and at once sends the model another request: a
+        turn paid for, and left in the session that a resume continues.
+        """
         process = self.process
         if process is None or self._stopped:
             return
         self._stopped = True  # once: the group's id may be reused after the CLI is gone
-        with contextlib.suppress(Exception):
-            await self.end_input()
-        if process.returncode is None and exit_grace_s > 0:
-            await _wait_exit(process, exit_grace_s)
+        if exit_grace_s > 0:
+            with contextlib.suppress(Exception):
+                await self.end_input()
+            if process.returncode is None:
+                await _wait_exit(process, exit_grace_s)
         if process.returncode is None:
             _signal_group(process.pid, signal.SIGTERM)
             await _wait_exit(process, TERM_GRACE_S)
+        with contextlib.suppress(Exception):
+            await self.end_input()
         # Whatever is left of its group (the CLI, a tool it started) goes now.
         _signal_group(process.pid, signal.SIGKILL)
         if process.returncode is None:

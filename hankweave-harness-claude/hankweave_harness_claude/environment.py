@@ -21,7 +21,12 @@ Then the harness's own variables:
   Anthropic itself it is the user's (a Claude login lives there) unless ``configDir`` says
   otherwise;
 * ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` unless the environment sets it: without it the
-  CLI reaches api.anthropic.com (telemetry) even with a base URL set.
+  CLI reaches api.anthropic.com (telemetry) even with a base URL set;
+* for the harness's ``ask_human`` tool (:mod:`.human`), unless the environment sets them:
+  ``ENABLE_TOOL_SEARCH=false``, or the CLI hides MCP tools behind its ``ToolSearch`` tool and
+  the model must load the schema first; and ``MCP_TOOL_TIMEOUT`` (ms) of
+  :data:`~hankweave_harness_claude.human.HUMAN_WAIT_S`, since a person may take longer to
+  answer than the CLI's default limit on an MCP call.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from hankweave_harness_claude.human import HUMAN_WAIT_S
 
 ALLOWED = frozenset({"PATH", "HOME", "USER", "SHELL", "TMPDIR", "LANG", "LC_ALL",
                      "CLAUDE_CONFIG_DIR", "IS_SANDBOX"})
@@ -52,6 +59,8 @@ BEDROCK_DEFAULT_REGION = "us-east-1"
 
 BASE_URL_VARIABLES = ("ANTHROPIC_BASE_URL", "ANTHROPIC_BEDROCK_BASE_URL")
 QUIET = "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"
+MCP_DEFAULTS = {"ENABLE_TOOL_SEARCH": "false", "MCP_TOOL_TIMEOUT": str(HUMAN_WAIT_S * 1000)}
+"""What the ``ask_human`` tool needs of the CLI (see the module docstring)."""
 
 
 def base_url_set(env: Mapping[str, str]) -> bool:
@@ -123,4 +132,6 @@ def cli_environment(env: Mapping[str, str], overlay: Mapping[str, str], *, bedro
     if folders.config is not None:
         result["CLAUDE_CONFIG_DIR"] = str(folders.config)
     result.setdefault(QUIET, "1")
+    for name, value in MCP_DEFAULTS.items():
+        result.setdefault(name, value)
     return result

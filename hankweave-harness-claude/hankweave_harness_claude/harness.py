@@ -13,7 +13,13 @@ What one pass runs (the original's options, ``docs/harness-claude.md``):
   ``["user"]``;
 * the permission mode of :class:`ClaudeConfig` (unattended by default, see
   :func:`permissions`), and a ``PreToolUse`` hook that asks the kernel's tool policy;
+* the ``ask_human`` tool (:mod:`.human`), an in-process MCP server, approved in every
+  permission mode;
 * the environment of :mod:`.environment`.
+
+A pass that resumes an interruption (``request.resumes_interruption``) is an ordinary resume:
+the Claude CLI cannot hold a pending tool call across processes, so the session continues and
+``request.prompt``, which tells the agent the answers, is its next user turn.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pydantic import Field, field_validator
 from hankweave.api import AttemptContext, CodonLogRecord, CodonRequest, Harness, HarnessConfig
 from hankweave_harness_claude.cli import CLIProcess, PassPlan, resolve_cli_path
 from hankweave_harness_claude.environment import CLIFolders, base_url_set, cli_environment
+from hankweave_harness_claude.human import ASK_HUMAN_TOOL, MCP_SERVER
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk",
                          "auto"]
@@ -186,10 +193,12 @@ class ClaudeHarness(Harness):
             cli_path=resolve_cli_path(config.cli_path, env), model=request.model.model_id,
             cwd=request.work_dir, prompt=request.prompt, env=env,
             permission_mode=allowed.mode, append_system_prompt=request.system_prompt,
-            allowed_tools=allowed.allowed_tools, disallowed_tools=config.disallowed_tools,
+            # The kernel's own tool: never refused by the CLI's permission rules.
+            allowed_tools=tuple(dict.fromkeys((*allowed.allowed_tools, ASK_HUMAN_TOOL))),
+            disallowed_tools=config.disallowed_tools,
             max_turns=config.max_turns, setting_sources=config.setting_sources,
             auto_compact=request.auto_compact, resume=request.session_id_to_resume,
-            buffer_size=config.max_buffer_size)
+            buffer_size=config.max_buffer_size, sdk_mcp_servers=(MCP_SERVER,))
 
     def _folders_for(self, request: CodonRequest, context: AttemptContext) -> CLIFolders:
         """This attempt's CLI folders, made once and shared by its passes."""

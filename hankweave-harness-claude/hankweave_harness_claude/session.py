@@ -4,7 +4,8 @@ Imported only when a codon runs (``claude_agent_sdk`` takes about a second to im
 harness imports this module in a thread while the CLI boots).
 
 The SDK's ``ClaudeSDKClient`` speaks the CLI's control protocol (the initialize handshake, the
-``PreToolUse`` hook that asks the kernel's tool policy, the prompt) over :class:`CLITransport`,
+``PreToolUse`` hook that asks the kernel's tool policy, the ``ask_human`` tool's MCP messages,
+the prompt) over :class:`CLITransport`,
 our transport for the running :class:`~hankweave_harness_claude.cli.CLIProcess`.  Every stdout
 frame is teed into the codon log as it arrives (:mod:`.messages` converts it).
 """
@@ -27,6 +28,12 @@ from claude_agent_sdk import (
 
 from hankweave.api import AttemptContext, ToolDecision, error_result
 from hankweave_harness_claude.cli import CLIError, CLIProcess
+from hankweave_harness_claude.human import (
+    ASK_HUMAN_TOOL,
+    HUMAN_WAIT_S,
+    MCP_SERVER,
+    ask_human_server,
+)
 from hankweave_harness_claude.messages import (
     SessionCosts,
     codon_log_record,
@@ -75,11 +82,16 @@ def tool_policy_hook(context: AttemptContext) -> HookMatcher:
     """A ``PreToolUse`` hook that asks the kernel's tool policy before every tool call.
 
     Hooks run under every permission mode (``bypassPermissions`` included), unlike the SDK's
-    ``can_use_tool``, which the CLI consults only where it would have asked a user.
+    ``can_use_tool``, which the CLI consults only where it would have asked a user.  The
+    kernel's own ``ask_human`` tool is not asked about.  The policy may hold a call until a
+    person approves it, so the CLI waits :data:`~hankweave_harness_claude.human.HUMAN_WAIT_S`
+    for the hook, not the SDK's default minute.
     """
 
     async def before_tool(data: Any, tool_use_id: str | None, _ctx: Any) -> Any:
         name = str(data.get("tool_name", ""))
+        if name == ASK_HUMAN_TOOL:
+            return {}
         tool_input = data.get("tool_input") or {}
         decision: ToolDecision = await context.authorize_tool(name, tool_input)
         if not decision.allowed:
@@ -92,7 +104,7 @@ def tool_policy_hook(context: AttemptContext) -> HookMatcher:
                 "updatedInput": dict(decision.updated_input)}}
         return {}
 
-    return HookMatcher(matcher=None, hooks=[before_tool])
+    return HookMatcher(matcher=None, hooks=[before_tool], timeout=HUMAN_WAIT_S)
 
 
 class ClaudeCLIError(RuntimeError):
@@ -107,10 +119,13 @@ async def run_pass(process: CLIProcess, context: AttemptContext
     frames: collections.deque[dict[str, Any]] = collections.deque()
     process.on_frame = frames.append
     # The CLI's flags come from the plan (cli.py); these options are what the SDK's protocol
-    # side reads (the hooks it registers in the initialize handshake).
+    # side reads (the hooks it registers in the initialize handshake, the in-process MCP
+    # servers it answers mcp_message requests with: the ones --mcp-config declared).
+    servers = {MCP_SERVER: ask_human_server(context)} if MCP_SERVER in plan.sdk_mcp_servers \
+        else {}
     options = ClaudeAgentOptions(
         model=plan.model, cwd=str(plan.cwd), permission_mode=plan.permission_mode,  # type: ignore[arg-type]
-        hooks={"PreToolUse": [tool_policy_hook(context)]},
+        hooks={"PreToolUse": [tool_policy_hook(context)]}, mcp_servers=dict(servers),
         max_buffer_size=plan.buffer_size)
     client = ClaudeSDKClient(options=options, transport=CLITransport(process))
     costs = SessionCosts(context.state_dir)

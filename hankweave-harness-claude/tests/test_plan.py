@@ -3,6 +3,7 @@ permissions (no CLI runs here)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,11 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions
+from claude_agent_sdk import ClaudeAgentOptions, create_sdk_mcp_server
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
+from claude_helpers import haiku
 
-from hankweave.api import AGENT_MARKER_ENV
-from hankweave_harness_claude import ClaudeConfig
+from hankweave.api import AGENT_MARKER_ENV, CodonRequest
+from hankweave.testing import attempt_context
+from hankweave_harness_claude import ClaudeConfig, ClaudeHarness
 from hankweave_harness_claude.cli import PassPlan, bundled_cli, resolve_cli_path
 from hankweave_harness_claude.environment import (
     SOCKET_PATH_LIMIT,
@@ -32,7 +35,8 @@ from hankweave_harness_claude.messages import codon_log_record
     PassPlan(cli_path="/bin/claude", model="m", cwd=Path("/w"), prompt="p", env={},
              permission_mode="acceptEdits", append_system_prompt="Be brief.",
              allowed_tools=("Bash", "Write"), disallowed_tools=("WebFetch",), max_turns=4,
-             setting_sources=("user", "project"), auto_compact=True, resume="-flag-like-id"),
+             setting_sources=("user", "project"), auto_compact=True, resume="-flag-like-id",
+             sdk_mcp_servers=("hankweave",)),
 ])
 def test_the_command_line_is_the_one_the_sdk_builds(plan: PassPlan) -> None:
     system_prompt: dict = {"type": "preset", "preset": "claude_code"}
@@ -43,8 +47,26 @@ def test_the_command_line_is_the_one_the_sdk_builds(plan: PassPlan) -> None:
         permission_mode=plan.permission_mode,  # type: ignore[arg-type]
         allowed_tools=list(plan.allowed_tools), disallowed_tools=list(plan.disallowed_tools),
         max_turns=plan.max_turns, setting_sources=list(plan.setting_sources),  # type: ignore[arg-type]
-        settings=plan.settings_json, resume=plan.resume)
+        settings=plan.settings_json, resume=plan.resume,
+        mcp_servers={name: create_sdk_mcp_server(name) for name in plan.sdk_mcp_servers})
     assert plan.command() == SubprocessCLITransport("", options)._build_command()
+
+
+@pytest.mark.parametrize("mode", [None, "default", "dontAsk"])
+def test_every_pass_offers_ask_human_and_approves_it(tmp_path: Path, mode: str | None) -> None:
+    harness = ClaudeHarness(ClaudeConfig(permission_mode=mode,  # type: ignore[arg-type]
+                                         allowed_tools=("Write",)))
+    request = CodonRequest(prompt="p", system_prompt=None, model=haiku(), work_dir=tmp_path,
+                           env={"PATH": "/usr/bin"})
+    try:
+        command = harness._plan(request, attempt_context(tmp_path, request)).command()
+    finally:
+        asyncio.run(harness.aclose())
+
+    declared = json.loads(command[command.index("--mcp-config") + 1])
+    assert declared == {"mcpServers": {"hankweave": {"type": "sdk", "name": "hankweave"}}}
+    approved = command[command.index("--allowedTools") + 1].split(",")
+    assert "mcp__hankweave__ask_human" in approved and "Write" in approved
 
 
 def test_the_bundled_cli_is_found_without_importing_the_sdk() -> None:
@@ -105,6 +127,9 @@ def test_the_cli_sees_an_allowlist_of_the_runtime_environment_and_the_hanks_over
         assert result[name] == str(tmp_path / "t")
     assert result["CLAUDE_CONFIG_DIR"] == str(tmp_path / "config")
     assert result["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    # ask_human: its schema sent directly, and a week for a person to answer it.
+    assert result["ENABLE_TOOL_SEARCH"] == "false"
+    assert result["MCP_TOOL_TIMEOUT"] == str(7 * 24 * 3600 * 1000)
 
 
 def test_the_overlay_wins_and_may_turn_traffic_back_on(tmp_path: Path) -> None:
