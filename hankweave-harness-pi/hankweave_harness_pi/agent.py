@@ -5,12 +5,25 @@ network (``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set before the import, so it u
 map in its wheel).
 
 A pass (``run_pass``) appends the codon's prompt to the session and loops: one streamed
-``acompletion`` with the tools, its assistant message written to the log, then every tool call
-of it run (in parallel) and their results written, until the model answers without calling a
-tool, the turn limit is reached, or the provider fails.  The session is saved after every turn.
+``acompletion`` with the tools, its assistant message saved in the session and written to the
+log, then every tool call of it run (in parallel) and their results saved and written, until
+the model answers without calling a tool, the turn limit is reached, or the provider fails.
 Records are the kernel's Claude-shaped codon-log records (``hankweave.api`` builders), with the
 original's translation: pi's tool names become Claude's, tool inputs take Claude's spelling,
-tool ids that are not ``toolu_...``/``call_<hex>`` get a stable ``toolu_`` id.
+tool ids that are not ``toolu_...``/``call_<hex>`` get a ``toolu_`` id derived from the session,
+the message and the provider's id (the same in every attempt that sees the call).
+
+``ask_human`` is the kernel's own tool: its call is answered by ``AttemptContext.ask_human``,
+without the tool policy (``authorize_tool``) every other call goes through.
+
+Pending tool calls: the assistant message is saved before its tools run, so an attempt the
+runtime cancels meanwhile (to wait for a human: an ``ask_human`` question, a call held for
+approval) leaves a session that ends with calls without results (the results that did come in
+are saved at the cancellation).  A pass with ``resumes_interruption`` on such a session runs
+those calls again, each through ``ask_human`` / ``authorize_tool`` as usual (the kernel now has
+the answer), and goes on without sending its prompt; on a session that owes nothing it sends
+the prompt (it tells the agent the answers).  Any other pass closes such calls with an error
+result ("not run") before its prompt, since a provider refuses calls left without results.
 
 Context: when the last request's prompt used more than ``compactAt`` of the model's context,
 or the provider said the context is exceeded, a codon with ``autoCompact`` has the older turns
@@ -22,6 +35,7 @@ exceeded).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -52,11 +66,14 @@ from hankweave.api import (
 from hankweave_harness_pi.providers import Route
 from hankweave_harness_pi.sessions import Session, SessionStore
 from hankweave_harness_pi.tools import (
+    AGENT_TOOL_SPECS,
+    ASK_HUMAN,
     CLAUDE_NAMES,
-    TOOL_SPECS,
     Toolbox,
+    ToolError,
     ToolOutcome,
     log_input,
+    question_arguments,
 )
 
 if TYPE_CHECKING:
@@ -78,6 +95,11 @@ SUMMARY_PROMPT = (
 KEEP_AFTER_COMPACTION = 2
 """Recent messages kept verbatim after a compaction (the last exchange; the rest, but the
 system prompt, become the summary)."""
+NOT_RUN = ("Not run: the agent was stopped while this tool call was pending. Call it again if"
+           " it is still needed.")
+"""The result of a pending call that a pass other than an interruption's resume closes."""
+LOGGED_TOOLS = [*CLAUDE_NAMES.values(), ASK_HUMAN]
+"""The tools as the ``init`` record lists them (Claude's names, and ``ask_human``)."""
 
 
 @dataclass
@@ -164,18 +186,19 @@ class _Choice:
 
 
 class ToolIds:
-    """Tool call ids as the log shows them: the provider's when they have a known shape,
-    else a stable generated ``toolu_`` id (the same for the call and its result)."""
+    """Tool call ids as the log shows them: the provider's when they have a known shape, else
+    a ``toolu_`` id derived from the session, the assistant message's index in it and the
+    provider's id: the same for the call and its result, in the attempt that made the call
+    and in the one that resumes it, and distinct for a provider that reuses ids across turns."""
 
-    def __init__(self) -> None:
-        self._ids: dict[str, str] = {}
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
 
-    def __call__(self, provider_id: str) -> str:
+    def __call__(self, provider_id: str, message_index: int) -> str:
         if KEPT_TOOL_ID.match(provider_id):
             return provider_id
-        if provider_id not in self._ids:
-            self._ids[provider_id] = f"toolu_{secrets.token_hex(12)}"
-        return self._ids[provider_id]
+        key = f"{self.session_id}\0{message_index}\0{provider_id}".encode()
+        return f"toolu_{hashlib.sha256(key).hexdigest()[:24]}"
 
 
 def message_id() -> str:
@@ -194,7 +217,7 @@ class AgentPass:
         """``TokenUsage -> float | None``: the harness settings' price for the model, or None
         (the kernel then prices the usage from the catalogue)."""
         self.totals = PassTotals()
-        self.tool_ids = ToolIds()
+        self.tool_ids = ToolIds(session.id)
         self.context_limit = request.model.context_limit
         self.last_prompt_tokens = 0
         """The prompt size of the last request (input, cache reads and writes): what decides
@@ -203,10 +226,19 @@ class AgentPass:
     async def run(self) -> AsyncIterator[dict[str, Any]]:
         session = self.session
         yield init_record(session.id, cwd=str(self.request.work_dir),
-                          tools=list(CLAUDE_NAMES.values()), model=self.route.display,
+                          tools=list(LOGGED_TOOLS), model=self.route.display,
                           api_key_source=self.route.key_variable or "none")
-        session.messages.append({"role": "user", "content": self.request.prompt})
-        self.sessions.save(session)
+        at, pending = session.pending_tool_calls()
+        if pending and self.request.resumes_interruption:
+            # The run before ended waiting for a human while these calls were pending: run
+            # them again (the kernel answers them at once now) and go on from their results.
+            yield await self._run_tools(at, [_saved_call(call) for call in pending])
+            self.sessions.save(session)
+        else:
+            if pending:
+                yield self._close_pending(at, [_saved_call(call) for call in pending])
+            session.messages.append({"role": "user", "content": self.request.prompt})
+            self.sessions.save(session)
         last_text = ""
         while True:
             if self.totals.turns >= self.config.max_turns:
@@ -230,13 +262,15 @@ class AgentPass:
             self.totals.add(usage, cost)
             calls = list(message.tool_calls or [])
             last_text = message.content or last_text
-            yield self._assistant(message, calls, usage, response)
+            at = len(session.messages)
             session.messages.append(_history_message(message, calls))
+            # Saved before its tools run: an attempt cancelled meanwhile keeps the calls.
+            self.sessions.save(session)
+            yield self._assistant(message, calls, usage, response, at)
             if not calls:
-                self.sessions.save(session)
                 yield self._result(text=message.content or "")
                 return
-            yield await self._run_tools(calls)
+            yield await self._run_tools(at, calls)
             self.sessions.save(session)
 
     # -- the model --
@@ -254,7 +288,7 @@ class AgentPass:
             options["temperature"] = config.temperature
         with self.context.busy():  # a slow first token is not an idle agent
             stream = await litellm.acompletion(
-                model=route.model, messages=self.session.messages, tools=TOOL_SPECS,
+                model=route.model, messages=self.session.messages, tools=AGENT_TOOL_SPECS,
                 stream=True, stream_options={"include_usage": True}, api_base=route.api_base,
                 api_key=route.api_key or ("not-needed" if route.api_base else None),
                 timeout=config.request_timeout_s, max_retries=0, **options)
@@ -287,33 +321,71 @@ class AgentPass:
     # -- records --
 
     def _assistant(self, message: Any, calls: list[Any], usage: TokenUsage,
-                   response: Any) -> dict[str, Any]:
+                   response: Any, at: int) -> dict[str, Any]:
+        """The log record of the assistant message at index ``at`` of the session."""
         blocks = []
         if message.content:
             blocks.append(text_block(message.content))
         for call in calls:
             blocks.append(tool_use_block(
                 CLAUDE_NAMES.get(call.function.name, call.function.name),
-                log_input(_arguments(call)), tool_use_id=self.tool_ids(call.id or "")))
+                log_input(_arguments(call)), tool_use_id=self.tool_ids(call.id or "", at)))
         finish = response.choices[0].finish_reason
         stop = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}.get(
             finish or "")
         return assistant_record(blocks, model=self.route.display, usage=usage,
                                 message_id=message_id(), stop_reason=stop)
 
-    async def _run_tools(self, calls: list[Any]) -> dict[str, Any]:
-        with self.context.busy():
-            outcomes = await asyncio.gather(*(self._run_tool(call) for call in calls))
-        results = []
-        for call, outcome in zip(calls, outcomes, strict=True):
-            self.session.messages.append({"role": "tool", "tool_call_id": call.id,
-                                          "content": outcome.text})
-            results.append((self.tool_ids(call.id or ""), outcome))
-        return tool_result_record_many(results)
+    async def _run_tools(self, at: int, calls: list[Any]) -> dict[str, Any]:
+        """Run ``calls`` (of the session's assistant message at index ``at``) in parallel, add
+        their results to the session, and give the log record of the results.
 
-    async def _run_tool(self, call: Any) -> Any:
+        Cancelled midway (the runtime stops the attempt, to wait for a human among others),
+        the results that came in are saved before the cancellation goes on: those calls are
+        done, and only the others are pending for a resume.
+        """
+        outcomes: dict[int, ToolOutcome] = {}
+
+        async def run(index: int, call: Any) -> None:
+            outcomes[index] = await self._run_tool(call)
+
+        try:
+            with self.context.busy():
+                await asyncio.gather(*(run(index, call) for index, call in enumerate(calls)))
+        except BaseException:
+            self._keep_results(at, calls, outcomes)
+            raise
+        return self._add_results(at, calls, [outcomes[index] for index in range(len(calls))])
+
+    def _keep_results(self, at: int, calls: list[Any], outcomes: dict[int, ToolOutcome]
+                      ) -> None:
+        if not outcomes:
+            return  # the saved session already holds the calls, all pending
+        self._add_results(at, [calls[index] for index in sorted(outcomes)],
+                          [outcomes[index] for index in sorted(outcomes)])
+        try:
+            self.sessions.save(self.session)
+        except OSError as exc:  # the cancellation (or the tool's failure) is what propagates
+            log.warning("pi session %s: could not save the results that came in: %s",
+                        self.session.id, exc)
+
+    def _add_results(self, at: int, calls: list[Any], outcomes: list[ToolOutcome]
+                     ) -> dict[str, Any]:
+        self.session.add_tool_results(at, [(call.id, outcome.text)
+                                           for call, outcome in zip(calls, outcomes, strict=True)])
+        return tool_result_record_many([(self.tool_ids(call.id or "", at), outcome)
+                                        for call, outcome in zip(calls, outcomes, strict=True)])
+
+    def _close_pending(self, at: int, calls: list[Any]) -> dict[str, Any]:
+        """Answer calls an earlier attempt left pending with :data:`NOT_RUN` (a provider
+        refuses a conversation with calls left without results)."""
+        return self._add_results(at, calls, [ToolOutcome(NOT_RUN, is_error=True)] * len(calls))
+
+    async def _run_tool(self, call: Any) -> ToolOutcome:
         name = call.function.name
         arguments = _arguments(call)
+        if name == ASK_HUMAN:
+            return await self._ask_human(arguments)
         decision = await self.context.authorize_tool(CLAUDE_NAMES.get(name, name),
                                                       log_input(arguments))
         if not decision.allowed:
@@ -321,6 +393,18 @@ class AgentPass:
         if decision.updated_input is not None:
             arguments = dict(decision.updated_input)
         return await self.toolbox.run(name, arguments)
+
+    async def _ask_human(self, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """The kernel's own tool, so no ``authorize_tool``: the human's answer, or what the
+        kernel says instead (an error result) when no human can answer."""
+        try:
+            question, options = question_arguments(arguments)
+        except ToolError as error:
+            return ToolOutcome(str(error), is_error=True)
+        reply = await self.context.ask_human(question, options or None)
+        if reply.answer is not None:
+            return ToolOutcome(reply.answer)
+        return ToolOutcome(reply.message or "No human answered the question.", is_error=True)
 
     def _result(self, *, text: str = "", error: str | None = None) -> dict[str, Any]:
         totals = self.totals
@@ -381,6 +465,15 @@ def _arguments(call: Any) -> dict[str, Any]:
     except ValueError:
         return {"_unparsed": raw}
     return value if isinstance(value, dict) else {"_unparsed": raw}
+
+
+def _saved_call(call: Mapping[str, Any]) -> _Call:
+    """A tool call of a saved assistant message, in the shape of a streamed one."""
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = {}
+    return _Call(str(call.get("id") or ""), _Function(str(function.get("name") or ""),
+                                                      str(function.get("arguments") or "{}")))
 
 
 def _history_message(message: Any, calls: list[Any]) -> dict[str, Any]:

@@ -2,10 +2,16 @@
 
 A session is one JSON file, ``.hankweave/harnesses/pi/sessions/<id>.json``: the messages in the
 OpenAI chat format litellm takes (system prompt first, then user prompts, assistant messages
-with their tool calls, tool results), rewritten durably after every turn.  A ``continue-previous``
-codon, or an extension, loads it and appends its prompt: the model sees exactly the conversation
-it had, in this process or after a restart.  Resuming a session that is not there fails the
-codon, as in the original.
+with their tool calls, tool results), rewritten durably (atomically, fsynced) whenever it gains
+a message: the prompt, each assistant message before its tool calls run, and their results.  A
+``continue-previous`` codon, or an extension, loads it and appends its prompt: the model sees
+exactly the conversation it had, in this process or after a restart.  Resuming a session that is
+not there fails the codon, as in the original.
+
+A session cut while tools ran (the runtime cancelled the attempt, say to wait for a human's
+answer to ``ask_human``) ends with an assistant message whose tool calls have no results yet:
+:meth:`Session.pending_tool_calls` finds them, so the next attempt can run them again or close
+them.
 """
 
 from __future__ import annotations
@@ -29,6 +35,33 @@ class Session:
     model: str
     messages: list[dict[str, Any]] = field(default_factory=list)
     created_at: str = field(default_factory=utc_now_iso)
+
+    def pending_tool_calls(self) -> tuple[int, list[dict[str, Any]]]:
+        """The tool calls the last assistant message made that have no result yet, and that
+        message's index; ``(-1, [])`` when the conversation owes no result (it ends with a
+        prompt, an answer, or every result)."""
+        for index in range(len(self.messages) - 1, 0, -1):
+            message = self.messages[index]
+            if message.get("role") == "tool":
+                continue
+            if message.get("role") != "assistant":
+                break
+            answered = {m.get("tool_call_id") for m in self.messages[index + 1:]}
+            calls = [call for call in message.get("tool_calls") or ()
+                     if isinstance(call, dict) and call.get("id") not in answered]
+            return (index, calls) if calls else (-1, [])
+        return -1, []
+
+    def add_tool_results(self, index: int, results: list[tuple[str, str]]) -> None:
+        """Append ``(tool call id, text)`` results of the assistant message at ``index`` (the
+        last one), keeping the results in the order of its calls: results of an earlier
+        attempt may already be there, and the others come after them."""
+        self.messages.extend({"role": "tool", "tool_call_id": call_id, "content": text}
+                             for call_id, text in results)
+        order = {call.get("id"): at for at, call in
+                 enumerate(self.messages[index].get("tool_calls") or ()) if isinstance(call, dict)}
+        self.messages[index + 1:] = sorted(
+            self.messages[index + 1:], key=lambda m: order.get(m.get("tool_call_id"), len(order)))
 
 
 class SessionStore:

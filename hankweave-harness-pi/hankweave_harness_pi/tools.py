@@ -1,4 +1,5 @@
-"""The pi agent's tools: ``read``, ``write``, ``edit``, ``bash``, ``grep``, ``find`` and ``ls``.
+"""The pi agent's tools: ``read``, ``write``, ``edit``, ``bash``, ``grep``, ``find`` and ``ls``,
+and the schema of ``ask_human``, the kernel's own tool.
 
 The model calls them by pi's names with JSON arguments; :meth:`Toolbox.run` runs one call and
 always answers with a :class:`ToolOutcome`, so a bad call (an unknown tool, a missing argument, a
@@ -13,6 +14,10 @@ The searches (``grep``, ``find``, ``ls``) skip symlinks that lead anywhere else 
 into a symlinked folder, so a search from the root does not wander into the data either.
 ``bash`` is not confined: it runs in the root with the codon's environment, and whatever sandbox
 the runtime provides is its only fence.
+
+``ask_human`` is offered with them (:data:`AGENT_TOOL_SPECS`) but is no workspace tool: the
+agent loop answers it with the kernel's ``AttemptContext.ask_human`` (:func:`question_arguments`
+reads its arguments), never through the tool policy.
 
 Nothing here needs litellm: the tools are standard-library code (and the kernel's glob
 syntax, as ``checkpointedFiles`` uses it), tested on their own.
@@ -36,12 +41,16 @@ from typing import Any
 from hankweave.api import glob_regex
 
 __all__ = [
+    "AGENT_TOOL_SPECS",
+    "ASK_HUMAN",
+    "ASK_HUMAN_SPEC",
     "CLAUDE_NAMES",
     "TOOL_SPECS",
     "ToolError",
     "ToolOutcome",
     "Toolbox",
     "log_input",
+    "question_arguments",
 ]
 
 READ_LINE_LIMIT = 2000
@@ -194,6 +203,26 @@ _SCHEMAS: dict[str, dict[str, Any]] = {
     spec["function"]["name"]: spec["function"]["parameters"] for spec in TOOL_SPECS
 }
 
+ASK_HUMAN = "ask_human"
+"""The question tool's name, for the model and in the codon log alike."""
+
+ASK_HUMAN_SPEC: dict[str, Any] = _spec(
+    ASK_HUMAN,
+    "Ask a human a question and wait for the answer. Use it only when you cannot go on "
+    "without a decision or a fact that only a person can give; decide everything else "
+    "yourself. Give `options` when the answer must be one of a few choices. When no human "
+    "is available the result says so: then continue on your own judgement.",
+    {"question": _string("The question, complete enough to be answered without seeing the "
+                         "conversation."),
+     "options": {"type": "array", "items": {"type": "string"},
+                 "description": "The allowed answers, when the answer must be one of them; "
+                                "leave out for a free answer."}},
+    ["question"],
+)
+
+AGENT_TOOL_SPECS: list[dict[str, Any]] = [*TOOL_SPECS, ASK_HUMAN_SPEC]
+"""Every tool the model is offered: the seven workspace tools, then ``ask_human``."""
+
 
 # --- argument spelling ----------------------------------------------------------------------
 
@@ -240,6 +269,32 @@ def _checked_arguments(tool: str, arguments: Mapping[str, Any]) -> dict[str, Any
             continue
         checked[key] = _coerced(tool, key, value, prop["type"])
     return checked
+
+
+def question_arguments(arguments: Mapping[str, Any]) -> tuple[str, list[str] | None]:
+    """An ``ask_human`` call's question and its allowed answers (None: a free answer; an empty
+    list counts as none).
+
+    Raises:
+        ToolError: the question is missing or not a string, or ``options`` is not an array of
+            strings.
+    """
+    if not isinstance(arguments, Mapping):
+        raise ToolError(f"{ASK_HUMAN} takes a JSON object of arguments")
+    given = _call_arguments(arguments)
+    properties = ASK_HUMAN_SPEC["function"]["parameters"]["properties"]
+    question = given.get("question")
+    if question is None:
+        raise ToolError(f'{ASK_HUMAN} needs the argument "question": '
+                        f'{properties["question"]["description"]}')
+    question = _coerced(ASK_HUMAN, "question", question, "string")
+    options = given.get("options")
+    if options is None:
+        return question, None
+    if not isinstance(options, list) or not all(isinstance(option, str) for option in options):
+        raise ToolError(f'{ASK_HUMAN}: argument "options" must be an array of strings, not '
+                        f"{options!r:.60}")
+    return question, options or None
 
 
 def _coerced(tool: str, key: str, value: Any, kind: str) -> Any:

@@ -80,7 +80,7 @@ def test_a_multi_turn_tool_loop_writes_and_edits_files(tmp_path: Path, mock, spe
     assert kinds == ["system", "assistant", "user", "assistant", "user", "assistant", "result"]
     init = records[0]
     assert init["subtype"] == "init" and init["tools"] == [
-        "Read", "Write", "Edit", "Bash", "Grep", "Glob", "LS"]
+        "Read", "Write", "Edit", "Bash", "Grep", "Glob", "LS", "ask_human"]
     uses = [b for r in records if r["type"] == "assistant" for b in r["message"]["content"]
             if b["type"] == "tool_use"]
     assert [u["name"] for u in uses] == ["Write", "Edit"]

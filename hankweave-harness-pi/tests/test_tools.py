@@ -11,12 +11,16 @@ from typing import Any
 import pytest
 
 from hankweave_harness_pi.tools import (
+    AGENT_TOOL_SPECS,
+    ASK_HUMAN_SPEC,
     CLAUDE_NAMES,
     TOOL_SPECS,
     CappedOutput,
     Toolbox,
+    ToolError,
     ToolOutcome,
     log_input,
+    question_arguments,
 )
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath), "GREETING": "hi"}
@@ -457,3 +461,27 @@ def test_tool_specs_offer_the_seven_tools() -> None:
         parameters = spec["function"]["parameters"]
         assert spec["type"] == "function" and spec["function"]["description"]
         assert set(parameters["required"]) <= set(parameters["properties"])
+
+
+def test_the_model_is_offered_ask_human_after_the_seven_tools() -> None:
+    names = [spec["function"]["name"] for spec in AGENT_TOOL_SPECS]
+    assert names == [*CLAUDE_NAMES, "ask_human"]
+    assert AGENT_TOOL_SPECS[-1] is ASK_HUMAN_SPEC
+    parameters = ASK_HUMAN_SPEC["function"]["parameters"]
+    assert parameters["required"] == ["question"]
+    assert parameters["properties"]["options"] == {
+        "type": "array", "items": {"type": "string"},
+        "description": parameters["properties"]["options"]["description"]}
+
+
+def test_question_arguments_take_a_question_and_optional_answers() -> None:
+    assert question_arguments({"question": "Which?", "options": ["a", "b"]}) == (
+        "Which?", ["a", "b"])
+    assert question_arguments({"question": "Which?"}) == ("Which?", None)
+    assert question_arguments({"question": "Which?", "options": []}) == ("Which?", None)
+    with pytest.raises(ToolError, match='needs the argument "question"'):
+        question_arguments({"options": ["a"]})
+    with pytest.raises(ToolError, match='"options" must be an array of strings'):
+        question_arguments({"question": "Which?", "options": "a or b"})
+    with pytest.raises(ToolError, match='"question" must be a string'):
+        question_arguments({"question": ["Which?"]})
