@@ -19,7 +19,7 @@ from hankweave.state.store import StateStore
 from hankweave.state.types import HankweaveState
 from tests.runtime_harness import Project, codon
 from tests.test_interruptions import created, interruption
-from tests.transition_builders import lifecycle_to, run_started
+from tests.transition_builders import lifecycle_to, moved, run_interrupted, run_started
 
 
 def test_a_finished_run_is_one_document_that_fits_its_schema(tmp_path) -> None:
@@ -53,9 +53,13 @@ def test_a_finished_run_is_one_document_that_fits_its_schema(tmp_path) -> None:
     assert document["interruptions"] == []
 
 
+WAITING = [run_started(), *lifecycle_to("a", "running"), created(interruption()),
+           moved("a", "running", "failed"), run_interrupted()]
+"""A run that ended waiting for a person."""
+
+
 def test_a_pending_interruption_makes_the_execution_interrupted() -> None:
-    state = reduce(apply_transition, [run_started(), *lifecycle_to("a", "running"),
-                                      created(interruption())], HankweaveState())
+    state = reduce(apply_transition, WAITING, HankweaveState())
 
     document = execution_document(state, path="/x", hank_path=None, data_path=None)
 
@@ -71,7 +75,7 @@ def test_a_pending_interruption_makes_the_execution_interrupted() -> None:
 def test_the_human_view_and_the_schema(tmp_path) -> None:
     hankweave_dir = tmp_path / "exec" / ".hankweave"
     store = StateStore.open(hankweave_dir)
-    for transition in (run_started(), *lifecycle_to("a", "running"), created(interruption())):
+    for transition in WAITING:
         store.transition_sync(transition)
     store.close_sync()
 

@@ -303,7 +303,9 @@ def test_an_interruption_is_answered_over_the_websocket_and_the_execution_is_ser
             status, document = await asyncio.to_thread(get, f"{http}/api/execution")
             assert status == 200
             assert document["documentVersion"] == 1
-            assert document["execution"]["status"] == "interrupted"
+            # It waits live: still running, with one interruption pending.
+            assert document["execution"]["status"] == "running"
+            assert document["execution"]["pendingInterruptions"] == 1
             assert [i["id"] for i in document["interruptions"]] == [item.id]
             status, missing = await asyncio.to_thread(get, f"{http}/api/nothing")
             assert status == 404 and "/api/execution" in missing["message"]

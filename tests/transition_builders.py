@@ -27,6 +27,7 @@ from hankweave.state.transitions import (
     RunCrashed,
     RunCrashedData,
     RunFailed,
+    RunInterrupted,
     RunRef,
     RunStarted,
     RunStartedData,
@@ -77,6 +78,10 @@ def run_completed(run_id: str = RUN) -> RunCompleted:
 
 def run_failed(run_id: str = RUN) -> RunFailed:
     return RunFailed(data=RunRef(run_id=run_id))
+
+
+def run_interrupted(run_id: str = RUN) -> RunInterrupted:
+    return RunInterrupted(data=RunRef(run_id=run_id))
 
 
 def run_crashed(run_id: str = RUN) -> RunCrashed:

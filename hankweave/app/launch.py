@@ -338,7 +338,7 @@ def _nothing_to_do(state: HankweaveState) -> bool:
     failed run; a run stopped between codons (its ceiling spent, a stop) has codons left, and
     the runtime's resume finds them.
     """
-    from hankweave.runtime.humans import resumable_run
+    from hankweave.state.interruptions import resumable_run
     from hankweave.state.thread import analyze_execution_thread
 
     if not state.runs or state.runs[0].status in ("failed", "crashed"):

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from hankweave.state.costs import codon_cost, codon_cost_complete, total_cost, total_sentinel_cost
+from hankweave.state.interruptions import resumable_run
 from hankweave.state.thread import analyze_execution_thread
 from hankweave.state.types import (
     CodonExecution,
@@ -141,8 +142,8 @@ def document_of(execution_dir: Path, state: HankweaveState) -> ExecutionDocument
 def _status(state: HankweaveState, next_codon: str | None, waiting: int) -> ExecutionStatus:
     if not state.runs:
         return "pending"
-    if waiting:
-        return "interrupted"
+    if waiting and resumable_run(state) is not None:
+        return "interrupted"  # an answer resumes it (stale pending records do not count)
     newest = state.runs[0].status
     if newest == "completed" and next_codon is not None:
         return "interrupted"  # stopped between codons: it resumes

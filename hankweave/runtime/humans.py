@@ -6,8 +6,8 @@ wait for a person:
 * the agent's ``ask_human`` question (harnesses call :meth:`HumanLoop.ask_human`);
 * a tool call that a ``toolApproval`` rule of the hank or the codon holds
   (:meth:`HumanLoop.authorize_tool`);
-* a codon's approval gate, ``approval: "before"`` or ``"after"`` (:meth:`HumanLoop.before_codon`,
-  :meth:`HumanLoop.after_codon`, called by the drive loop).
+* a codon's approval gate, ``approval: "before"`` or ``"after"`` (:meth:`HumanLoop.gate`,
+  called by the drive loop).
 
 Each creates an interruption, durable before anything else happens.  By default the run then
 ends ``interrupted`` and the process exits (:data:`~hankweave.exitcodes.EXIT_INTERRUPTED`), so
@@ -45,6 +45,7 @@ from hankweave.state.interruptions import (
     due_defaults,
     new_interruption_id,
     pending,
+    resume_chain,
 )
 from hankweave.state.thread import ExecutionThread
 from hankweave.state.transitions import (
@@ -71,40 +72,6 @@ WAITING_FOR_HUMAN = "waiting for a human"
 
 GateOutcome = Literal["go", "reject", "stop"]
 """What a gate decided: go on, rejected, or stop the run to wait for a person."""
-
-
-# ----- which runs a resume carries answers from -----
-
-
-def resume_chain(state: HankweaveState, run_id: str | None) -> list[str]:
-    """``run_id`` and the runs it resumes in turn (``resumedRunId`` links), newest first."""
-    chain: list[str] = []
-    run = state.run_by_id(run_id or "")
-    while run is not None and run.run_id not in chain:
-        chain.append(run.run_id)
-        conditions = run.starting_conditions
-        if not isinstance(conditions, ContinuationStart) or conditions.reason != "resume":
-            break
-        run = state.run_by_id(conditions.resumed_run_id or "")
-    return chain
-
-
-def resumable_run(state: HankweaveState) -> Run | None:
-    """The newest run, when the next run resumes it: it ended ``interrupted``, or it was
-    killed (or stopped) while one of its interruptions waited for an answer."""
-    run = state.runs[0] if state.runs else None
-    if run is None or run.status == "running":
-        return None
-    if run.status == "interrupted":
-        return run
-    if run.status == "completed":
-        return None
-    end = run.end_time or ""
-    for item in state.interruptions:
-        if item.run_id == run.run_id and (item.status == "pending"
-                                          or (item.answered_at or "") >= end):
-            return run
-    return None
 
 
 def resume_conditions(state: HankweaveState, thread: ExecutionThread,
@@ -188,33 +155,20 @@ class HumanLoop(AttemptPolicy):
 
     # ----- gates (the drive loop asks) -----
 
-    async def before_codon(self, codon_id: str) -> GateOutcome:
-        """The ``approval: before`` gate of ``codon_id``, about to start."""
+    async def gate(self, codon_id: str, when: Literal["before", "after"]) -> GateOutcome:
+        """The ``approval`` gate of ``codon_id`` at ``when``: before it starts, or after it
+        completed ("go" when it has no such gate)."""
         gate = self.ctx.codon_config(codon_id).approval_gate()
-        if gate is None or gate.when != "before":
+        if gate is None or gate.when != when:
             return "go"
-        question = gate.question or (f"Approve starting codon {codon_id}"
-                                     f" ({self.ctx.codon_name(codon_id)})?")
-        return await self._gate(codon_id, "before", question, gate.deadline_seconds,
-                                gate.default_answer)
-
-    async def after_codon(self, codon_id: str) -> GateOutcome:
-        """The ``approval: after`` gate of ``codon_id``, which just completed."""
-        gate = self.ctx.codon_config(codon_id).approval_gate()
-        if gate is None or gate.when != "after":
-            return "go"
-        question = gate.question or (f"Approve the result of codon {codon_id}"
-                                     f" ({self.ctx.codon_name(codon_id)})?")
-        return await self._gate(codon_id, "after", question, gate.deadline_seconds,
-                                gate.default_answer)
-
-    async def _gate(self, codon_id: str, when: Literal["before", "after"], question: str,
-                    deadline_s: float | None, default: str | None) -> GateOutcome:
         item = self._find(codon_id, lambda i: i.kind == "approval" and i.gate == when)
         if item is None:
-            item = await self._create(codon_id, "approval", question,
-                                      options=list(APPROVAL_OPTIONS), gate=when,
-                                      deadline_s=deadline_s, default=default)
+            what = "starting codon" if when == "before" else "the result of codon"
+            item = await self._create(
+                codon_id, "approval",
+                gate.question or f"Approve {what} {codon_id} ({self.ctx.codon_name(codon_id)})?",
+                options=list(APPROVAL_OPTIONS), gate=when, deadline_s=gate.deadline_seconds,
+                default=gate.default_answer)
         if item.status == "pending":
             if not self.wait:
                 self.stopped_for.append(item.id)

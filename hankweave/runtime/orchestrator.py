@@ -41,12 +41,7 @@ from hankweave.runtime.failures import (
     resolve_failure_action,
     resumed_attempt,
 )
-from hankweave.runtime.humans import (
-    WAITING_FOR_HUMAN,
-    resumable_run,
-    resume_chain,
-    resume_conditions,
-)
+from hankweave.runtime.humans import WAITING_FOR_HUMAN, resume_conditions
 from hankweave.runtime.interrupted import finish_interrupted_completion
 from hankweave.runtime.lifecycle import (
     ALL_DONE,
@@ -66,7 +61,7 @@ from hankweave.runtime.rollback import (
     rollback_offline,
 )
 from hankweave.state.boot import OwnedExecution
-from hankweave.state.interruptions import GivenAnswer
+from hankweave.state.interruptions import GivenAnswer, resumable_run, resume_chain
 from hankweave.state.thread import ExecutionThread
 from hankweave.state.types import ExecutionCodonEntry, HankweaveState, Interruption, Run
 
@@ -196,7 +191,7 @@ class Runtime:
         if newest is None or newest.status != "completed":
             return True
         try:
-            outcome = await self.ctx.humans.after_codon(newest.codon_id)
+            outcome = await self.ctx.humans.gate(newest.codon_id, "after")
         except RuntimeCommandError:  # the hank no longer has that codon
             return True
         if outcome == "stop":
@@ -263,7 +258,7 @@ class Runtime:
         or it failed retriably in an attended run), or None when the drive loop goes on.
         """
         control = self.control
-        gate = await self.ctx.humans.before_codon(codon_id) if self.config.humans else "go"
+        gate = await self.ctx.humans.gate(codon_id, "before") if self.config.humans else "go"
         if gate == "stop":
             await self._stop_waiting()
             return None

@@ -7,7 +7,9 @@ server and the runtime share:
 * :func:`new_interruption_id`;
 * :func:`checked_answer`: an answer given as text, ``--approve``/``--reject`` or JSON, checked
   against the interruption's options before anything is recorded;
-* :func:`pending` and :func:`due_defaults` (deadlines passed: their default answers apply).
+* :func:`pending` and :func:`due_defaults` (deadlines passed: their default answers apply);
+* :func:`resumable_run` and :func:`resume_chain`: which run the next run resumes, and whose
+  answers a resume run carries (docs/human-in-the-loop.md).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from hankweave.fsutil import parse_iso
-from hankweave.state.types import HankweaveState, Interruption
+from hankweave.state.types import ContinuationStart, HankweaveState, Interruption, Run
 
 APPROVE = "approve"
 REJECT = "reject"
@@ -106,6 +108,37 @@ def due_defaults(state: HankweaveState, now: datetime) -> list[tuple[Interruptio
         if item.deadline is not None and parse_iso(item.deadline) <= now:
             due.append((item, item.default_answer))
     return due
+
+
+def resume_chain(state: HankweaveState, run_id: str | None) -> list[str]:
+    """``run_id`` and the runs it resumes in turn (``resumedRunId`` links), newest first."""
+    chain: list[str] = []
+    run = state.run_by_id(run_id or "")
+    while run is not None and run.run_id not in chain:
+        chain.append(run.run_id)
+        conditions = run.starting_conditions
+        if not isinstance(conditions, ContinuationStart) or conditions.reason != "resume":
+            break
+        run = state.run_by_id(conditions.resumed_run_id or "")
+    return chain
+
+
+def resumable_run(state: HankweaveState) -> Run | None:
+    """The newest run, when the next run resumes it: it ended ``interrupted``, or it was
+    killed (or stopped) while one of its interruptions waited for an answer."""
+    run = state.runs[0] if state.runs else None
+    if run is None or run.status == "running":
+        return None
+    if run.status == "interrupted":
+        return run
+    if run.status == "completed":
+        return None
+    end = run.end_time or ""
+    for item in state.interruptions:
+        if item.run_id == run.run_id and (item.status == "pending"
+                                          or (item.answered_at or "") >= end):
+            return run
+    return None
 
 
 def _shown(value: Any) -> str:
