@@ -7,16 +7,15 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 from claude_helpers import HankProject, codon, haiku, offline_env
 
 from hankweave.api import AGENT_MARKER_ENV, AttemptPolicy, CodonRequest
 from hankweave.testing import RecordingPolicy, attempt_context, run_attempt
-from hankweave.testing.mock_provider import MockProviderLog, start_mock_provider
+from hankweave.testing.mock_provider import MockProviderLog, scripted_mock
 from hankweave_harness_claude import ClaudeHarness
 from hankweave_harness_claude.human import ASK_HUMAN_TOOL, HUMAN_WAIT_S
 
@@ -37,11 +36,7 @@ SCRIPT = {"rules": [
 ]}
 
 
-@pytest.fixture(scope="module")
-def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
-    log = tmp_path_factory.mktemp("mock") / "requests.jsonl"
-    with start_mock_provider(SCRIPT, log_path=log) as provider:
-        yield provider.client_env(), log
+mock = scripted_mock(SCRIPT)
 
 
 def request(tmp_path: Path, mock_env: dict[str, str], prompt: str) -> CodonRequest:

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from claude_helpers import haiku, offline_env
 
 from hankweave.api import AGENT_MARKER_ENV, CodonRequest
 from hankweave.testing import RecordingPolicy, run_attempt
-from hankweave.testing.mock_provider import MockProviderLog, start_mock_provider
+from hankweave.testing.mock_provider import MockProviderLog, scripted_mock
 from hankweave_harness_claude import ClaudeConfig, ClaudeHarness
 
 SCRIPT = {"rules": [
@@ -32,11 +30,7 @@ SCRIPT = {"rules": [
 ]}
 
 
-@pytest.fixture(scope="module")
-def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
-    log = tmp_path_factory.mktemp("mock") / "requests.jsonl"
-    with start_mock_provider(SCRIPT, log_path=log) as provider:
-        yield provider.client_env(), log
+mock = scripted_mock(SCRIPT)
 
 
 def request(tmp_path: Path, mock_env: dict[str, str], prompt: str) -> CodonRequest:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pi_helpers import attempt, log_records, model, offline_env, request
 
 from hankweave.api import ModelEntry
-from hankweave.testing.mock_provider import MockProviderLog, start_mock_provider
+from hankweave.testing.mock_provider import MockProviderLog, scripted_mock
 from hankweave_harness_pi import PiConfig
 
 EDIT_LOOP = [
@@ -61,11 +60,7 @@ SCRIPT = {"rules": [
 ]}
 
 
-@pytest.fixture(scope="module")
-def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
-    log = tmp_path_factory.mktemp("mock") / "requests.jsonl"
-    with start_mock_provider(SCRIPT, log_path=log) as provider:
-        yield provider.client_env(), log
+mock = scripted_mock(SCRIPT)
 
 
 @pytest.mark.parametrize("spec", ["gpt-5.2", "pi/anthropic/claude-haiku-4-5"],

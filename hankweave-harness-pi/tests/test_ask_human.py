@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from pi_helpers import attempt, log_records, request
 
 from hankweave.api import AttemptPolicy, CodonRequest, HumanReply
 from hankweave.testing import MockProviderLog, RecordingPolicy, attempt_context
-from hankweave.testing.mock_provider import LoggedRequest, start_mock_provider
+from hankweave.testing.mock_provider import LoggedRequest, scripted_mock
 from hankweave_harness_pi import PiConfig, PiHarness
 from hankweave_harness_pi.sessions import Session, SessionStore
 from hankweave_harness_pi.tools import Toolbox, ToolOutcome
@@ -41,11 +41,7 @@ SCRIPT = {"rules": [
 ]}
 
 
-@pytest.fixture(scope="module")
-def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
-    log = tmp_path_factory.mktemp("mock") / "requests.jsonl"
-    with start_mock_provider(SCRIPT, log_path=log) as provider:
-        yield provider.client_env(), log
+mock = scripted_mock(SCRIPT)
 
 
 class WaitingPolicy(RecordingPolicy):

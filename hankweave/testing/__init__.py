@@ -7,7 +7,8 @@
   :class:`EventSinkContract`, :class:`CheckpointStoreContract`;
 * helpers: :func:`attempt_context` and :func:`run_attempt` (a harness called directly, or one
   attempt through the kernel's runner), :func:`codon_outcomes` (what a run left, per codon);
-* the scripted mock provider for tests: :func:`start_mock_provider` and :class:`MockProviderLog`
+* the scripted mock provider for tests: :func:`start_mock_provider`, :func:`scripted_mock` (a
+  module-scoped fixture) and :class:`MockProviderLog`
   (``hankweave.testing.mock_provider``), and the ``mock_provider`` pytest fixture
   (``pytest_plugins = ["hankweave.testing.pytest_plugin"]``).
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from hankweave.testing.mock_provider import (
         LoggedRequest,
         MockProviderLog,
+        scripted_mock,
         start_mock_provider,
     )
     from hankweave.testing.outcomes import codon_outcomes
@@ -59,6 +61,7 @@ _EXPORTS = {
     "codon_outcomes": "outcomes",
     "collect": "harness",
     "run_attempt": "harness",
+    "scripted_mock": "mock_provider",
     "start_mock_provider": "mock_provider",
     "use_script": "fake_harness",
 }
@@ -85,6 +88,7 @@ __all__ = [
     "codon_outcomes",
     "collect",
     "run_attempt",
+    "scripted_mock",
     "start_mock_provider",
     "use_script",
 ]

@@ -39,6 +39,26 @@ def start_mock_provider(script: MockScript | Mapping[str, Any] | Path | str, *,
     return MockProviderThread(as_script(script), port=port, log_path=log_path)
 
 
+def scripted_mock(script: MockScript | Mapping[str, Any] | Path | str) -> Any:
+    """A module-scoped pytest fixture that serves ``script`` and yields ``(client_env,
+    log_path)``: the clients' environment (base URLs, dummy keys) and the request log::
+
+        mock = scripted_mock(SCRIPT)
+
+        def test_it(mock):
+            env, log = mock
+    """
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def mock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, str], Path]]:
+        log = tmp_path_factory.mktemp("mock") / "requests.jsonl"
+        with start_mock_provider(script, log_path=log) as provider:
+            yield provider.client_env(), log
+
+    return mock
+
+
 @dataclass(frozen=True)
 class LoggedRequest:
     """One line of the request log."""
