@@ -17,7 +17,7 @@ from hankweave.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hankweave import __version__, hookimpl
-    from hankweave.app.launch import LaunchError, LaunchRequest, launch
+    from hankweave.app.launch import LaunchError, LaunchRequest, launch, prepare, warm_up
     from hankweave.app.playback import REPLAY_HARNESS, Playback
     from hankweave.checkpoints import (
         AmbiguousCheckpointError,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     )
     from hankweave.config.errors import ConfigError
     from hankweave.config.hank import HankFile, base_codon_id, load_hank, runtime_codon_id
-    from hankweave.config.settings import resolve_settings
+    from hankweave.config.settings import RUNTIME_CONFIG_FILE, load_runtime_config, resolve_settings
     from hankweave.events.catalogue import ServerEvent
     from hankweave.events.journal import read_journal
     from hankweave.events.sink import (
@@ -73,8 +73,10 @@ if TYPE_CHECKING:
         SentinelTrigger,
         SinkConfig,
     )
+    from hankweave.execution.document import ExecutionDocument, document_of
     from hankweave.execution.layout import ExecutionLayout, codon_log_name
     from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+    from hankweave.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
     from hankweave.faults import kill_point
     from hankweave.fsutil import (
         atomic_write_bytes,
@@ -118,7 +120,7 @@ if TYPE_CHECKING:
     from hankweave.registry import Registry, get_registry
     from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
     from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
-    from hankweave.state.lock import LockCorruptError, LockInfo, live_runtime_lock
+    from hankweave.state.lock import LockCorruptError, LockInfo, live_runtime_lock, this_host
     from hankweave.state.store import StateLoadError, load_state, read_state_strict
     from hankweave.state.thread import ExecutionThread, analyze_execution_thread
     from hankweave.state.types import (
@@ -222,6 +224,8 @@ _EXPORTS: dict[str, str] = {
     "StateLoadError": "hankweave.state.store",
     "load_state": "hankweave.state.store",
     "read_state_strict": "hankweave.state.store",
+    "ExecutionDocument": "hankweave.execution.document",
+    "document_of": "hankweave.execution.document",
     "ExecutionThread": "hankweave.state.thread",
     "analyze_execution_thread": "hankweave.state.thread",
     "codon_cost": "hankweave.state.costs",
@@ -232,6 +236,7 @@ _EXPORTS: dict[str, str] = {
     "LockCorruptError": "hankweave.state.lock",
     "LockInfo": "hankweave.state.lock",
     "live_runtime_lock": "hankweave.state.lock",
+    "this_host": "hankweave.state.lock",
     # durable file writing
     "atomic_write_bytes": "hankweave.fsutil",
     "fsync_dir": "hankweave.fsutil",
@@ -258,6 +263,8 @@ _EXPORTS: dict[str, str] = {
     "load_hank": "hankweave.config.hank",
     "runtime_codon_id": "hankweave.config.hank",
     "resolve_settings": "hankweave.config.settings",
+    "load_runtime_config": "hankweave.config.settings",
+    "RUNTIME_CONFIG_FILE": "hankweave.config.settings",
     "checkpoint_patterns_through": "hankweave.runtime.planner",
     "expected_codon_ids": "hankweave.runtime.planner",
     # running a hank, and commands
@@ -266,6 +273,12 @@ _EXPORTS: dict[str, str] = {
     "Playback": "hankweave.app.playback",
     "REPLAY_HARNESS": "hankweave.app.playback",
     "launch": "hankweave.app.launch",
+    "prepare": "hankweave.app.launch",
+    "warm_up": "hankweave.app.launch",
+    "EXIT_FAILED": "hankweave.exitcodes",
+    "EXIT_INTERRUPTED": "hankweave.exitcodes",
+    "EXIT_OK": "hankweave.exitcodes",
+    "EXIT_USAGE": "hankweave.exitcodes",
     "CLIError": "hankweave.cli.errors",
     # a package's lazy exports (PEP 562), as this module does it
     "lazy_exports": "hankweave.lazy",
@@ -282,8 +295,13 @@ def __dir__() -> list[str]:
 __all__ = [
     "AGENT_MARKER_ENV",
     "DATA_LINK",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
     "NO_HUMAN_MESSAGE",
     "REPLAY_HARNESS",
+    "RUNTIME_CONFIG_FILE",
     "AgentStartError",
     "AmbiguousCheckpointError",
     "AttemptContext",
@@ -304,6 +322,7 @@ __all__ = [
     "ConfigError",
     "CredentialsError",
     "EventSink",
+    "ExecutionDocument",
     "ExecutionLayout",
     "ExecutionMetaError",
     "ExecutionThread",
@@ -361,6 +380,7 @@ __all__ = [
     "codon_log_name",
     "codon_tokens",
     "compact_boundary_record",
+    "document_of",
     "dump_state",
     "end_checkpoint",
     "end_processes",
@@ -378,12 +398,14 @@ __all__ = [
     "live_runtime_lock",
     "load_execution_meta",
     "load_hank",
+    "load_runtime_config",
     "load_state",
     "make_plugin_manager",
     "marked_processes",
     "parse_iso",
     "parse_record",
     "pid_alive",
+    "prepare",
     "process_running",
     "read_journal",
     "read_log",
@@ -398,8 +420,10 @@ __all__ = [
     "summarize_log",
     "text_block",
     "thinking_block",
+    "this_host",
     "tool_result_record",
     "tool_use_block",
     "total_cost",
     "utc_now_iso",
+    "warm_up",
 ]

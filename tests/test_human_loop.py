@@ -359,3 +359,14 @@ def test_a_shutdown_while_waiting_stops_the_wait_and_the_interruption_stays(proj
     done = project.run(script)
     assert done.code == 0, done.notices
     assert done.statuses() == [("a", "completed")]
+
+
+def test_answer_submit_needs_an_executor_plugin(project):
+    project.write_hank([codon("a")])
+    [item] = pending(project.run({"a": {"askHuman": "Which colour?"}}))
+    result = CliRunner().invoke(cli, ["answer", "-e", str(project.exec_dir), item.id, "Red",
+                                      "--submit"])
+
+    assert result.exit_code == 2
+    assert "--submit needs an executor plugin" in result.output
+    assert project.state().interruption(item.id).status == "pending"  # nothing recorded

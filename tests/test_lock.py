@@ -20,13 +20,17 @@ import pytest
 
 from hankweave.fsutil import atomic_write_bytes, parse_iso, pid_alive, utc_now_iso
 from hankweave.state.lock import (
+    LOCK_FILE_NAME,
+    STALE_AFTER_S,
     LockCorruptError,
     LockHeldError,
     LockInfo,
     LockLostError,
     RuntimeLock,
     heartbeat_forever,
+    live_runtime_lock,
     read_lock,
+    this_host,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +102,9 @@ def test_acquire_writes_a_private_lock_and_release_removes_it(hw_dir: Path) -> N
     on_disk = json.loads(path.read_text())
     assert list(on_disk) == [
         "pid", "lockId", "runId", "startTime", "lastHeartbeat", "port", "proxyPort", "token",
+        "host",
     ]
+    assert on_disk["host"] == this_host()
     assert on_disk["pid"] == os.getpid()
     assert uuid.UUID(on_disk["lockId"]).version == 4
     assert on_disk["runId"] == "run-1"
@@ -496,3 +502,38 @@ def test_pid_alive(dead_pid: int) -> None:
     assert pid_alive(os.getpid())
     assert not pid_alive(dead_pid)
     assert not pid_alive(0) and not pid_alive(-1)
+
+
+# ----- locks of another host (a shared filesystem) -----
+
+
+def _foreign_lock(hw_dir, *, heartbeat_age_s: float) -> None:
+    """A lock written on another machine, by a pid that does not exist here."""
+    beat = (datetime.now(UTC) - timedelta(seconds=heartbeat_age_s)).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+    hw_dir.mkdir(parents=True, exist_ok=True)
+    (hw_dir / LOCK_FILE_NAME).write_text(json.dumps({
+        "pid": 4_000_000, "lockId": str(uuid.uuid4()), "startTime": beat,
+        "lastHeartbeat": beat, "host": "another-machine"}))
+
+
+def test_a_lock_of_another_host_is_live_while_its_heartbeat_is_fresh(hw_dir):
+    _foreign_lock(hw_dir, heartbeat_age_s=5)
+
+    assert live_runtime_lock(hw_dir) is not None  # its pid is not ours to probe
+    with pytest.raises(LockHeldError):
+        RuntimeLock(hw_dir).acquire()
+
+
+def test_a_lock_of_another_host_with_a_stale_heartbeat_is_reclaimed(hw_dir):
+    _foreign_lock(hw_dir, heartbeat_age_s=STALE_AFTER_S + 5)
+
+    assert live_runtime_lock(hw_dir) is None
+    result = RuntimeLock(hw_dir).acquire()
+    assert result.reclaim_reason == "heartbeat stale (another host)"
+    assert result.lock.host == this_host()
+
+
+def test_hankweave_host_names_the_machine(monkeypatch):
+    monkeypatch.setenv("HANKWEAVE_HOST", "worker-7")
+    assert this_host() == "worker-7"

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from hankweave.registry import Registry
     from hankweave.runtime.orchestrator import Runtime
     from hankweave.state.boot import OwnedExecution
+    from hankweave.state.lock import LockInfo
     from hankweave.state.types import HankweaveState
 
 log = logging.getLogger("hankweave")
@@ -46,9 +47,13 @@ log = logging.getLogger("hankweave")
 class LaunchError(ConfigError):
     """The run cannot start; the message says why and what to do."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE, *,
+                 held_by: LockInfo | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.held_by = held_by
+        """When another runtime holds the execution directory: its lock (an executor then
+        retries later rather than failing)."""
 
 
 @dataclass
@@ -359,7 +364,7 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
         owned = await take_ownership(layout.hankweave_dir)
     except LockError as exc:
         prepared.release()
-        raise LaunchError(str(exc)) from None
+        raise LaunchError(str(exc), held_by=getattr(exc, "holder", None)) from None
     try:
         for run_id in owned.crashed_run_ids:
             request.notify(f"Run {run_id} had crashed; marked crashed and resuming after it")
@@ -542,6 +547,19 @@ def _close_quietly(sink: EventSink) -> None:
         sink.close()
     except Exception:
         log.exception("event sink %r failed to close", sink.label)
+
+
+def warm_up() -> None:
+    """Import what a run needs and load the plugins now, ahead of the first :func:`launch`:
+    for long-lived processes that run many (an executor's worker processes), whose first
+    codon would otherwise start half a second late."""
+    import importlib
+
+    from hankweave.registry import get_registry
+
+    for module in ("hankweave.runtime.orchestrator", "hankweave.server"):
+        importlib.import_module(module)
+    get_registry().checkpoint_backends()
 
 
 def launch(request: LaunchRequest) -> int:

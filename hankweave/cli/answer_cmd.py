@@ -30,8 +30,12 @@ from hankweave.exitcodes import EXIT_USAGE
 @click.option("--json", "json_text", metavar="VALUE", help="The answer as a JSON value.")
 @click.option("--by", "answered_by", metavar="NAME",
               help="Who answers (recorded as answeredBy; default cli:<user>).")
-def answer_command(execution_dir: Path, interruption_id: str, text: str | None, approve: bool,
-                   reject: bool, json_text: str | None, answered_by: str | None) -> None:
+@click.option("--submit", is_flag=True, help="Then queue the resume on the workers (`hankweave"
+              " submit -e DIR`, from an executor plugin) instead of `hankweave run -e DIR`.")
+@click.pass_context
+def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str,
+                   text: str | None, approve: bool, reject: bool, json_text: str | None,
+                   answered_by: str | None, submit: bool) -> None:
     """Answer interruption ID with TEXT, --approve, --reject or --json VALUE.
 
     List what waits with `hankweave inspect interruptions -e DIR --pending`.  An unknown or
@@ -50,6 +54,7 @@ def answer_command(execution_dir: Path, interruption_id: str, text: str | None, 
         raise CLIError(f"{layout.path}: not an execution directory (no .hankweave/state.json)")
     given = GivenAnswer(text=text, approve=approve, reject=reject, json_text=json_text)
     who = answered_by or f"cli:{_user()}"
+    submitter = _submit_command(ctx) if submit else None
     try:
         forwarded = _forward(layout.path, interruption_id, given, who)
         if forwarded is not None:
@@ -59,8 +64,22 @@ def answer_command(execution_dir: Path, interruption_id: str, text: str | None, 
         answer = asyncio.run(_record(layout, interruption_id, given, who))
     except (AnswerError, LockError, StateLoadError) as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
-    click.echo(f"Answered {interruption_id}: {answer!r}. Resume with: hankweave run -e"
-               f" {layout.path}")
+    if submitter is None:
+        click.echo(f"Answered {interruption_id}: {answer!r}. Resume with: hankweave run -e"
+                   f" {layout.path}")
+        return
+    click.echo(f"Answered {interruption_id}: {answer!r}. Queuing the resume:")
+    ctx.invoke(submitter, execution=str(layout.path))
+
+
+def _submit_command(ctx: click.Context) -> click.Command:
+    """The ``submit`` command an executor plugin adds (``--submit`` needs one)."""
+    root = ctx.find_root().command
+    found = root.get_command(ctx, "submit") if isinstance(root, click.Group) else None
+    if found is None:
+        raise CLIError("--submit needs an executor plugin that adds `hankweave submit` (pip"
+                       " install plugins/hankweave-executor-celery)", EXIT_USAGE)
+    return found
 
 
 def _forward(execution_dir: Path, interruption_id: str, given: Any, who: str) -> Any:

@@ -185,6 +185,9 @@ class RuntimeConfig(StrictModel):
     harnesses: Opt[HarnessSections] = None
     """Each harness's own settings, by harness name (a hankweave addition)."""
     events: Opt[EventsConfig] = None
+    executors: Opt[dict[str, dict[str, Any]]] = None
+    """Each executor plugin's own settings, by name (``executors.celery.broker``; a hankweave
+    addition): the plugin validates its section."""
 
 
 def load_runtime_config(path: Path) -> RuntimeConfig:

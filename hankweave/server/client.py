@@ -88,6 +88,9 @@ def server_address(execution_dir: Path | str, *, host: str = DEFAULT_HOST,
     if lock is None:
         raise NoServerError(f"No hankweave runtime is running on {execution_dir} (no"
                             f" {path.name}); start one with `hankweave run -e {execution_dir}`")
+    if not lock.on_this_host:
+        raise NoServerError(f"The runtime on {execution_dir} runs on host {lock.host} (pid"
+                            f" {lock.pid}); its server listens on that machine only")
     if lock.pid != os.getpid() and not pid_alive(lock.pid):
         raise NoServerError(f"The runtime that wrote {path} (pid {lock.pid}) is no longer"
                             " running; start it again with `hankweave run -e"

@@ -3,7 +3,11 @@
 The lock file records who runs the execution directory::
 
     {"pid": 4242, "lockId": "<uuid4>", "runId": "...", "startTime": "...",
-     "lastHeartbeat": "...", "port": 51234, "proxyPort": null, "token": "..."}
+     "lastHeartbeat": "...", "port": 51234, "proxyPort": null, "token": "...",
+     "host": "worker-3"}
+
+``host`` (ours) names the machine: on a filesystem shared by several machines (Celery workers),
+a lock written on another host cannot be judged by its pid, only by its heartbeat.
 
 A runtime :meth:`RuntimeLock.acquire`\\ s it at boot, refreshes ``lastHeartbeat`` every
 :data:`HEARTBEAT_INTERVAL_S` seconds, and removes it at shutdown. A lock whose process is gone, or
@@ -31,6 +35,7 @@ import json
 import logging
 import os
 import secrets
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -61,6 +66,7 @@ __all__ = [
     "lock_is_live",
     "lock_path",
     "read_lock",
+    "this_host",
 ]
 
 log = logging.getLogger(__name__)
@@ -130,6 +136,14 @@ class LockInfo(BaseModel):
     proxyPort: int | None = None
     # The WebSocket control token. Kept out of repr so it cannot leak into logs.
     token: str | None = Field(default=None, repr=False)
+    host: str | None = None
+    """The machine the runtime runs on (None in locks written before it was recorded)."""
+
+    @property
+    def on_this_host(self) -> bool:
+        """Whether the lock was written on this machine (a lock without a host counts as
+        local, as the original's locks are)."""
+        return self.host is None or self.host == this_host()
 
     @field_validator("startTime", "lastHeartbeat")
     @classmethod
@@ -349,6 +363,7 @@ class RuntimeLock:
                 startTime=now,
                 lastHeartbeat=now,
                 token=secrets.token_urlsafe(32),
+                host=this_host(),
             )
             self._write(info)
             self._lost = False
@@ -360,6 +375,9 @@ class RuntimeLock:
         """Why ``lock`` may be reclaimed, or ``None`` if its holder must be presumed alive."""
         age = lock.heartbeat_age_s()
         stale = age is not None and age > self.stale_after_s
+        if not lock.on_this_host:
+            # Its pid means nothing here: only the heartbeat tells whether it still runs.
+            return "heartbeat stale (another host)" if stale or age is None else None
         if lock.pid == os.getpid():
             if lock.lockId is not None and lock.lockId in _WRITTEN_BY_THIS_PROCESS:
                 return None
@@ -539,11 +557,20 @@ OnLost = Callable[[LockLostError], Awaitable[None] | None]
 def lock_is_live(lock: LockInfo) -> bool:
     """Whether the runtime that wrote ``lock`` is presumably still running: its process exists
     and its heartbeat is not older than :data:`STALE_AFTER_S` (a lock without a heartbeat
-    counts as live while its process exists)."""
+    counts as live while its process exists).  A lock of another host is judged by its
+    heartbeat alone."""
+    age = lock.heartbeat_age_s()
+    if not lock.on_this_host:
+        return age is not None and age <= STALE_AFTER_S
     if not pid_alive(lock.pid):
         return False
-    age = lock.heartbeat_age_s()
     return age is None or age <= STALE_AFTER_S
+
+
+def this_host() -> str:
+    """This machine's name, as locks record it (``HANKWEAVE_HOST`` overrides it, for machines
+    whose hostnames are not unique, and for tests)."""
+    return os.environ.get("HANKWEAVE_HOST") or socket.gethostname()
 
 
 def live_runtime_lock(hankweave_dir: Path) -> LockInfo | None:
