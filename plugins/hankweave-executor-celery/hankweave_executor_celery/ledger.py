@@ -1,0 +1,132 @@
+"""The ledger: every submitted execution, where it runs and how its last run ended, in Redis.
+
+One hash, ``hankweave:executions``, maps an execution directory to its :class:`Submission`
+(JSON).  ``submit`` adds it, the task updates it as it starts, defers, finishes or skips, and
+``status`` and ``cancel`` read it.  The execution directory itself (on the shared filesystem)
+stays the record of the run: costs, codons and statuses are read from its state, never copied
+here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from hankweave.api import utc_now_iso
+
+KEY = "hankweave:executions"
+
+TaskStatus = Literal["queued", "running", "deferred", "interrupted", "completed", "failed",
+                     "stopped", "cancelled"]
+"""Where the execution's task is: queued (sent, not started), running (a worker runs it),
+deferred (another runtime held it; retried later), or how its last run ended: interrupted
+(waiting for a person, exit 3), completed, failed, stopped (a signal), cancelled."""
+
+FINISHED: frozenset[str] = frozenset({"interrupted", "completed", "failed", "stopped",
+                                      "cancelled"})
+
+
+class BrokerError(Exception):
+    """The broker (Redis) cannot be reached; the message says where and why."""
+
+
+class Submission(BaseModel):
+    """One submitted execution."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    execution_dir: str
+    hank: str | None = None
+    data: str | None = None
+    queue: str
+    priority: int | None = None
+    task_id: str
+    status: TaskStatus = "queued"
+    submitted_at: str
+    worker: str | None = None
+    """The worker that runs it (or ran it last), ``name@host``."""
+    pid: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int | None = None
+    deliveries: int = 0
+    """How many times a worker started the task (a redelivery after a crash counts again)."""
+    deferrals: int = 0
+    """How many deliveries found the execution held by a live runtime and were deferred."""
+    message: str | None = None
+    cancel_requested: bool = False
+
+
+class Ledger:
+    """The ``hankweave:executions`` hash of a Redis server."""
+
+    def __init__(self, broker_url: str) -> None:
+        import redis
+
+        self.url = broker_url
+        self._redis = redis.Redis.from_url(broker_url, socket_connect_timeout=3,
+                                           socket_timeout=10)
+
+    def check(self) -> None:
+        """Raise :class:`BrokerError` unless the broker answers."""
+        self._call(self._redis.ping)
+
+    def add(self, submission: Submission) -> None:
+        self._call(self._redis.hset, KEY, submission.execution_dir, _dump(submission))
+
+    def remove(self, execution_dir: str) -> None:
+        self._call(self._redis.hdel, KEY, execution_dir)
+
+    def get(self, execution_dir: str) -> Submission | None:
+        raw = self._call(self._redis.hget, KEY, execution_dir)
+        return Submission.model_validate_json(raw) if raw else None
+
+    def all(self) -> list[Submission]:
+        raw = self._call(self._redis.hgetall, KEY) or {}
+        items = [Submission.model_validate_json(value) for value in raw.values()]
+        return sorted(items, key=lambda item: item.submitted_at)
+
+    def update(self, execution_dir: str, **changes: Any) -> Submission | None:
+        """Change fields of a submission (atomically: a WATCHed read-modify-write)."""
+        import redis
+
+        try:
+            with self._redis.pipeline() as pipe:
+                while True:
+                    try:
+                        pipe.watch(KEY)
+                        raw = pipe.hget(KEY, execution_dir)
+                        if not raw:
+                            return None
+                        updated = Submission.model_validate_json(raw).model_copy(update=changes)
+                        pipe.multi()
+                        pipe.hset(KEY, execution_dir, _dump(updated))
+                        pipe.execute()
+                        return updated
+                    except redis.WatchError:
+                        continue  # another writer changed the hash first: read it again
+        except redis.RedisError as exc:
+            raise BrokerError(self._unreachable(exc)) from None
+
+    def _call(self, method: Any, *args: Any) -> Any:
+        import redis
+
+        try:
+            return method(*args)
+        except redis.RedisError as exc:
+            raise BrokerError(self._unreachable(exc)) from None
+
+    def _unreachable(self, exc: Exception) -> str:
+        return (f"Cannot reach the Celery broker at {self.url}: {exc}. Start Redis there, or"
+                " point HANKWEAVE_CELERY_BROKER (or --broker) at yours.")
+
+
+def now() -> str:
+    return utc_now_iso()
+
+
+def _dump(submission: Submission) -> str:
+    return json.dumps(submission.model_dump(mode="json", by_alias=True))

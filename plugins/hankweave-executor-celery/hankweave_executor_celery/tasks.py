@@ -1,0 +1,121 @@
+"""The task: run (or resume) one execution with the normal runtime, in the worker's process.
+
+Delivery is at least once; the runtime makes each delivery safe:
+
+* **A redelivery after a crash** (a killed worker, a machine gone) runs ``hankweave run -e
+  DIR``: the crashed run is recovered and completed codons never run again.
+* **A delivery while another runtime holds the execution** (the first delivery still running
+  after the visibility timeout, or a second submit of it) finds the live lock and is deferred:
+  it is retried after ``defer_s`` and never runs the execution twice.  A lock written on another
+  machine is judged by its heartbeat, not by a pid (``runtime.lock`` records the host).
+* **A cancelled execution** is skipped.
+
+The run's exit code decides the ledger status: 0 completed, 3 interrupted (the worker is free
+while a person answers; ``hankweave answer --submit`` sends it again), 130/143 stopped, else
+failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hankweave.api import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    ExecutionLayout,
+    LaunchError,
+    LaunchRequest,
+    LockCorruptError,
+    launch,
+    live_runtime_lock,
+)
+from hankweave_executor_celery.ledger import FINISHED, Ledger, TaskStatus, now
+from hankweave_executor_celery.settings import CelerySettings
+
+if TYPE_CHECKING:
+    from celery import Celery, Task
+
+log = logging.getLogger(__name__)
+
+STOPPED_CODES = frozenset({130, 143})
+
+
+def register(app: Celery, settings: CelerySettings) -> None:
+    """Register :func:`run_execution` on ``app``."""
+    from hankweave_executor_celery.app import TASK_NAME
+
+    @app.task(bind=True, name=TASK_NAME, max_retries=None, acks_late=True,
+              reject_on_worker_lost=True)
+    def run_execution(self: Task, execution_dir: str) -> dict[str, Any]:
+        return _run(self, execution_dir, Ledger(app.conf.broker_url), settings)
+
+
+def _run(task: Task, execution_dir: str, ledger: Ledger,
+         settings: CelerySettings) -> dict[str, Any]:
+    submission = ledger.get(execution_dir)
+    if submission is not None and submission.cancel_requested:
+        ledger.update(execution_dir, status="cancelled", finished_at=now())
+        return {"skipped": "cancelled"}
+    if submission is not None and submission.status in FINISHED:
+        # A deferred copy whose first delivery has since finished the run: nothing to do
+        # (a new submit, or `answer --submit`, queues the execution again).
+        return {"skipped": f"already {submission.status}"}
+    if _held(execution_dir):
+        return _defer(task, execution_dir, ledger, settings, "held by a live runtime")
+    worker = task.request.hostname or "?"
+    ledger.update(execution_dir, status="running", worker=worker, pid=os.getpid(),
+                  started_at=now(), finished_at=None, exit_code=None, message=None,
+                  task_id=task.request.id,
+                  deliveries=(submission.deliveries if submission else 0) + 1)
+    log.info("running %s on %s", execution_dir, worker)
+    request = LaunchRequest(execution=execution_dir, headless=True, yes=True,
+                            cwd=Path(execution_dir).parent, env=dict(os.environ),
+                            notify=lambda text: log.info("%s", text))
+    try:
+        code = launch(request)
+    except LaunchError as exc:
+        if exc.held_by is not None:  # another runtime won the race to the lock
+            return _defer(task, execution_dir, ledger, settings, str(exc))
+        ledger.update(execution_dir, status="failed", exit_code=exc.exit_code,
+                      message=str(exc), finished_at=now())
+        return {"exitCode": exc.exit_code, "message": str(exc)}
+    except Exception as exc:  # a bad hank or settings (ConfigError), a bug: recorded, acked
+        log.exception("running %s failed", execution_dir)
+        ledger.update(execution_dir, status="failed", message=f"{type(exc).__name__}: {exc}",
+                      finished_at=now())
+        return {"exitCode": None, "message": str(exc)}
+    status = _status_of(code, ledger, execution_dir)
+    ledger.update(execution_dir, status=status, exit_code=code, finished_at=now())
+    return {"exitCode": code, "status": status}
+
+
+def _held(execution_dir: str) -> bool:
+    try:
+        return live_runtime_lock(ExecutionLayout(Path(execution_dir)).hankweave_dir) is not None
+    except LockCorruptError:
+        return True  # nobody can tell: wait rather than risk a second runtime
+
+
+def _defer(task: Task, execution_dir: str, ledger: Ledger, settings: CelerySettings,
+           why: str) -> Any:
+    log.info("deferring %s: %s", execution_dir, why)
+    current = ledger.get(execution_dir)
+    if current is not None:
+        # A copy of a running execution leaves its status alone: the run goes on.
+        changes = {} if current.status == "running" else {"status": "deferred", "message": why}
+        ledger.update(execution_dir, deferrals=current.deferrals + 1, **changes)
+    raise task.retry(countdown=settings.defer_s)
+
+
+def _status_of(code: int, ledger: Ledger, execution_dir: str) -> TaskStatus:
+    if code == EXIT_OK:
+        return "completed"
+    if code == EXIT_INTERRUPTED:
+        return "interrupted"
+    if code in STOPPED_CODES:
+        current = ledger.get(execution_dir)
+        return "cancelled" if current is not None and current.cancel_requested else "stopped"
+    return "failed"
