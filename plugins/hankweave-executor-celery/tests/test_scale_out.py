@@ -179,3 +179,19 @@ def test_bad_input_is_refused_clearly(project: Project) -> None:
 def _deferrals(project: Project, directory: str) -> int:
     item = project.ledger().get(directory)
     return item.deferrals if item is not None else 0
+
+
+def test_priorities_order_what_waits(project: Project) -> None:
+    hank = project.hank("hank", [{"id": "a"}])
+    project.play({"a": {"messages": 1}})
+    order = {}
+    for priority in ("9", "0", "5"):
+        [order[priority]] = project.submit(str(hank), str(project.data(f"p{priority}")),
+                                           "--priority", priority)
+    project.start_worker("w1")
+    for directory in order.values():
+        project.wait_status(directory, "completed")
+
+    started = {priority: project.ledger().get(directory).started_at
+               for priority, directory in order.items()}
+    assert sorted(started, key=lambda p: started[p]) == ["0", "5", "9"]
