@@ -16,11 +16,15 @@ from typing import TYPE_CHECKING
 import click
 
 from hankweave.api import EXIT_FAILED, EXIT_USAGE, CLIError
-from hankweave_executor_celery.ledger import FINISHED, BrokerError, Ledger, Submission, now
-from hankweave_executor_celery.settings import CelerySettings, load_settings
 
 if TYPE_CHECKING:
     from celery import Celery
+
+    from hankweave_executor_celery.ledger import Ledger
+    from hankweave_executor_celery.settings import CelerySettings
+
+# The ledger, the settings and Celery are imported by the commands when they run: these
+# commands are registered on every `hankweave` start, which must stay fast.
 
 broker_option = click.option(
     "--broker", metavar="URL", help="The Redis broker (default: HANKWEAVE_CELERY_BROKER, then"
@@ -29,6 +33,7 @@ broker_option = click.option(
 
 def _settings(broker: str | None) -> CelerySettings:
     from hankweave.api import ConfigError
+    from hankweave_executor_celery.settings import load_settings
 
     try:
         return load_settings(broker=broker)
@@ -37,6 +42,8 @@ def _settings(broker: str | None) -> CelerySettings:
 
 
 def _ledger(settings: CelerySettings) -> Ledger:
+    from hankweave_executor_celery.ledger import BrokerError, Ledger
+
     ledger = Ledger(settings.broker)
     try:
         ledger.check()
@@ -122,6 +129,8 @@ def submit_command(hank: str | None, data: tuple[str, ...], execution: str | Non
 def _submit_one(app: Celery, ledger: Ledger, settings: CelerySettings, *, hank: str | None,
                 data: str | None, execution: str | None, queue: str,
                 priority: int | None) -> str:
+    from hankweave_executor_celery.ledger import FINISHED, BrokerError, Submission, now
+
     directory, created, hank_path, data_path = _prepare(hank, data, execution)
     current = ledger.get(directory)
     if current is not None and current.status not in FINISHED:
@@ -207,6 +216,8 @@ def status_command(as_json: bool, follow: bool, interval: float, broker: str | N
 def cancel_command(execution: str, broker: str | None) -> None:
     """Cancel a submitted execution: a queued one never starts; a running one is stopped
     cleanly (its state is saved; `hankweave submit -e DIR` resumes it later)."""
+    from hankweave_executor_celery.ledger import FINISHED, now
+
     settings = _settings(broker)
     ledger = _ledger(settings)
     directory = str(Path(execution).resolve())
