@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from hankweave import __version__, hookimpl
     from hankweave.app.launch import LaunchError, LaunchRequest, launch, prepare, warm_up
     from hankweave.app.playback import REPLAY_HARNESS, Playback
+    from hankweave.app.stop_latch import StopLatch
     from hankweave.checkpoints import (
         AmbiguousCheckpointError,
         BackendNotInstalledError,
@@ -275,6 +276,7 @@ _EXPORTS: dict[str, str] = {
     "launch": "hankweave.app.launch",
     "prepare": "hankweave.app.launch",
     "warm_up": "hankweave.app.launch",
+    "StopLatch": "hankweave.app.stop_latch",
     "EXIT_FAILED": "hankweave.exitcodes",
     "EXIT_INTERRUPTED": "hankweave.exitcodes",
     "EXIT_OK": "hankweave.exitcodes",
@@ -361,6 +363,7 @@ __all__ = [
     "SinkConfig",
     "StateLoadError",
     "StderrLog",
+    "StopLatch",
     "TokenUsage",
     "ToolDecision",
     "UnknownModelError",

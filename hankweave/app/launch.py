@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hankweave.app.playback import REPLAY_HARNESS, Playback
 from hankweave.config.errors import ConfigError
-from hankweave.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from hankweave.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGTERM, EXIT_USAGE
 
 if TYPE_CHECKING:
     from hankweave.checkpoints import CheckpointStore
@@ -366,6 +366,10 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
         prepared.release()
         raise LaunchError(str(exc), held_by=getattr(exc, "holder", None)) from None
     try:
+        if _stopped_early(request):
+            for sink in prepared.sinks:
+                _close_quietly(sink)
+            return EXIT_SIGTERM
         for run_id in owned.crashed_run_ids:
             request.notify(f"Run {run_id} had crashed; marked crashed and resuming after it")
             for pid in owned.ended_agents.get(run_id, []):
@@ -425,6 +429,7 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
 
 
 async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution) -> int:
+    from hankweave.app.stop_latch import rearm_latch
     from hankweave.events.bus import EventBus
     from hankweave.events.delivery import QueuedSink
     from hankweave.events.journal import EventJournal
@@ -447,6 +452,8 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     installed = _install_signals(loop, runtime)
     server = None
     try:
+        if _stopped_early(request):  # held until the loop took the signals over
+            return EXIT_SIGTERM
         # Before boot: a port that cannot be bound stops the launch before anything is
         # recorded; control commands are refused until the runtime waits for one.
         try:
@@ -463,6 +470,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
             await server.stop()  # after the run's last events, before the bus closes
         for signum in installed:
             loop.remove_signal_handler(signum)
+        rearm_latch()
         bus.close()  # flushes every sink's queue
         checkpoints.close()
         if mock is not None:
@@ -563,9 +571,25 @@ def warm_up() -> None:
 
 
 def launch(request: LaunchRequest) -> int:
-    """Run a hank from start to finish; return the process exit code."""
-    prepared = prepare(request)
-    return run_async(run_prepared(prepared, request))
+    """Run a hank from start to finish; return the process exit code.  A SIGTERM before the
+    run's event loop handles it stops the launch cleanly too (:mod:`hankweave.app.stop_latch`)."""
+    from hankweave.app.stop_latch import StopLatch
+
+    with StopLatch():
+        prepared = prepare(request)
+        if _stopped_early(request):
+            prepared.release()
+            return EXIT_SIGTERM
+        return run_async(run_prepared(prepared, request))
+
+
+def _stopped_early(request: LaunchRequest) -> bool:
+    from hankweave.app.stop_latch import latched_stop
+
+    name = latched_stop()
+    if name is not None:
+        request.notify(f"Stopped by {name} before the run started; nothing ran")
+    return name is not None
 
 
 LEFTOVER_TIMEOUT_S = 5.0
