@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hankweave.fsutil import atomic_write_bytes, parse_iso, pid_alive, utc_now_iso
+from hankweave.fsutil import atomic_write_bytes, parse_iso, pid_alive, process_running, utc_now_iso
 from hankweave.state.lock import (
     LOCK_FILE_NAME,
     STALE_AFTER_S,
@@ -164,6 +164,33 @@ RuntimeLock(Path(sys.argv[1])).acquire(run_id="run-child")
 print("held", flush=True)
 time.sleep(60)
 """
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are told by /proc")
+def test_a_killed_holder_not_yet_reaped_holds_nothing(hw_dir: Path) -> None:
+    """A killed runtime whose parent has not reaped it (a worker's pool child, a container
+    whose init does not reap) is a zombie: kill(pid, 0) still answers, yet it holds nothing."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(hw_dir)], stdout=subprocess.PIPE, text=True,
+        env=child_env(),
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "held"
+        child.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while process_running(child.pid):  # not reaped on purpose: no wait() yet
+            assert time.monotonic() < deadline, "the child did not die"
+            time.sleep(0.01)
+        assert pid_alive(child.pid)  # still a zombie
+
+        assert live_runtime_lock(hw_dir) is None
+        result = RuntimeLock(hw_dir).acquire(run_id="run-parent")
+        assert result.reclaimed_run_id == "run-child"
+        assert result.reclaim_reason == "process not running"
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_a_live_process_holds_the_lock_until_it_is_killed(hw_dir: Path) -> None:

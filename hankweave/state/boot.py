@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hankweave.fsutil import pid_alive, utc_now_iso
+from hankweave.fsutil import process_running, utc_now_iso
 from hankweave.state.lock import AcquireResult, RuntimeLock
 from hankweave.state.store import StateStore
 from hankweave.state.transitions import RunCrashed, RunCrashedData
@@ -36,7 +36,7 @@ class OwnedExecution:
 
 
 async def take_ownership(
-    hankweave_dir: Path, *, alive: Callable[[int], bool] = pid_alive
+    hankweave_dir: Path, *, alive: Callable[[int], bool] = process_running
 ) -> OwnedExecution:
     """Lock the execution directory, open its state and repair what a crash left.
 

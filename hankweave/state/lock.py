@@ -47,7 +47,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hankweave.fsutil import atomic_write_bytes, fsync_dir, parse_iso, pid_alive, utc_now_iso
+from hankweave.fsutil import atomic_write_bytes, fsync_dir, parse_iso, process_running, utc_now_iso
 from hankweave.state.files import LOCK_FILE_NAME  # re-exported
 
 __all__ = [
@@ -383,7 +383,7 @@ class RuntimeLock:
                 return None
             # An earlier process had our pid. A fresh or unknown heartbeat is too close to call.
             return "recycled pid" if stale else None
-        if not pid_alive(lock.pid):
+        if not process_running(lock.pid):  # gone, or a zombie nobody reaped yet
             return "process not running"
         if stale:
             return "heartbeat stale"
@@ -562,7 +562,7 @@ def lock_is_live(lock: LockInfo) -> bool:
     age = lock.heartbeat_age_s()
     if not lock.on_this_host:
         return age is not None and age <= STALE_AFTER_S
-    if not pid_alive(lock.pid):
+    if not process_running(lock.pid):  # a zombie (killed, not yet reaped) holds nothing
         return False
     return age is None or age <= STALE_AFTER_S
 
