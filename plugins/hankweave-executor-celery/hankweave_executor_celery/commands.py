@@ -20,11 +20,14 @@ from hankweave.api import EXIT_FAILED, EXIT_USAGE, CLIError
 if TYPE_CHECKING:
     from celery import Celery
 
-    from hankweave_executor_celery.ledger import Ledger
+    from hankweave_executor_celery.ledger import Ledger, Submission
     from hankweave_executor_celery.settings import CelerySettings
 
 # The ledger, the settings and Celery are imported by the commands when they run: these
 # commands are registered on every `hankweave` start, which must stay fast.
+
+PING_S = 1.0
+"""How long `cancel` waits for the worker of a running execution to answer."""
 
 broker_option = click.option(
     "--broker", metavar="URL", help="The Redis broker (default: HANKWEAVE_CELERY_BROKER, then"
@@ -221,21 +224,53 @@ def cancel_command(execution: str, broker: str | None) -> None:
     settings = _settings(broker)
     ledger = _ledger(settings)
     directory = str(Path(execution).resolve())
-    current = ledger.get(directory)
-    if current is None:
+    found = ledger.get(directory)
+    if found is None:
         raise CLIError(f"{directory} was never submitted (see `hankweave status`)", EXIT_USAGE)
-    if current.status in FINISHED:
-        raise CLIError(f"{directory} is not queued or running: its last run ended"
-                       f" {current.status}", EXIT_USAGE)
-    running = current.status == "running"
-    ledger.update(directory, cancel_requested=True,
-                  **({} if running else {"status": "cancelled", "finished_at": now()}))
     app = _app(settings)
+    gone = found.status == "running" and _worker_gone(app, found)
+    outcome, refused = "", False
+
+    def cancel(current: Submission) -> dict[str, object] | None:
+        nonlocal outcome, refused
+        refused = current.status in FINISHED
+        if refused:
+            outcome = f" is not queued or running: its last run ended {current.status}"
+            return None
+        if current.status == "running" and not (gone and current.started_at == found.started_at):
+            outcome = " (stopping its run)"
+            return {"cancel_requested": True}  # the run records how it ended
+        outcome = (" (its worker is gone: its redelivery is dropped; `hankweave submit -e`"
+                   " resumes it)" if current.status == "running" else "")
+        return {"cancel_requested": True, "status": "cancelled", "finished_at": now()}
+
+    # Decided in one atomic step with the task's start, so a task that starts meanwhile
+    # either sees the cancel and does not run, or is running and gets stopped.
+    updated = ledger.modify(directory, cancel)
+    if updated is None or refused:
+        raise CLIError(f"{directory}{outcome or ' is no longer submitted'}", EXIT_USAGE)
     # A queued task is dropped by the worker that receives it (it reads the ledger too: a
     # revoke sent while no worker runs is lost); a running one gets SIGTERM, which the
     # runtime turns into a clean stop.
-    app.control.revoke(current.task_id, terminate=running, signal="SIGTERM")
-    click.echo(f"Cancelled {directory}" + (" (stopping its run)" if running else ""))
+    app.control.revoke(updated.task_id, terminate=updated.status == "running",
+                       signal="SIGTERM")
+    click.echo(f"Cancelled {directory}{outcome}")
+
+
+def _worker_gone(app: Celery, item: Submission) -> bool:
+    """Whether the worker the ledger has running ``item`` is gone: no live runtime holds the
+    execution and the worker does not answer a ping (a task that has just started, before
+    its runtime took the lock, is on a worker that answers)."""
+    from hankweave.api import ExecutionLayout, LockCorruptError, live_runtime_lock
+
+    try:
+        if live_runtime_lock(ExecutionLayout(Path(item.execution_dir)).hankweave_dir):
+            return False
+    except LockCorruptError:
+        return False
+    if not item.worker:
+        return True
+    return not app.control.ping(destination=[item.worker], timeout=PING_S)
 
 
 def all_commands() -> list[click.Command]:

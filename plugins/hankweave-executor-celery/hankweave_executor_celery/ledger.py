@@ -10,6 +10,7 @@ here.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -90,7 +91,15 @@ class Ledger:
         return sorted(items, key=lambda item: item.submitted_at)
 
     def update(self, execution_dir: str, **changes: Any) -> Submission | None:
-        """Change fields of a submission (atomically: a WATCHed read-modify-write)."""
+        """Change fields of a submission (atomically); None if it was never submitted."""
+        return self.modify(execution_dir, lambda _: changes)
+
+    def modify(self, execution_dir: str,
+               change: Callable[[Submission], dict[str, Any] | None]) -> Submission | None:
+        """Apply the changes ``change`` decides from the current submission, atomically (a
+        WATCHed read-modify-write, read again if another writer came first); ``change``
+        returns None to leave it as it is.  The submission as it is now, or None if it was
+        never submitted."""
         import redis
 
         try:
@@ -101,13 +110,18 @@ class Ledger:
                         raw = pipe.hget(KEY, execution_dir)
                         if not raw:
                             return None
-                        updated = Submission.model_validate_json(raw).model_copy(update=changes)
+                        current = Submission.model_validate_json(raw)
+                        changes = change(current)
+                        if changes is None:
+                            pipe.unwatch()
+                            return current
+                        updated = current.model_copy(update=changes)
                         pipe.multi()
                         pipe.hset(KEY, execution_dir, _dump(updated))
                         pipe.execute()
                         return updated
                     except redis.WatchError:
-                        continue  # another writer changed the hash first: read it again
+                        continue
         except redis.RedisError as exc:
             raise BrokerError(self._unreachable(exc)) from None
 
@@ -120,7 +134,8 @@ class Ledger:
             raise BrokerError(self._unreachable(exc)) from None
 
     def _unreachable(self, exc: Exception) -> str:
-        return (f"Cannot reach the Celery broker at {self.url}: {exc}. Start Redis there, or"
+        reason = str(exc).rstrip(".")  # redis-py's messages end with one already
+        return (f"Cannot reach the Celery broker at {self.url}: {reason}. Start Redis there, or"
                 " point HANKWEAVE_CELERY_BROKER (or --broker) at yours.")
 
 

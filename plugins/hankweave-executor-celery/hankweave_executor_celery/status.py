@@ -68,23 +68,28 @@ def row_of(item: Submission) -> Row:
         newest = document.runs[0] if document.runs else None
         if newest is not None and newest.codons:
             codon = newest.codons[-1].codon_id
-    return Row(execution=item.execution_dir, hank=item.hank, status=_status(item, layout),
+    return Row(execution=item.execution_dir, hank=item.hank, status=_status(item),
                worker=item.worker, codon=codon, finished_codons=finished, cost=cost,
                pending_interruptions=waiting, deliveries=item.deliveries,
                submitted_at=item.submitted_at, finished_at=item.finished_at,
                message=item.message)
 
 
-def _status(item: Submission, layout: ExecutionLayout) -> str:
+def _status(item: Submission) -> str:
     if item.status != "running":
         return item.status
+    return "running" if looks_live(item) else "requeued"
+
+
+def looks_live(item: Submission) -> bool:
+    """Whether a submission the ledger has as running still runs: its runtime holds the lock,
+    or it started moments ago (its runtime may not hold the lock yet).  Otherwise its worker
+    is gone and the task waits for its redelivery."""
     try:
-        live = live_runtime_lock(layout.hankweave_dir) is not None
+        live = live_runtime_lock(ExecutionLayout(Path(item.execution_dir)).hankweave_dir)
     except LockCorruptError:
-        live = True
-    if live or _age(item.started_at) < REQUEUE_GRACE_S:
-        return "running"
-    return "requeued"
+        return True
+    return live is not None or _age(item.started_at) < REQUEUE_GRACE_S
 
 
 def _age(timestamp: str | None) -> float:

@@ -17,6 +17,7 @@ failed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -29,10 +30,18 @@ from hankweave.api import (
     LaunchError,
     LaunchRequest,
     LockCorruptError,
+    StopLatch,
     launch,
     live_runtime_lock,
 )
-from hankweave_executor_celery.ledger import FINISHED, Ledger, TaskStatus, now
+from hankweave_executor_celery.ledger import (
+    FINISHED,
+    BrokerError,
+    Ledger,
+    Submission,
+    TaskStatus,
+    now,
+)
 from hankweave_executor_celery.settings import CelerySettings
 
 if TYPE_CHECKING:
@@ -52,13 +61,46 @@ def register(app: Celery, settings: CelerySettings) -> None:
     def run_execution(self: Task, execution_dir: str) -> dict[str, Any]:
         return _run(self, execution_dir, Ledger(app.conf.broker_url), settings)
 
+    from celery.signals import task_revoked
+
+    task_revoked.connect(_record_dropped_cancel, weak=False, dispatch_uid=TASK_NAME)
+
+
+def _record_dropped_cancel(sender: Any = None, request: Any = None, terminated: bool = False,
+                           **_: Any) -> None:
+    """A delivery that a worker discards as revoked never runs the task, so record the cancel
+    here: the redelivery of an execution whose worker died just after it started, cancelled
+    while it still looked live.  A terminated run records how it ended itself."""
+    from hankweave_executor_celery.app import TASK_NAME
+
+    if getattr(sender, "name", None) != TASK_NAME or terminated or not getattr(
+            request, "args", None):
+        return
+    execution_dir = request.args[0]
+
+    def cancel(current: Submission) -> dict[str, Any] | None:
+        if (current.cancel_requested and current.task_id == request.id
+                and current.status not in FINISHED):
+            return {"status": "cancelled", "finished_at": now()}
+        return None
+
+    with contextlib.suppress(BrokerError):
+        Ledger(sender.app.conf.broker_url).modify(execution_dir, cancel)
+
 
 def _run(task: Task, execution_dir: str, ledger: Ledger,
          settings: CelerySettings) -> dict[str, Any]:
+    # `hankweave cancel` SIGTERMs a running task: held until the runtime takes the signal
+    # over (or after it let go), so the task always records how it ended.
+    with StopLatch():
+        return _run_held(task, execution_dir, ledger, settings)
+
+
+def _run_held(task: Task, execution_dir: str, ledger: Ledger,
+              settings: CelerySettings) -> dict[str, Any]:
     submission = ledger.get(execution_dir)
     if submission is not None and submission.cancel_requested:
-        ledger.update(execution_dir, status="cancelled", finished_at=now())
-        return {"skipped": "cancelled"}
+        return _cancelled(execution_dir, ledger)
     if submission is not None and submission.status in FINISHED:
         # A deferred copy whose first delivery has since finished the run: nothing to do
         # (a new submit, or `answer --submit`, queues the execution again).
@@ -66,10 +108,17 @@ def _run(task: Task, execution_dir: str, ledger: Ledger,
     if _held(execution_dir):
         return _defer(task, execution_dir, ledger, settings, "held by a live runtime")
     worker = task.request.hostname or "?"
-    ledger.update(execution_dir, status="running", worker=worker, pid=os.getpid(),
-                  started_at=now(), finished_at=None, exit_code=None, message=None,
-                  task_id=task.request.id,
-                  deliveries=(submission.deliveries if submission else 0) + 1)
+
+    def start(current: Submission) -> dict[str, Any] | None:
+        if current.cancel_requested:  # cancelled since it was read: do not start
+            return None
+        return {"status": "running", "worker": worker, "pid": os.getpid(), "started_at": now(),
+                "finished_at": None, "exit_code": None, "message": None,
+                "task_id": task.request.id, "deliveries": current.deliveries + 1}
+
+    started = ledger.modify(execution_dir, start)
+    if started is not None and started.cancel_requested:
+        return _cancelled(execution_dir, ledger)
     log.info("running %s on %s", execution_dir, worker)
     request = LaunchRequest(execution=execution_dir, headless=True, yes=True,
                             cwd=Path(execution_dir).parent, env=dict(os.environ),
@@ -90,6 +139,11 @@ def _run(task: Task, execution_dir: str, ledger: Ledger,
     status = _status_of(code, ledger, execution_dir)
     ledger.update(execution_dir, status=status, exit_code=code, finished_at=now())
     return {"exitCode": code, "status": status}
+
+
+def _cancelled(execution_dir: str, ledger: Ledger) -> dict[str, Any]:
+    ledger.update(execution_dir, status="cancelled", finished_at=now())
+    return {"skipped": "cancelled"}
 
 
 def _held(execution_dir: str) -> bool:

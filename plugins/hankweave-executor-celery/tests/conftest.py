@@ -1,6 +1,10 @@
-"""A real ``redis-server`` on a free 127.0.0.1 port for the whole session (skipped without
-one, unless ``HANKWEAVE_CELERY_REQUIRED`` is set, as in tox), and a project per test whose
-worker processes are stopped at its end."""
+"""A real ``redis-server`` on a free 127.0.0.1 port for the whole session, and a project per
+test whose worker processes are all gone at its end.
+
+Without ``redis-server`` on PATH every test that needs it is skipped, saying why, unless
+``HANKWEAVE_CELERY_REQUIRED=1`` (as in tox and CI): then it fails, so a suite that ran nothing
+cannot pass.
+"""
 
 from __future__ import annotations
 
@@ -15,47 +19,62 @@ import pytest
 from celery_helpers import Project, free_port
 
 REQUIRED_ENV = "HANKWEAVE_CELERY_REQUIRED"
+START_S = 10.0
 
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``redis://127.0.0.1:PORT/0`` of a fresh server (no persistence), stopped at the end."""
     if shutil.which("redis-server") is None:
-        message = "redis-server is not installed (apt-get install redis-server; .ci/run does)"
-        if os.environ.get(REQUIRED_ENV):
-            pytest.fail(message)
+        message = ("redis-server is not on PATH: the Celery executor's tests need a real one"
+                   " (apt-get install redis-server; .ci/run installs it)")
+        if os.environ.get(REQUIRED_ENV) == "1":
+            pytest.fail(f"{message}, and {REQUIRED_ENV}=1")
         pytest.skip(message)
-    port = free_port()
-    log = tmp_path_factory.mktemp("redis") / "redis.log"
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--logfile", str(log)], stdout=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
     import redis
 
-    client = redis.Redis.from_url(url)
-    deadline = time.monotonic() + 10
-    while True:
+    folder = tmp_path_factory.mktemp("redis")
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--save", "", "--appendonly", "no", "--bind", "127.0.0.1",
+         "--port", str(port), "--dir", str(folder), "--logfile", str(folder / "redis.log")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log = folder / "redis.log"
+                    pytest.fail(f"redis-server did not answer PING on port {port} (rc"
+                                f" {server.poll()}):\n"
+                                + (log.read_text() if log.exists() else ""))
+                time.sleep(0.05)
+        yield url
+    finally:
+        client.close()
+        server.terminate()
         try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                server.kill()
-                raise
-            time.sleep(0.05)
-    yield url
-    client.close()
-    server.terminate()
-    server.wait(10)
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 @pytest.fixture
 def project(redis_url: str, tmp_path: Path) -> Iterator[Project]:
+    """A project on an empty broker; its workers are stopped (and checked gone) at the end."""
     import redis
 
-    redis.Redis.from_url(redis_url).flushall()
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
     made = Project(tmp_path, redis_url)
     try:
         yield made
     finally:
-        made.stop_workers()
+        left = made.stop_workers()
+        assert not left, f"worker processes were left behind (now killed): {left}"
