@@ -17,6 +17,7 @@ from hankweave.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from hankweave import __version__, hookimpl
+    from hankweave.app.answers import AnswerError, GivenAnswer, RecordedAnswer, answer_interruption
     from hankweave.app.launch import LaunchError, LaunchRequest, launch, prepare, warm_up
     from hankweave.app.playback import REPLAY_HARNESS, Playback
     from hankweave.app.stop_latch import StopLatch
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from hankweave.config.hank import HankFile, base_codon_id, load_hank, runtime_codon_id
     from hankweave.config.settings import RUNTIME_CONFIG_FILE, load_runtime_config, resolve_settings
     from hankweave.events.catalogue import ServerEvent
-    from hankweave.events.journal import read_journal
+    from hankweave.events.journal import JournalReadReport, journal_last_seq, read_journal
     from hankweave.events.sink import (
         EventSink,
         SentinelAnswer,
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from hankweave.execution.document import ExecutionDocument, document_of
     from hankweave.execution.layout import ExecutionLayout, codon_log_name
     from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+    from hankweave.execution.setup import managed_executions_root
     from hankweave.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
     from hankweave.faults import kill_point
     from hankweave.fsutil import (
@@ -119,9 +121,24 @@ if TYPE_CHECKING:
     )
     from hankweave.providers import CredentialsError, ProviderOptions, Route, route
     from hankweave.registry import Registry, get_registry
+    from hankweave.runtime.budget_report import RecordedLimits, budget_report, read_recorded_limits
     from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
+    from hankweave.server.client import (
+        CommandReply,
+        ControlClient,
+        ControlRefusedError,
+        NoServerError,
+        ServerAddress,
+        server_address,
+    )
     from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
-    from hankweave.state.lock import LockCorruptError, LockInfo, live_runtime_lock, this_host
+    from hankweave.state.lock import (
+        LockCorruptError,
+        LockError,
+        LockInfo,
+        live_runtime_lock,
+        this_host,
+    )
     from hankweave.state.store import StateLoadError, load_state, read_state_strict
     from hankweave.state.thread import ExecutionThread, analyze_execution_thread
     from hankweave.state.types import (
@@ -211,11 +228,14 @@ _EXPORTS: dict[str, str] = {
     "SinkConfig": "hankweave.events.sink",
     "ServerEvent": "hankweave.events.catalogue",
     "read_journal": "hankweave.events.journal",
+    "journal_last_seq": "hankweave.events.journal",
+    "JournalReadReport": "hankweave.events.journal",
     # an execution directory, its state and the execution thread (reading)
     "ExecutionLayout": "hankweave.execution.layout",
     "codon_log_name": "hankweave.execution.layout",
     "ExecutionMetaError": "hankweave.execution.meta",
     "load_execution_meta": "hankweave.execution.meta",
+    "managed_executions_root": "hankweave.execution.setup",
     "CodonExecution": "hankweave.state.types",
     "HankweaveState": "hankweave.state.types",
     "TokenUsage": "hankweave.state.types",
@@ -236,8 +256,25 @@ _EXPORTS: dict[str, str] = {
     # lock liveness: is a runtime using an execution directory?
     "LockCorruptError": "hankweave.state.lock",
     "LockInfo": "hankweave.state.lock",
+    "LockError": "hankweave.state.lock",
     "live_runtime_lock": "hankweave.state.lock",
     "this_host": "hankweave.state.lock",
+    # a running execution's live-control server (WebSocket)
+    "CommandReply": "hankweave.server.client",
+    "ControlClient": "hankweave.server.client",
+    "ControlRefusedError": "hankweave.server.client",
+    "NoServerError": "hankweave.server.client",
+    "ServerAddress": "hankweave.server.client",
+    "server_address": "hankweave.server.client",
+    # interruptions: answering one
+    "AnswerError": "hankweave.app.answers",
+    "GivenAnswer": "hankweave.app.answers",
+    "RecordedAnswer": "hankweave.app.answers",
+    "answer_interruption": "hankweave.app.answers",
+    # budgets: limits against spending
+    "RecordedLimits": "hankweave.runtime.budget_report",
+    "budget_report": "hankweave.runtime.budget_report",
+    "read_recorded_limits": "hankweave.runtime.budget_report",
     # durable file writing
     "atomic_write_bytes": "hankweave.fsutil",
     "fsync_dir": "hankweave.fsutil",
@@ -306,6 +343,7 @@ __all__ = [
     "RUNTIME_CONFIG_FILE",
     "AgentStartError",
     "AmbiguousCheckpointError",
+    "AnswerError",
     "AttemptContext",
     "AttemptPolicy",
     "BackendNotInstalledError",
@@ -321,7 +359,10 @@ __all__ = [
     "CodonLogParser",
     "CodonLogRecord",
     "CodonRequest",
+    "CommandReply",
     "ConfigError",
+    "ControlClient",
+    "ControlRefusedError",
     "CredentialsError",
     "EventSink",
     "ExecutionDocument",
@@ -329,6 +370,7 @@ __all__ = [
     "ExecutionMetaError",
     "ExecutionThread",
     "FileChange",
+    "GivenAnswer",
     "HankFile",
     "HankweaveState",
     "Harness",
@@ -336,18 +378,23 @@ __all__ = [
     "HarnessNotInstalledError",
     "HarnessSelectionError",
     "HumanReply",
+    "JournalReadReport",
     "LaunchError",
     "LaunchRequest",
     "LockCorruptError",
+    "LockError",
     "LockInfo",
     "LogLine",
     "LogModel",
     "LogReadReport",
     "ModelCost",
     "ModelEntry",
+    "NoServerError",
     "Playback",
     "ProviderEntry",
     "ProviderOptions",
+    "RecordedAnswer",
+    "RecordedLimits",
     "Registry",
     "RetentionPolicy",
     "Route",
@@ -359,6 +406,7 @@ __all__ = [
     "SentinelOptions",
     "SentinelSetup",
     "SentinelTrigger",
+    "ServerAddress",
     "ServerEvent",
     "SinkConfig",
     "StateLoadError",
@@ -370,11 +418,13 @@ __all__ = [
     "UnknownRecord",
     "__version__",
     "analyze_execution_thread",
+    "answer_interruption",
     "assistant_record",
     "assistant_text",
     "assistant_tool_use",
     "atomic_write_bytes",
     "base_codon_id",
+    "budget_report",
     "catalogue_price",
     "checkpoint_message",
     "checkpoint_patterns_through",
@@ -395,6 +445,7 @@ __all__ = [
     "glob_regex",
     "hookimpl",
     "init_record",
+    "journal_last_seq",
     "kill_point",
     "launch",
     "lazy_exports",
@@ -404,6 +455,7 @@ __all__ = [
     "load_runtime_config",
     "load_state",
     "make_plugin_manager",
+    "managed_executions_root",
     "marked_processes",
     "parse_iso",
     "parse_record",
@@ -412,6 +464,7 @@ __all__ = [
     "process_running",
     "read_journal",
     "read_log",
+    "read_recorded_limits",
     "read_state_strict",
     "record_checkpoints",
     "resolve_patterns",
@@ -420,6 +473,7 @@ __all__ = [
     "route",
     "run_branch",
     "runtime_codon_id",
+    "server_address",
     "summarize_log",
     "text_block",
     "thinking_block",

@@ -22,6 +22,7 @@ from hankweave.events.journal import (
     JournalError,
     JournalReadReport,
     follow_journal,
+    journal_last_seq,
     journal_path,
     read_journal,
 )
@@ -387,3 +388,16 @@ def test_follow_stops_when_asked(path: Path) -> None:
     stop = threading.Event()
     stop.set()
     assert list(follow_journal(path, poll_interval=0.01, stop=stop)) == []
+
+
+def test_the_last_seq_is_read_from_the_end_without_a_writer(path: Path) -> None:
+    with EventJournal(path) as journal:
+        assert journal_last_seq(path) == 0
+        for n in range(50):
+            info(journal, f"message {n}")
+    assert journal_last_seq(path) == 50
+    with open(path, "ab") as handle:  # a write in progress: its seq does not count yet
+        handle.write(b'{"seq":51,"schemaVersion":1,"id":"x","timest')
+    assert journal_last_seq(path) == 50
+    with pytest.raises(FileNotFoundError):
+        journal_last_seq(path.parent / "nothing.jsonl")

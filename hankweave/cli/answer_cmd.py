@@ -1,18 +1,15 @@
 """``hankweave answer``: record a human's answer to a pending interruption (docs/cli.md).
 
-The answer is checked against the interruption's options before anything is written, then
-recorded as an ``InterruptionAnswered`` transition (durable when the command returns) and an
-``interruption.answered`` event in the journal.  With no runtime on the execution, the command
-takes its lock and records the answer itself; ``hankweave run -e DIR`` then resumes with it.
-While a runtime runs it (``--wait-for-answers``), the answer goes to that runtime through its
-WebSocket server (``interruption.answer``), and the waiting run goes on.
+How an answer is checked, sent to a running runtime or recorded directly:
+:mod:`hankweave.app.answers`.  With no runtime on the execution, ``hankweave run -e DIR`` then
+resumes with the answer; while a runtime runs it (``--wait-for-answers``), the waiting run goes
+on.
 """
 
 from __future__ import annotations
 
 import getpass
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -42,10 +39,8 @@ def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str
     already-answered ID, or an answer outside the question's options, is refused and changes
     nothing.
     """
-    import asyncio
-
+    from hankweave.app.answers import AnswerError, GivenAnswer, answer_interruption
     from hankweave.execution.layout import ExecutionLayout
-    from hankweave.state.interruptions import AnswerError, GivenAnswer
     from hankweave.state.lock import LockError
     from hankweave.state.store import StateLoadError
 
@@ -56,14 +51,13 @@ def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str
     who = answered_by or f"cli:{_user()}"
     submitter = _submit_command(ctx) if submit else None
     try:
-        forwarded = _forward(layout.path, interruption_id, given, who)
-        if forwarded is not None:
-            click.echo(f"Answered {interruption_id}: {forwarded!r} (sent to the running"
-                       " runtime)")
-            return
-        answer = asyncio.run(_record(layout, interruption_id, given, who))
+        recorded = answer_interruption(layout.path, interruption_id, given, who)
     except (AnswerError, LockError, StateLoadError) as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
+    answer = recorded.answer
+    if recorded.forwarded:
+        click.echo(f"Answered {interruption_id}: {answer!r} (sent to the running runtime)")
+        return
     if submitter is None:
         click.echo(f"Answered {interruption_id}: {answer!r}. Resume with: hankweave run -e"
                    f" {layout.path}")
@@ -80,73 +74,6 @@ def _submit_command(ctx: click.Context) -> click.Command:
         raise CLIError("--submit needs an executor plugin that adds `hankweave submit` (pip"
                        " install plugins/hankweave-executor-celery)", EXIT_USAGE)
     return found
-
-
-def _forward(execution_dir: Path, interruption_id: str, given: Any, who: str) -> Any:
-    """Send the answer to the runtime running on ``execution_dir``; its recorded answer, or
-    None when no runtime serves there (the answer is then recorded here)."""
-    import asyncio
-
-    from hankweave.execution.layout import ExecutionLayout
-    from hankweave.server.client import ControlClient, ControlRefusedError, NoServerError
-    from hankweave.server.client import server_address as find_server
-    from hankweave.state.interruptions import AnswerError, checked_answer
-    from hankweave.state.store import read_state_strict
-
-    # Checked here first, so a refused answer reads the same whoever records it.
-    checked_answer(read_state_strict(ExecutionLayout(execution_dir).hankweave_dir)[0],
-                   interruption_id, given)
-    try:
-        address = find_server(execution_dir)
-    except NoServerError:
-        return None
-    data: dict[str, Any] = {"interruptionId": interruption_id, "answeredBy": who}
-    if given.approve or given.reject:
-        data["approve" if given.approve else "reject"] = True
-    else:
-        import json
-
-        data["answer"] = given.text if given.text is not None else json.loads(given.json_text)
-
-    async def send() -> Any:
-        client = await ControlClient.connect(address.url, token=address.token,
-                                             require_control=True)
-        async with client:
-            return await client.command("interruption.answer", data)
-
-    try:
-        reply = asyncio.run(send())
-    except (NoServerError, ControlRefusedError, TimeoutError, OSError) as exc:
-        raise AnswerError(f"a runtime runs {execution_dir} (pid {address.pid}) but the answer"
-                          f" could not be sent to it: {exc}") from None
-    if not reply.ok:
-        raise AnswerError(f"the running runtime refused the answer: {reply.message}")
-    return (reply.result or {}).get("answer")
-
-
-async def _record(layout: Any, interruption_id: str, given: Any, who: str) -> Any:
-    from hankweave.events.bus import EventBus
-    from hankweave.events.journal import EventJournal
-    from hankweave.runtime.reporter import Reporter
-    from hankweave.state.boot import take_ownership
-    from hankweave.state.interruptions import checked_answer
-    from hankweave.state.transitions import InterruptionAnswered, InterruptionAnsweredData
-
-    owned = await take_ownership(layout.hankweave_dir)
-    try:
-        answer = checked_answer(owned.store.state, interruption_id, given)
-        await owned.store.transition(InterruptionAnswered(data=InterruptionAnsweredData(
-            interruption_id=interruption_id, answer=answer, answered_by=who)))
-        item = owned.store.state.interruption(interruption_id)
-        assert item is not None
-        bus = EventBus(EventJournal(layout.events_file))
-        try:
-            Reporter(bus.emit).interruption_answered(item)
-        finally:
-            bus.close()
-        return answer
-    finally:
-        await owned.release()
 
 
 def _user() -> str:

@@ -11,7 +11,7 @@ commands; it works on a finished execution and on one that is running.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +19,11 @@ import click
 
 from hankweave.cli.inspect import _console, _json_option, _load, _warn
 from hankweave.cli.options import execution_option
+from hankweave.runtime.budget_report import RecordedLimits, budget_report, read_recorded_limits
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hankweave.state.types import CodonExecution, HankweaveState
 
 _LIMIT_KEYS = ("maxDollars", "maxTimeSeconds", "maxOutputTokens", "maxContextTokens")
 
@@ -50,42 +50,14 @@ def inspect_budget(execution_dir: Path, as_json: bool) -> None:
 # ----- what the journal recorded -----
 
 
-class RecordedLimits:
-    """The newest ``budget.limits`` per codon, and the newest ceiling."""
-
-    def __init__(self) -> None:
-        self.ceiling: dict[str, Any] | None = None
-        self.codons: dict[str, dict[str, Any]] = {}
-        self.loops: dict[str, dict[str, Any]] = {}
-
-    def add(self, event_type: str, data: Mapping[str, Any]) -> None:
-        if not isinstance(data.get("ceiling"), Mapping):
-            return
-        if event_type == "budget.summary":
-            # A summary's ceiling has no allocation; the limits events say more.
-            if self.ceiling is None:
-                self.ceiling = {**data["ceiling"], "allocation": data.get("allocation",
-                                                                          "shared")}
-            return
-        self.ceiling = dict(data["ceiling"])
-        codon_id = data.get("codonId")
-        if isinstance(codon_id, str) and isinstance(data.get("limits"), Mapping):
-            self.codons[codon_id] = dict(data["limits"])
-        context, loop = data.get("loopContext"), data.get("loop")
-        if isinstance(context, Mapping) and isinstance(loop, Mapping):
-            self.loops[str(context.get("loopId"))] = dict(loop)
-
-
 def _recorded_limits(execution_dir: Path) -> RecordedLimits:
-    from hankweave.events.journal import JournalReadReport, journal_path, read_journal
+    from hankweave.events.journal import JournalReadReport, journal_path
 
     recorded = RecordedLimits()
     path = journal_path(execution_dir)
     report = JournalReadReport(path)
     try:
-        for event in read_journal(path, types={"budget.limits", "budget.summary"},
-                                  report=report):
-            recorded.add(event.type, event.data)
+        read_recorded_limits(path, recorded, report=report)
     except FileNotFoundError:
         _warn(f"{path}: no event journal; the limits started codons ran under are unknown")
     except OSError as exc:
@@ -94,89 +66,6 @@ def _recorded_limits(execution_dir: Path) -> RecordedLimits:
     if report.corrupt_lines:
         _warn(f"{path}: {len(report.corrupt_lines)} corrupt line(s) skipped")
     return recorded
-
-
-# ----- the report -----
-
-
-def budget_report(state: HankweaveState, recorded: RecordedLimits) -> dict[str, Any]:
-    """The ``--json`` shape: ``{ceiling, spentDollars, elapsedSeconds, entries, loops}``."""
-    from hankweave.runtime.allocation import BudgetPlan, Pool, Progress
-    from hankweave.runtime.budget import loop_seconds, run_seconds, spending_of
-
-    ledger = spending_of(state)
-    records: dict[str, list[CodonExecution]] = {}
-    for run in reversed(state.runs):  # oldest run first
-        for record in run.codons:
-            records.setdefault(record.codon_id, []).append(record)
-    loop_elapsed: dict[str, float] = {}
-    for run in state.runs:
-        for loop_id, seconds in loop_seconds(run).items():
-            loop_elapsed[loop_id] = loop_elapsed.get(loop_id, 0.0) + seconds
-    elapsed = sum(run_seconds(run) for run in state.runs)
-    pool = Pool.of_json(recorded.ceiling) or Pool()
-    plan = BudgetPlan(state.execution_plan, pool)
-    progress = Progress(ledger=ledger, started=frozenset(records), elapsed=elapsed,
-                        loop_elapsed=loop_elapsed)
-
-    entries = []
-    for entry in state.execution_plan:
-        attempts = records.get(entry.codon_id, [])
-        limits = recorded.codons.get(entry.codon_id)
-        kind = "applied" if limits is not None else None
-        if limits is None and not attempts:
-            limits, kind = plan.resolve(entry.codon_id, progress).to_json(ids=False), "projected"
-        entries.append({
-            "codonId": entry.codon_id,
-            "loopId": entry.loop_context.loop_id if entry.loop_context else None,
-            "status": _status(attempts[-1]) if attempts else "pending",
-            "attempts": len(attempts),
-            "limits": limits,
-            "limitsKind": kind,
-            "actual": _actual(attempts),
-            "budgetExceeded": _exceeded(attempts),
-        })
-    loops = []
-    for loop_id in plan.loop_ids():
-        loop_limits = recorded.loops.get(loop_id)
-        loop_kind = "applied"
-        if loop_limits is None:
-            loop_limits = plan.resolve_loop(loop_id, progress).to_json(ids=False)
-            loop_kind = "projected"
-        loops.append({"loopId": loop_id, "limits": loop_limits, "limitsKind": loop_kind,
-                      "actual": {"dollars": ledger.of_loop(loop_id),
-                                 "timeSeconds": loop_elapsed.get(loop_id, 0.0)}})
-    return {"ceiling": recorded.ceiling, "spentDollars": ledger.total, "elapsedSeconds": elapsed,
-            "entries": entries, "loops": loops}
-
-
-def _status(record: CodonExecution) -> str:
-    from hankweave.state.types import is_terminal_status
-
-    if not is_terminal_status(record.status):
-        return "running"
-    if record.status == "completed" and getattr(record, "budget_exceeded", None):
-        return "exceeded"
-    return record.status
-
-
-def _actual(attempts: Iterable[CodonExecution]) -> dict[str, Any]:
-    from hankweave.runtime.budget import record_span, spent_by
-    from hankweave.state.costs import codon_tokens
-
-    dollars, seconds, output = 0.0, 0.0, 0
-    for record in attempts:
-        dollars += spent_by(record)
-        span = record_span(record)
-        if span is not None:
-            seconds += (span[1] - span[0]).total_seconds()
-        output += codon_tokens(record).output_tokens
-    return {"dollars": dollars, "timeSeconds": seconds, "outputTokens": output}
-
-
-def _exceeded(attempts: list[CodonExecution]) -> dict[str, Any] | None:
-    breach = getattr(attempts[-1], "budget_exceeded", None) if attempts else None
-    return breach.model_dump(by_alias=True) if breach is not None else None
 
 
 # ----- human output -----
@@ -276,4 +165,4 @@ def _breach(exceeded: Mapping[str, Any] | None) -> str:
     return f"{currency} {used:g} >= {limit:g}"
 
 
-__all__ = ["RecordedLimits", "budget_report", "inspect_budget"]
+__all__ = ["inspect_budget"]

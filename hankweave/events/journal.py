@@ -317,6 +317,18 @@ def _last_seq(fd: int, end: int) -> int:
 # ----- reading -----
 
 
+def journal_last_seq(path: Path | str) -> int:
+    """The ``seq`` of the journal's last complete event, read from its end (a torn last line
+    is not counted); 0 for an empty journal or one without seqs.
+
+    Raises:
+        FileNotFoundError, OSError: the journal cannot be read.
+    """
+    with open(path, "rb") as handle:
+        fd = handle.fileno()
+        return _last_seq(fd, _last_line_start(fd, os.fstat(fd).st_size))
+
+
 @dataclass(frozen=True)
 class CorruptLine:
     """A journal line that is not an event: where it is and why it was skipped."""
