@@ -1,0 +1,1 @@
+"""hankweave's local web dashboard: ``hankweave dashboard`` (see README.md)."""

@@ -1,0 +1,268 @@
+"""The dashboard's web app (Starlette): the pages, their JSON endpoints and the event stream.
+
+Safety, for a server any local web page could try to reach:
+
+* it answers only to its own host names (:class:`HostCheck`), so a DNS-rebinding page cannot
+  read it;
+* what changes something (control, answers) needs the dashboard's control key in the
+  ``X-Hankweave-Key`` header: a cross-origin page cannot send that header without a CORS
+  preflight this app never grants, and without the key nothing is changed.  The key is printed
+  by ``hankweave dashboard`` and entered on the page to unlock control; a run's own control
+  token never leaves this process;
+* every error is a JSON ``{"error": …}`` with its status (400 malformed, 404 unknown, 409 not
+  now, 403 locked), never a traceback; the pages' scripts render data as text, never as HTML,
+  under a Content-Security-Policy that allows only this origin's scripts.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from hankweave_dashboard import actions, pages
+from hankweave_dashboard.budgets import BudgetCache
+from hankweave_dashboard.catalog import BadRequest, Catalog, NotFound
+from hankweave_dashboard.diffs import Busy, Differ, DiffError
+from hankweave_dashboard.live import sse_stream
+
+log = logging.getLogger("hankweave.dashboard")
+
+M = TypeVar("M", bound=BaseModel)
+
+KEY_HEADER = "x-hankweave-key"
+MAX_BODY = 64 * 1024
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none';"
+                               " base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass
+class Settings:
+    roots: list[Path]
+    control_key: str | None
+    """None: read-only (control cannot be unlocked)."""
+    allowed_hosts: list[str]
+
+
+class Forbidden(Exception):
+    """Control is locked: no key, or a wrong one (HTTP 403)."""
+
+
+_STATUS: dict[type[Exception], int] = {
+    BadRequest: 400, Forbidden: 403, NotFound: 404, Busy: 409, actions.ActionRefused: 409,
+    actions.NoRuntime: 409, DiffError: 500,
+}
+
+
+def create_app(settings: Settings) -> Starlette:
+    catalog = Catalog(settings.roots)
+    differ = Differ()
+    budgets = BudgetCache()
+    static = resources.files("hankweave_dashboard") / "static"
+
+    def page(name: str) -> Callable[[Request], Awaitable[Response]]:
+        async def serve(request: Request) -> Response:
+            response = FileResponse(str(static / name), media_type="text/html")
+            response.headers.update(SECURITY_HEADERS)
+            return response
+        return serve
+
+    def api(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                result = await handler(request)
+            except tuple(_STATUS) as exc:
+                return _error(_STATUS[type(exc)], str(exc))
+            except Exception:  # a bug: logged with its traceback here, never sent
+                log.exception("dashboard request %s failed", request.url.path)
+                return _error(500, "internal error in the dashboard; its terminal has the"
+                                   " details")
+            if isinstance(result, Response):
+                return result
+            return _json(result)
+        return endpoint
+
+    async def run_blocking(function: Callable[..., Any], *args: Any) -> Any:
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(function, *args)
+
+    def execution(request: Request) -> tuple[str, Path]:
+        ident = request.path_params["ident"]
+        return ident, catalog.path_of(ident)
+
+    async def list_executions(request: Request) -> Any:
+        rows = await run_blocking(catalog.rows)
+        return {"roots": [str(root) for root in catalog.roots], "executions": rows,
+                "control": settings.control_key is not None}
+
+    async def show_execution(request: Request) -> Any:
+        ident, path = execution(request)
+        data = await run_blocking(pages.execution_page, ident, path)
+        data["controlAvailable"] = settings.control_key is not None
+        return data
+
+    async def show_budget(request: Request) -> Any:
+        _, path = execution(request)
+        return await run_blocking(budgets.report, path)
+
+    def codon(request: Request) -> tuple[Path, str, str]:
+        _, path = execution(request)
+        return path, request.path_params["run"], request.path_params["codon"]
+
+    async def show_log(request: Request) -> Any:
+        return await run_blocking(pages.conversation, *codon(request))
+
+    async def show_diff(request: Request) -> Any:
+        return await run_blocking(differ.codon_diff, *codon(request))
+
+    async def show_sentinels(request: Request) -> Any:
+        return await run_blocking(pages.sentinel_outputs, *codon(request))
+
+    async def stream_events(request: Request) -> Any:
+        _, path = execution(request)
+        after = _after_seq(request)
+        return StreamingResponse(sse_stream(path, after), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store",
+                                          "X-Accel-Buffering": "no"})
+
+    async def unlock(request: Request) -> Any:
+        _check_key(request, settings)
+        return {"ok": True, "message": "Control unlocked"}
+
+    async def control(request: Request) -> Any:
+        _check_key(request, settings)
+        _, path = execution(request)
+        body = await _body(request, actions.ControlBody)
+        return await actions.control(path, body)
+
+    async def answer(request: Request) -> Any:
+        _check_key(request, settings)
+        _, path = execution(request)
+        interruption = request.path_params["interruption"]
+        if not pages.NAME_PATTERN.match(interruption):
+            raise BadRequest(f"{interruption!r} is not an interruption id")
+        body = await _body(request, actions.AnswerBody)
+        return await actions.answer(path, interruption, body)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        code = exc.status_code if isinstance(exc, HTTPException) else 404
+        detail = exc.detail if isinstance(exc, HTTPException) else "not found"
+        if code == 404:
+            detail = f"no such page: {request.url.path}"
+        return _error(code, str(detail))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> Any:
+        try:
+            yield
+        finally:
+            differ.close()
+
+    base = "/api/executions/{ident}"
+    codon_base = base + "/runs/{run}/codons/{codon}"
+    routes = [
+        Route("/", page("index.html")),
+        Route("/executions/{ident}", page("execution.html")),
+        Route("/api/executions", api(list_executions)),
+        Route(base, api(show_execution)),
+        Route(base + "/budget", api(show_budget)),
+        Route(base + "/events", api(stream_events)),
+        Route(codon_base + "/log", api(show_log)),
+        Route(codon_base + "/diff", api(show_diff)),
+        Route(codon_base + "/sentinels", api(show_sentinels)),
+        Route("/api/unlock", api(unlock), methods=["POST"]),
+        Route(base + "/control", api(control), methods=["POST"]),
+        Route(base + "/interruptions/{interruption}/answer", api(answer), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=str(static)), name="static"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan,
+                     middleware=[Middleware(HostCheck, allowed=settings.allowed_hosts)],
+                     exception_handlers={404: not_found, 405: not_found})
+
+
+class HostCheck:
+    """Refuse a request whose ``Host`` is not one of the dashboard's own names (400)."""
+
+    def __init__(self, app: Any, allowed: list[str]) -> None:
+        self.app = app
+        self.allowed = {name.strip("[]").lower() for name in allowed}
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            host = _host_name(dict(scope["headers"]).get(b"host", b"").decode("latin-1"))
+            if host not in self.allowed:
+                response = _error(400, f"this dashboard answers to {', '.join(sorted(self.allowed))}"
+                                       f" only, not to the host {host!r}")
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _host_name(header: str) -> str:
+    """``Host`` without its port: ``[::1]:8765`` is ``::1``, ``localhost:8765`` is ``localhost``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return Response(body, status_code=status, media_type="application/json",
+                    headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message, "status": status}, status)
+
+
+def _after_seq(request: Request) -> int:
+    """Where the stream resumes: ``Last-Event-ID`` (a reconnecting browser), else ``afterSeq``."""
+    raw = request.headers.get("last-event-id") or request.query_params.get("afterSeq") or "0"
+    if not raw.isdigit() or len(raw) > 18:
+        raise BadRequest(f"afterSeq must be a seq (a whole number >= 0), not {raw!r}")
+    return int(raw)
+
+
+def _check_key(request: Request, settings: Settings) -> None:
+    if settings.control_key is None:
+        raise Forbidden("this dashboard is read-only (started with --read-only)")
+    given = request.headers.get(KEY_HEADER, "")
+    if not given or not hmac.compare_digest(given.encode(), settings.control_key.encode()):
+        raise Forbidden("control is locked: unlock it with the control key `hankweave"
+                        " dashboard` printed")
+
+
+async def _body(request: Request, model: type[M]) -> M:
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise BadRequest("the body must be JSON (Content-Type: application/json)")
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise BadRequest(f"the body is larger than {MAX_BODY // 1024} KiB")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}"
+                             for e in exc.errors()[:5])
+        raise BadRequest(f"bad request body: {problems}") from None

@@ -1,0 +1,93 @@
+// Shared helpers of the dashboard's pages. Data is always rendered as text (textContent),
+// never as HTML: nothing an agent wrote can run in the page.
+"use strict";
+
+const KEY_STORAGE = "hankweave.controlKey";
+
+function el(tag, props, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "text") node.textContent = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name === "style") node.style.cssText = value;  // CSSOM: allowed by the page's CSP
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function money(value, complete = true) {
+  if (value === null || value === undefined) return "–";
+  const text = value >= 1 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`;
+  return complete ? text : `≥${text}`;
+}
+
+function tokens(count) {
+  if (!count) return "0";
+  if (count >= 1e6) return `${(count / 1e6).toFixed(1)}M`;
+  if (count >= 1e3) return `${(count / 1e3).toFixed(1)}k`;
+  return String(count);
+}
+
+function seconds(value) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  if (value < 60) return `${value.toFixed(1)}s`;
+  const minutes = Math.floor(value / 60);
+  if (minutes < 60) return `${minutes}m ${Math.round(value % 60)}s`;
+  return `${Math.floor(minutes / 60)}h ${minutes % 60}m`;
+}
+
+function span(start, end) {
+  if (!start) return null;
+  const finish = end ? Date.parse(end) : Date.now();
+  return (finish - Date.parse(start)) / 1000;
+}
+
+function when(iso) {
+  if (!iso) return "–";
+  const date = new Date(iso);
+  const ago = (Date.now() - date.getTime()) / 1000;
+  const clock = date.toLocaleString();
+  if (ago < 0) return clock;
+  if (ago < 90) return `${Math.round(ago)}s ago`;
+  if (ago < 5400) return `${Math.round(ago / 60)}m ago`;
+  return clock;
+}
+
+function badge(status) {
+  return el("span", {class: `badge status-${status}`, text: status});
+}
+
+async function getJSON(url) {
+  const response = await fetch(url, {headers: {Accept: "application/json"}});
+  const body = await response.json().catch(() => ({error: `${response.status} ${response.statusText}`}));
+  if (!response.ok) throw new Error(body.error || `${response.status}`);
+  return body;
+}
+
+async function postJSON(url, data) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: {"Content-Type": "application/json", "X-Hankweave-Key": controlKey() || ""},
+    body: JSON.stringify(data || {}),
+  });
+  const body = await response.json().catch(() => ({error: `${response.status} ${response.statusText}`}));
+  if (!response.ok) throw Object.assign(new Error(body.error || `${response.status}`), {status: response.status});
+  return body;
+}
+
+function controlKey() { return sessionStorage.getItem(KEY_STORAGE); }
+function setControlKey(key) {
+  if (key) sessionStorage.setItem(KEY_STORAGE, key); else sessionStorage.removeItem(KEY_STORAGE);
+}
+
+function showError(node, error) {
+  node.textContent = error ? String(error.message || error) : "";
+  node.hidden = !error;
+}

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dashboard_helpers import PACED, Dashboard, Project, dashboard
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Project]:
+    created = Project(tmp_path)
+    try:
+        yield created
+    finally:
+        created.stop()
+
+
+@pytest.fixture
+def finished(project: Project) -> Path:
+    """A completed execution of two codons: ``write`` writes two files, ``edit`` edits one."""
+    hank = project.hank("notes", {
+        "write": {**PACED, "writeFiles": {"notes.md": "first line\n", "extra.txt": "x\n"},
+                  "cost": 0.02},
+        "edit": {"messages": 2, "writeFiles": {"notes.md": "first line\nsecond line\n"},
+                 "cost": 0.01},
+    })
+    execution = project.run(hank, project.data("set-a"), "finished")
+    assert project.codon_status(execution, "edit") == "completed", \
+        execution.with_suffix(".log").read_text()
+    return execution
+
+
+@pytest.fixture
+def served(project: Project, finished: Path) -> Iterator[Dashboard]:
+    with dashboard(project) as running:
+        yield running

@@ -1,0 +1,160 @@
+"""Helpers for the dashboard's tests: hank projects on the fake agent run by real
+``hankweave run`` processes (git checkpoints, so diffs are real), and a real ``hankweave
+dashboard`` process serving them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hankweave.api import ExecutionLayout, load_state
+
+WAIT_S = 60.0
+"""The longest one wait may take before the test fails."""
+PACED = {"messages": 4, "delayMs": 250}
+"""About a second of agent work."""
+LONG = {"messages": 200, "delayMs": 100}
+"""About 20 seconds: long enough to skip from the page."""
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+class Project:
+    """A shared HANKWEAVE_HOME, hanks on the fake agent and the environment every process gets."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = root / "home"
+        self.executions = root / "executions"
+        """Where the tests' executions are (`-e` cannot name a directory in HANKWEAVE_HOME)."""
+        self.executions.mkdir()
+        self.env = {key: value for key, value in os.environ.items()
+                    if not key.startswith("HANKWEAVE_") and key != "CI"}
+        self.env.update({
+            "HOME": str(root),
+            "HANKWEAVE_HOME": str(self.home),
+            "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
+            "HANKWEAVE_LOAD_PLUGINS": "checkpoint-git,dashboard",
+            "HANKWEAVE_STRICT_PLUGINS": "1",
+            "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "git",
+        })
+        self.runs: list[subprocess.Popen[bytes]] = []
+
+    def hank(self, name: str, codons: dict[str, dict[str, Any]], **root: Any) -> Path:
+        """A hank of fake-agent codons, scripted by ``codons`` (codon id: its attempt)."""
+        folder = self.root / name
+        folder.mkdir()
+        items = [{"id": codon_id, "name": f"Codon {codon_id}", "model": "fake",
+                  "continuationMode": "fresh", "promptText": f"Do {codon_id}.",
+                  "checkpointedFiles": ["**/*.md", "**/*.txt"]}
+                 for codon_id in codons]
+        (folder / "hank.json").write_text(json.dumps({"hank": items, **root}))
+        (folder / "script.json").write_text(json.dumps({"codons": codons}))
+        return folder
+
+    def data(self, name: str) -> Path:
+        folder = self.root / "data" / name
+        folder.mkdir(parents=True)
+        (folder / "input.txt").write_text(f"{name}\n")
+        return folder
+
+    def start(self, hank: Path, data: Path, execution: Path, *extra: str,
+              ) -> subprocess.Popen[bytes]:
+        """``hankweave run`` in the background, its output in ``execution``'s sibling log."""
+        log = execution.with_suffix(".log").open("wb")
+        env = {**self.env, "HANKWEAVE_FAKE_SCRIPT": str(hank / "script.json")}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hankweave", "run", str(hank), str(data), "-e",
+             str(execution), "--headless", "--yes", *extra],
+            env=env, cwd=self.root, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        self.runs.append(process)
+        return process
+
+    def run(self, hank: Path, data: Path, name: str, *extra: str) -> Path:
+        """Run a hank to its end; return its execution directory."""
+        execution = self.executions / name
+        process = self.start(hank, data, execution, *extra)
+        process.wait(timeout=WAIT_S * 2)
+        return execution
+
+    def state(self, execution: Path) -> Any:
+        return load_state(ExecutionLayout(execution).hankweave_dir)[0]
+
+    def codon_status(self, execution: Path, codon_id: str) -> str | None:
+        state = self.state(execution)
+        for run in state.runs:
+            for record in reversed(run.codons):
+                if record.codon_id == codon_id:
+                    return str(record.status)
+        return None
+
+    def stop(self) -> None:
+        for process in self.runs:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+
+
+@dataclass
+class Dashboard:
+    url: str
+    key: str | None
+    process: subprocess.Popen[str]
+    output: list[str]
+
+    def api(self, path: str) -> str:
+        return self.url.rstrip("/") + path
+
+
+@contextlib.contextmanager
+def dashboard(project: Project, *args: str) -> Iterator[Dashboard]:
+    """A ``hankweave dashboard --port 0`` process over the project's home."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hankweave", "dashboard", "--home", str(project.executions),
+         "--port", "0", *args],
+        env=project.env, cwd=project.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    output: list[str] = []
+    try:
+        assert process.stdout is not None
+        url = key = None
+        while key is None:
+            line = process.stdout.readline()
+            if not line:
+                raise AssertionError("the dashboard exited: " + "".join(output))
+            output.append(line)
+            if line.startswith("hankweave dashboard: "):
+                url = line.split(": ", 1)[1].strip()
+            if line.startswith("Control key"):
+                value = line.split(": ", 1)[1].strip()
+                key = "" if value.startswith("none") else value
+        assert url is not None
+        yield Dashboard(url=url, key=key or None, process=process, output=output)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)

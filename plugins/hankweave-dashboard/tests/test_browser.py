@@ -1,0 +1,193 @@
+"""The dashboard in a real browser: Playwright driving Debian's Chromium (``/usr/bin/chromium``,
+or ``HANKWEAVE_CHROMIUM``; no browser download).  Skipped when there is no Chromium unless
+``HANKWEAVE_BROWSER_REQUIRED=1`` (CI), which makes a missing browser a failure.  Each test
+writes a screenshot of its page to ``HANKWEAVE_TEST_ARTIFACTS`` (default ``.artifacts/dashboard``
+at the repository's root)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_helpers import LONG, PACED, WAIT_S, Dashboard, Project, dashboard, wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+ARTIFACTS = Path(os.environ.get("HANKWEAVE_TEST_ARTIFACTS") or ROOT / ".artifacts" / "dashboard")
+TIMEOUT_MS = WAIT_S * 1000
+
+
+def _chromium() -> str | None:
+    given = os.environ.get("HANKWEAVE_CHROMIUM")
+    return given or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = _chromium()
+    if executable is None:
+        if os.environ.get("HANKWEAVE_BROWSER_REQUIRED") == "1":
+            pytest.fail("no Chromium: install Debian's chromium (.ci/run does) or set"
+                        " HANKWEAVE_CHROMIUM")
+        pytest.skip("no Chromium installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable,
+                                              args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.shot_name = request.node.name
+    try:
+        yield opened
+        assert errors == [], errors
+    finally:
+        if not getattr(opened, "shot_taken", False):  # a failed test: the page as it was left
+            screenshot(opened)
+        context.close()
+
+
+def screenshot(page: Any) -> None:
+    """The page as the test sees it (while its dashboard still serves it), as an artifact."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{page.shot_name}.png"), full_page=True)
+    page.shot_taken = True
+
+
+def open_execution(page: Any, served: Dashboard, name: str) -> None:
+    """From the list, by the link of the execution's row (its id is the link's target)."""
+    page.goto(served.url)
+    ident = _id_of(served, name)
+    page.click(f"#executions tbody tr[data-id='{ident}'] a")
+    page.wait_for_selector("body[data-ready='1']")
+
+
+def _id_of(served: Dashboard, name: str) -> str:
+    import httpx
+
+    rows = httpx.get(served.api("/api/executions"), timeout=30).json()["executions"]
+    return next(row["id"] for row in rows if row["name"] == name)
+
+
+def unlock_with(page: Any, key: str | None) -> None:
+    """Answer the page's control-key prompt with ``key``."""
+    page.once("dialog", lambda dialog: dialog.accept(key or ""))
+
+
+def test_the_list_renders_the_executions(project: Project, finished: Path, page: Any) -> None:
+    other = project.hank("second", {"only": {"messages": 1, "cost": 0.5}})
+    project.run(other, project.data("set-z"), "other")
+    with dashboard(project) as served:
+        page.goto(served.url)
+        rows = page.locator("#executions tbody tr")
+        wait_for("two rows", lambda: rows.count() == 2)
+        text = page.locator("#executions").inner_text()
+        assert "notes" in text and "second" in text and "completed" in text
+        assert "$0.5000" in text and "2/2" in text
+        page.click("th[data-sort=cost]")  # the most expensive first
+        assert "second" in rows.first.inner_text()
+        page.fill("#filter", "notes")
+        wait_for("the filter", lambda: rows.count() == 1)
+        assert "notes" in rows.first.inner_text()
+        page.fill("#filter", "")
+        rows.nth(1).wait_for()
+        screenshot(page)
+
+
+def test_a_running_hanks_page_updates_as_codons_complete(project: Project, page: Any) -> None:
+    hank = project.hank("steps", {"a": {"messages": 16, "delayMs": 250}, "b": PACED, "c": PACED})
+    execution = project.executions / "steps"
+    run = project.start(hank, project.data("set-c"), execution)
+    wait_for("codon a to run", lambda: execution.joinpath(".hankweave", "state.json").exists()
+             and project.codon_status(execution, "a") == "running")
+    with dashboard(project) as served:
+        open_execution(page, served, "steps")
+        assert page.is_visible("#live")
+        page.evaluate("window.notReloaded = true")
+        assert page.get_attribute("li[data-codon=c]", "data-status") == "pending"
+        # Each codon's status changes on the page as the run reaches it, from live events.
+        page.wait_for_selector("li[data-codon=a][data-status=completed]")
+        page.wait_for_selector("li[data-codon=b][data-status=completed]")
+        page.wait_for_selector("li[data-codon=c][data-status=completed]")
+        page.wait_for_selector("#status.status-completed")
+        assert run.wait(timeout=WAIT_S) == 0
+        page.wait_for_selector("#live", state="hidden")
+        assert page.evaluate("window.notReloaded") is True
+        seqs = page.locator("#activity li").evaluate_all(
+            "items => items.map(item => Number(item.dataset.seq))")
+        assert seqs == sorted(seqs, reverse=True) and len(set(seqs)) == len(seqs)
+        screenshot(page)
+
+
+def test_the_diff_view_shows_a_changed_file(served: Dashboard, page: Any) -> None:
+    open_execution(page, served, "finished")
+    page.click("li[data-codon=edit]")
+    page.click("button[data-tab=files]")
+    changed = page.locator(".file[data-path='notes.md']")
+    changed.wait_for()
+    text = changed.inner_text()
+    assert "modified" in text.lower() and "+second line" in text
+    assert page.locator("pre.diff span.add").first.inner_text().startswith("+")
+    screenshot(page)
+    page.click("button[data-tab=conversation]")
+    page.wait_for_selector(".turn.final")
+
+
+def test_an_interruption_answered_from_the_page_lets_the_run_resume(project: Project,
+                                                                    page: Any) -> None:
+    hank = project.hank("asks", {"ask": {"askHuman": "Which colour?", "messages": 1},
+                                 "after": {"messages": 1}})
+    execution = project.executions / "asks"
+    run = project.start(hank, project.data("set-d"), execution, "--wait-for-answers")
+    wait_for("the question", lambda: execution.joinpath(".hankweave", "state.json").exists()
+             and any(i.status == "pending" for i in project.state(execution).interruptions))
+    with dashboard(project) as served:
+        open_execution(page, served, "asks")
+        card = page.locator(".card.pending")
+        card.wait_for()
+        assert "Which colour?" in card.inner_text()
+        page.fill(".card.pending textarea", "teal")
+        screenshot(page)  # the question, waiting for its answer
+        unlock_with(page, served.key)
+        page.click(".card.pending button:has-text('Send answer')")
+        page.wait_for_selector("li[data-codon=after][data-status=completed]")
+        page.wait_for_selector("#interruptions-section", state="hidden")
+        assert "teal" in page.inner_text("#answered")
+        assert run.wait(timeout=WAIT_S) == 0
+    (item,) = project.state(execution).interruptions
+    assert item.answer == "teal" and item.answered_by == "dashboard"
+
+
+def test_a_control_button_skips_a_codon(project: Project, page: Any) -> None:
+    hank = project.hank("long", {"slow": LONG, "then": PACED})
+    execution = project.executions / "long"
+    run = project.start(hank, project.data("set-e"), execution)
+    wait_for("the slow codon to run", lambda: execution.joinpath(".hankweave",
+                                                                  "state.json").exists()
+             and project.codon_status(execution, "slow") == "running")
+    with dashboard(project) as served:
+        open_execution(page, served, "long")
+        page.wait_for_selector("li[data-codon=slow][data-status=running]")
+        unlock_with(page, served.key)
+        page.click("#unlock")
+        page.wait_for_selector("#controls:not([hidden])")
+        page.click("button[data-action=skip]")
+        page.wait_for_selector("li[data-codon=slow][data-status=skipped]")
+        page.wait_for_selector("li[data-codon=then][data-status=completed]")
+        screenshot(page)
+        assert run.wait(timeout=WAIT_S) == 0
+    assert project.codon_status(execution, "slow") == "skipped"

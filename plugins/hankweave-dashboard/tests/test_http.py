@@ -1,0 +1,202 @@
+"""Every JSON endpoint of a real ``hankweave dashboard`` process, and bad input: a malformed
+id is 400, an unknown one 404, a locked or read-only dashboard 403, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from dashboard_helpers import Dashboard, Project, dashboard
+
+
+def get(served: Dashboard, path: str, **kwargs: Any) -> httpx.Response:
+    return httpx.get(served.api(path), timeout=30, **kwargs)
+
+
+def post(served: Dashboard, path: str, body: Any, key: str | None = None,
+         **kwargs: Any) -> httpx.Response:
+    headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
+    if key is not None:
+        headers["X-Hankweave-Key"] = key
+    return httpx.post(served.api(path), content=json.dumps(body), headers=headers, timeout=30,
+                      **kwargs)
+
+
+def the_id(served: Dashboard, name: str) -> str:
+    rows = get(served, "/api/executions").json()["executions"]
+    return next(row["id"] for row in rows if row["name"] == name)
+
+
+def assert_error(response: httpx.Response, status: int, words: str) -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert words in body["error"], body
+    assert "Traceback" not in response.text
+
+
+def test_the_list_has_each_execution_with_its_facts(served: Dashboard, finished: Path) -> None:
+    data = get(served, "/api/executions").json()
+    (row,) = data["executions"]
+    assert row["path"] == str(finished.resolve())
+    assert row["hank"] == "notes" and row["status"] == "completed" and row["live"] is False
+    assert row["codons"] == 2 and row["finishedCodons"] == 2
+    assert row["cost"] == pytest.approx(0.03)
+    assert row["startTime"] and row["endTime"] and row["lastActivity"]
+    assert data["control"] is True
+
+
+def test_the_execution_page_data(served: Dashboard, finished: Path) -> None:
+    page = get(served, f"/api/executions/{the_id(served, 'finished')}").json()
+    assert page["execution"]["status"] == "completed" and page["live"] is False
+    assert [entry["codonId"] for entry in page["plan"]] == ["write", "edit"]
+    write = page["plan"][0]
+    assert write["status"] == "completed" and write["cost"] == pytest.approx(0.02)
+    assert write["tokens"]["output"] > 0 and write["runId"] == page["runs"][0]["runId"]
+    assert page["tokens"]["output"] == sum(e["tokens"]["output"] for e in page["plan"])
+    assert page["lastSeq"] > 10 and page["runtime"] is None
+    assert page["thread"]["nextCodonId"] is None
+    assert "token" not in json.dumps(page).lower().replace("tokens", "")
+
+
+def test_a_codon_conversation_diff_sentinels_and_budget(served: Dashboard) -> None:
+    ident = the_id(served, "finished")
+    page = get(served, f"/api/executions/{ident}").json()
+    run_id = page["plan"][1]["runId"]
+    base = f"/api/executions/{ident}/runs/{run_id}/codons"
+
+    log = get(served, f"{base}/write/log").json()
+    kinds = [item["kind"] for item in log["items"]]
+    assert "text" in kinds and "tool_use" in kinds and kinds[-1] == "result"
+
+    diff = get(served, f"{base}/edit/diff").json()
+    (changed,) = diff["files"]
+    assert changed["path"] == "notes.md" and changed["change"] == "modified"
+    assert "+second line" in changed["diff"]
+    first = get(served, f"{base}/write/diff").json()
+    assert {f["path"]: f["change"] for f in first["files"]} == {"extra.txt": "added",
+                                                                "notes.md": "added"}
+
+    sentinels = get(served, f"{base}/write/sentinels").json()
+    assert sentinels == {"outputs": [], "sentinels": []}
+
+    budget = get(served, f"/api/executions/{ident}/budget").json()
+    assert [entry["codonId"] for entry in budget["entries"]] == ["write", "edit"]
+    assert budget["spentDollars"] == pytest.approx(0.03)
+    assert get(served, f"/api/executions/{ident}/budget").json() == budget  # incremental
+
+
+def test_the_event_stream_resumes_after_a_seq(served: Dashboard) -> None:
+    ident = the_id(served, "finished")
+    last = get(served, f"/api/executions/{ident}").json()["lastSeq"]
+
+    def first_ids(headers: dict[str, str], query: str, count: int) -> list[int]:
+        seqs: list[int] = []
+        with httpx.stream("GET", served.api(f"/api/executions/{ident}/events{query}"),
+                          headers=headers, timeout=30) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            for line in response.iter_lines():
+                if line.startswith("id: "):
+                    seqs.append(int(line[4:]))
+                    if len(seqs) == count:
+                        break
+        return seqs
+
+    assert first_ids({}, f"?afterSeq={last - 3}", 3) == [last - 2, last - 1, last]
+    # A reconnecting browser sends Last-Event-ID; it wins over the URL's afterSeq.
+    assert first_ids({"Last-Event-ID": str(last - 1)}, "?afterSeq=0", 1) == [last]
+
+
+@pytest.mark.parametrize(("path", "status", "words"), [
+    ("/api/executions/not-an-id", 400, "not an execution id"),
+    ("/api/executions/0123456789abcdef", 404, "no execution 0123456789abcdef"),
+    ("/api/executions/../../etc/passwd", 404, "no such page"),
+    ("/api/nothing", 404, "no such page"),
+])
+def test_bad_execution_ids(served: Dashboard, path: str, status: int, words: str) -> None:
+    assert_error(get(served, path), status, words)
+
+
+def test_bad_codon_requests(served: Dashboard) -> None:
+    ident = the_id(served, "finished")
+    run_id = get(served, f"/api/executions/{ident}").json()["runs"][0]["runId"]
+    base = f"/api/executions/{ident}/runs"
+    assert_error(get(served, f"{base}/{run_id}/codons/nope/log"), 404, "did not run")
+    assert_error(get(served, f"{base}/1-nope/codons/write/log"), 404, "no run 1-nope")
+    assert_error(get(served, f"{base}/{run_id}/codons/%2E%2E/diff"), 400, "not a codon id")
+    assert_error(get(served, f"{base}/{run_id}/codons/write/sentinels?x=1",
+                     headers={"Host": "evil.example"}), 400, "")
+    assert_error(get(served, f"/api/executions/{ident}/events?afterSeq=-4"), 400,
+                 "afterSeq must be a seq")
+
+
+def test_a_foreign_host_is_refused(served: Dashboard) -> None:
+    # DNS rebinding: a page on another name that resolves to 127.0.0.1 gets nothing.
+    response = get(served, "/api/executions", headers={"Host": "attacker.example:80"})
+    assert response.status_code == 400 and "executions" not in response.text
+
+
+def test_control_needs_the_key(served: Dashboard) -> None:
+    ident = the_id(served, "finished")
+    assert_error(post(served, "/api/unlock", {}), 403, "control is locked")
+    assert_error(post(served, "/api/unlock", {}, key="wrong"), 403, "control is locked")
+    assert post(served, "/api/unlock", {}, key=served.key).json()["ok"] is True
+    assert_error(post(served, f"/api/executions/{ident}/control", {"action": "skip"}), 403,
+                 "locked")
+
+
+def test_control_of_a_finished_execution_and_bad_bodies(served: Dashboard) -> None:
+    ident = the_id(served, "finished")
+    url = f"/api/executions/{ident}/control"
+    assert_error(post(served, url, {"action": "skip"}, key=served.key), 409,
+                 "No hankweave runtime is running")
+    assert_error(post(served, url, {"action": "explode"}, key=served.key), 400, "action")
+    assert_error(post(served, url, {"action": "start"}, key=served.key), 400, "needs a codonId")
+    assert_error(post(served, url, ["skip"], key=served.key), 400, "bad request body")
+    response = httpx.post(served.api(url), content="action=skip", timeout=30,
+                          headers={"Content-Type": "application/x-www-form-urlencoded",
+                                   "X-Hankweave-Key": served.key or ""})
+    assert_error(response, 400, "must be JSON")
+    answer = f"/api/executions/{ident}/interruptions/int-1-abcde/answer"
+    assert_error(post(served, answer, {"answer": "yes", "approve": True}, key=served.key), 400,
+                 "exactly one")
+    assert_error(post(served, answer, {"answer": "yes"}, key=served.key), 409, "int-1-abcde")
+
+
+def test_a_read_only_dashboard_never_unlocks(project: Project, finished: Path) -> None:
+    with dashboard(project, "--read-only") as served:
+        assert served.key is None
+        assert_error(post(served, "/api/unlock", {}, key="anything"), 403, "read-only")
+        assert get(served, "/api/executions").json()["control"] is False
+
+
+def test_an_answer_with_no_runtime_is_recorded(project: Project) -> None:
+    hank = project.hank("asks", {"ask": {"askHuman": "Which colour?", "messages": 1}})
+    execution = project.run(hank, project.data("set-b"), "asks")
+    state = project.state(execution)
+    (item,) = [i for i in state.interruptions if i.status == "pending"]
+    with dashboard(project) as served:
+        ident = the_id(served, "asks")
+        row = next(r for r in get(served, "/api/executions").json()["executions"]
+                   if r["id"] == ident)
+        assert row["status"] == "interrupted" and row["pendingInterruptions"] == 1
+        reply = post(served, f"/api/executions/{ident}/interruptions/{item.id}/answer",
+                     {"answer": "teal", "by": "tester"}, key=served.key).json()
+        assert reply["forwarded"] is False and reply["answer"] == "teal"
+        answered = project.state(execution).interruption(item.id)
+        assert answered.status == "answered" and answered.answer == "teal"
+        assert answered.answered_by == "tester"
+        again = post(served, f"/api/executions/{ident}/interruptions/{item.id}/answer",
+                     {"answer": "red"}, key=served.key)
+        assert_error(again, 409, "already")
+
+
+def test_an_unreadable_execution_is_listed_with_why(served: Dashboard, project: Project) -> None:
+    broken = project.executions / "broken" / ".hankweave"
+    broken.mkdir(parents=True)
+    (broken / "state.json").write_text("{not json")
+    rows = {row["name"]: row for row in get(served, "/api/executions").json()["executions"]}
+    assert rows["broken"]["status"] == "unreadable" and rows["broken"]["error"]
+    assert_error(get(served, f"/api/executions/{rows['broken']['id']}"), 404, "cannot be read")
