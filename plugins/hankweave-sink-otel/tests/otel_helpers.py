@@ -153,3 +153,45 @@ class Project:
     def run(self, *extra: str) -> subprocess.CompletedProcess[str]:
         return self.hankweave("run", str(self.hank), str(self.data), "-e",
                               str(self.root / "exec"), "--headless", "--yes", *extra)
+
+
+class GrpcReceiver:
+    """An OTLP/gRPC collector on 127.0.0.1: the trace and metrics services, decoded into
+    :attr:`got` as :class:`Receiver` does."""
+
+    def __init__(self) -> None:
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        self.got = Received()
+        got = self.got
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                with got.lock:
+                    for resource_spans in request.resource_spans:
+                        got.resources.append(_attributes(resource_spans.resource.attributes))
+                        for scope in resource_spans.scope_spans:
+                            got.spans.extend(_span(span) for span in scope.spans)
+                return ExportTraceServiceResponse()
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                with got.lock:
+                    for resource_metrics in request.resource_metrics:
+                        for scope in resource_metrics.scope_metrics:
+                            got.metrics.extend(_metric(metric) for metric in scope.metrics)
+                return ExportMetricsServiceResponse()
+
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self.server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.url = f"http://127.0.0.1:{port}"
+        self.server.start()
+
+    def close(self) -> None:
+        self.server.stop(grace=None)

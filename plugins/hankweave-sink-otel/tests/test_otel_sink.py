@@ -20,7 +20,7 @@ from hankweave_sink_otel.tracing import run_ids
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from otel_helpers import ROOT, Project, Receiver
+from otel_helpers import ROOT, GrpcReceiver, Project, Receiver
 
 from hankweave.testing import EventSinkContract
 
@@ -168,6 +168,26 @@ def test_a_run_reaches_a_real_otlp_receiver(tmp_path: Path, receiver: Receiver) 
     assert codon["attributes"]["gen_ai.usage.output_tokens"] > 0
     metrics = {metric["name"] for metric in receiver.got.metrics}
     assert {"hankweave.cost", "hankweave.tokens"} <= metrics  # the final export at the end
+
+
+def test_a_run_reaches_a_real_otlp_grpc_receiver(tmp_path: Path) -> None:
+    if os.environ.get("HANKWEAVE_OTEL_GRPC_REQUIRED") != "1":  # the tox env requires it
+        pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc",
+                            reason="the grpc extra is not installed")
+    receiver = GrpcReceiver()
+    try:
+        project = Project(tmp_path, sink={"endpoint": receiver.url, "protocol": "grpc",
+                                          "metricsIntervalS": 60})
+        project.write({"a": {"messages": 1, "tools": TOOLS[:1], "cost": 0.01}})
+        done = project.run()
+        assert done.returncode == 0, done.stderr
+        names = sorted(span["name"] for span in receiver.got.spans)
+        assert names == ["execute_tool Read", "hankweave.run", "invoke_agent a"]
+        assert receiver.got.resources[0]["service.name"] == "hankweave"
+        assert {"hankweave.cost", "hankweave.tokens"} <= {m["name"] for m in
+                                                          receiver.got.metrics}
+    finally:
+        receiver.close()
 
 
 def test_a_resumed_run_links_to_the_run_it_continues(tmp_path: Path,
