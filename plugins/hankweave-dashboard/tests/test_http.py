@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from dashboard_helpers import Dashboard, Project, dashboard
+from dashboard_helpers import LONG, PACED, Dashboard, Project, dashboard, wait_for
 
 
 def get(served: Dashboard, path: str, **kwargs: Any) -> httpx.Response:
@@ -81,6 +81,13 @@ def test_a_codon_conversation_diff_sentinels_and_budget(served: Dashboard) -> No
 
     sentinels = get(served, f"{base}/write/sentinels").json()
     assert sentinels == {"outputs": [], "sentinels": []}
+    outputs = Path(page["path"]) / ".hankweave" / "sentinels" / "outputs" / "critic"
+    outputs.mkdir(parents=True)
+    (outputs / "critic-write-1796000000000.md").write_text("Looks fine.\n")
+    (outputs / "critic-edit-1796000000001.md").write_text("Not this codon's.\n")
+    (shown,) = get(served, f"{base}/write/sentinels").json()["outputs"]
+    assert shown == {"sentinel": "critic", "file": "critic-write-1796000000000.md",
+                     "text": "Looks fine.\n"}
 
     budget = get(served, f"/api/executions/{ident}/budget").json()
     assert [entry["codonId"] for entry in budget["entries"]] == ["write", "edit"]
@@ -200,3 +207,28 @@ def test_an_unreadable_execution_is_listed_with_why(served: Dashboard, project: 
     rows = {row["name"]: row for row in get(served, "/api/executions").json()["executions"]}
     assert rows["broken"]["status"] == "unreadable" and rows["broken"]["error"]
     assert_error(get(served, f"/api/executions/{rows['broken']['id']}"), 404, "cannot be read")
+
+
+def test_a_live_execution_controls_and_defers_its_diffs(project: Project) -> None:
+    hank = project.hank("live", {"a": {**PACED, "writeFiles": {"a.md": "a\n"}}, "b": LONG})
+    execution = project.executions / "live"
+    run = project.start(hank, project.data("set-l"), execution)
+    wait_for("b to run", lambda: execution.joinpath(".hankweave", "state.json").exists()
+             and project.codon_status(execution, "b") == "running")
+    with dashboard(project) as served:
+        ident = the_id(served, "live")
+        page = get(served, f"/api/executions/{ident}").json()
+        assert page["live"] is True and page["runtime"]["pid"] == run.pid
+        assert page["currentCodon"] == "b"
+        run_id = page["runs"][0]["runId"]
+        assert_error(get(served, f"/api/executions/{ident}/runs/{run_id}/codons/a/diff"), 409,
+                     "when the run ends")
+        reply = post(served, f"/api/executions/{ident}/control", {"action": "skip"},
+                     key=served.key)
+        assert reply.status_code == 200 and reply.json()["command"] == "codon.skip", reply.text
+        assert run.wait(timeout=60) == 0
+        assert project.codon_status(execution, "b") == "skipped"
+        wait_for("the lock to go", lambda: not get(
+            served, f"/api/executions/{ident}").json()["live"])
+        diff = get(served, f"/api/executions/{ident}/runs/{run_id}/codons/a/diff").json()
+        assert [f["path"] for f in diff["files"]] == ["a.md"]
