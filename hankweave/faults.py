@@ -45,6 +45,11 @@ KILL_POINTS: dict[str, str] = {
     "state.append": "a transition is in the state log, not yet fsync'd nor acknowledged",
     "state.fold": "a fold wrote its new log and is about to replace state.json",
     "state.fold.swap": "a fold replaced state.json but not yet the log",
+    "state.rotate": "a background fold's next log is written, the current one not yet rotated",
+    "state.rotate.swap": "the current log is state.wal.folding; the next not yet state.wal",
+    "state.fold.marker": "a background fold's process wrote state.fold, not yet state.json",
+    "state.fold.replaced": "a background fold's process replaced state.json; the writer has"
+                           " not yet retired the folded log",
     "replace.<file>": "an atomic write of <file> (e.g. state.json) wrote its temp file, "
                       "before the rename",
     "codon.recorded": "a codon is recorded finished; its output copy and the loop's next"

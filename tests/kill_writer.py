@@ -1,7 +1,10 @@
 """Child process for the SIGKILL test: applies a deterministic transition sequence and prints
 the index of every transition whose ``await store.transition()`` has returned.
 
-Usage: python tests/kill_writer.py HANKWEAVE_DIR START_INDEX
+Usage: python tests/kill_writer.py HANKWEAVE_DIR START_INDEX [background]
+
+With ``background``, every fold is a background fold (another process), however small the
+state, so kills land before, during and after folds in flight.
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ def transition_at(index: int) -> StateTransition:
     return transition
 
 
-async def main(hankweave_dir: Path, start: int) -> None:
-    store = StateStore.open(hankweave_dir, fold_interval=0.01, fold_min_bytes=20_000)
+async def main(hankweave_dir: Path, start: int, background: bool) -> None:
+    options = {"inline_fold_max_bytes": 0, "fold_min_bytes": 8_000} if background else {}
+    store = StateStore.open(hankweave_dir, fold_interval=0.01,
+                            **{"fold_min_bytes": 20_000, **options})
     out = sys.stdout
     index = start
     while True:
@@ -61,4 +66,4 @@ async def main(hankweave_dir: Path, start: int) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2])))
+    asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] == ["background"]))

@@ -7,16 +7,17 @@ Layout under ``<exec>/.hankweave/``:
     rename, directory fsync); the previous version is kept as ``state.json.bak``.
 ``state.wal``
     An append-only transition log.  Its first line names the ``state.json`` it extends (by the
-    SHA-256 of that file's bytes); every other line is one transition.
+    SHA-256 of that file's bytes), or the log segment it follows; every other line is one
+    transition.  ``state.wal.folding`` and ``state.fold`` exist around a background fold.
 
 Why a log: the original rewrote the whole ``state.json`` on every transition, so a long loop's
 per-transition cost grew with its history.  Here a transition costs one append (plus an fsync
-for lifecycle transitions), whatever the history.  The log is folded into ``state.json`` a short
-while after it starts to fill (``fold_interval``, longer when folds take long: at most a
-fiftieth of the time goes to timed folds), when it grows as large as the state, and at
-:meth:`StateStore.close`.  Readers (``hankweave inspect``) replay the log on top of
-``state.json``, so they always see every acknowledged transition; when nothing runs,
-``state.json`` alone is the complete record.
+for lifecycle transitions), whatever the history.  The log is folded into ``state.json`` when it
+holds ``FOLD_LOG_SHARE`` of the state's bytes, and at :meth:`StateStore.close`; a large state is
+folded in the background, by another process, while transitions go on (:mod:`hankweave.state.wal`
+describes the files, :mod:`hankweave.state.fold` the fold).  Readers (``hankweave inspect``)
+replay the log on top of ``state.json``, so they always see every acknowledged transition; when
+nothing runs, ``state.json`` alone is the complete record.
 
 Durability: an ``await store.transition(t)`` returns after the transition is in the log.  A
 high-frequency update (costs, message counts, sentinel counters) is written with ``write(2)``,
@@ -30,11 +31,11 @@ import asyncio
 import contextlib
 import fcntl
 import hashlib
-import json
 import logging
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -51,6 +52,9 @@ from hankweave.fsutil import (
 )
 from hankweave.state.files import (  # re-exported
     BACKUP_FILE,
+    FOLD_MARKER_FILE,
+    FOLDING_WAL_FILE,
+    NEXT_WAL_FILE,
     PREVIOUS_WAL_FILE,
     STATE_FILE,
     WAL_FILE,
@@ -66,19 +70,37 @@ from hankweave.state.transitions import (
 )
 from hankweave.state.types import HankweaveState, dump_state, parse_state
 from hankweave.state.validation import ValidationIssue, validate_state
+from hankweave.state.wal import (
+    FoldMarker,
+    Segment,
+    chain,
+    header,
+    new_segment_id,
+    read_segment,
+    replace_state_file,
+)
 
 log = logging.getLogger(__name__)
 
 
-WAL_VERSION = 1
 ABSENT = "absent"  # the WAL base of an execution that has no state.json yet
 
 LoadMethod = Literal["primary", "backup", "fresh", "new"]
 Listener = Callable[[StateTransition, HankweaveState], None]
 
 
-FOLD_TIME_SHARE = 50
-"""Timed folds are spaced at least this many times their own duration apart."""
+INLINE_FOLD_MAX_BYTES = 256 * 1024
+"""States up to this size are folded in the writer's process (a few milliseconds); larger ones
+in the background, by another process."""
+FOLD_MIN_BYTES = 64 * 1024
+FOLD_LOG_SHARE = 0.02
+"""A fold is due when the log holds this share of the state's bytes (at least
+``FOLD_MIN_BYTES``): readers then replay at most about that much."""
+FOLD_RETRY_S = 5.0
+"""How long after a failed background fold the next one is tried."""
+SYNC_INLINE_MAX_S = 0.0005
+"""A log ``fdatasync`` that takes less than this on average is done on the event loop."""
+SYNC_SLOW_S = 0.002
 
 
 class PersistenceError(StateError):
@@ -114,10 +136,14 @@ class LoadReport:
     wal_applied: int = 0
     wal_skipped: int = 0
     data_loss: bool = False
-    # Whether the in-memory state equals state.json + state.wal, so appending can continue.
+    # Whether the in-memory state equals state.json + the log, so appending can continue.
     wal_appendable: bool = False
     state_digest: str = ABSENT
     state_size: int = 0
+    segment: Segment | None = None
+    """``state.wal`` as read, when appending continues it."""
+    folding: Segment | None = None
+    """``state.wal.folding`` when it was replayed: a background fold that did not finish."""
 
 
 @dataclass
@@ -162,81 +188,119 @@ def _why(exc: Exception) -> str:
     return f"{where + ': ' if where else ''}{first['msg']}{more}"
 
 
-def _read_wal(path: Path, report: LoadReport) -> tuple[str | None, list[bytes]]:
-    """Return the WAL's base digest and its complete transition lines."""
-    data = _read(path)
-    if not data:
-        return None, []
-    lines = data.split(b"\n")
-    if lines[-1]:
-        # A line without its newline was being written when the process died: never acknowledged.
-        report.warnings.append(f"{path.name}: ignored a torn last line ({len(lines[-1])} bytes)")
-    lines = lines[:-1]
-    try:
-        header = json.loads(lines[0]) if lines else {}
-        base = header["base"]
-    except (ValueError, KeyError, TypeError):
-        report.warnings.append(f"{path.name}: unreadable header; its transitions were ignored")
-        return None, []
-    return base, lines[1:]
+def _segments(hankweave_dir: Path, report: LoadReport, *names: str) -> list[Segment | None]:
+    """The log segments named, read; torn last lines and unreadable headers are reported."""
+    found = []
+    for name in names:
+        segment = read_segment(hankweave_dir / name)
+        if segment is not None and segment.torn_bytes:
+            # A line without its newline was being written when the process died: never
+            # acknowledged.
+            report.warnings.append(f"{name}: ignored a torn last line ({segment.torn_bytes}"
+                                   " bytes)")
+        if segment is not None and segment.unreadable:
+            report.warnings.append(f"{name}: unreadable header; its transitions were ignored")
+        found.append(segment)
+    return found
 
 
-def _replay(state: HankweaveState, lines: list[bytes], report: LoadReport) -> HankweaveState:
-    for number, line in enumerate(lines, start=2):
-        try:
-            state = apply_transition(state, parse_transition(line))
-            report.wal_applied += 1
-        except (ValidationError, ValueError, StateError) as exc:
-            report.wal_skipped += 1
-            report.warnings.append(f"{WAL_FILE} line {number}: skipped ({exc})")
+def _replay(state: HankweaveState, segments: list[Segment], report: LoadReport) -> HankweaveState:
+    for segment in segments:
+        for number, line in enumerate(segment.lines, start=2):
+            try:
+                state = apply_transition(state, parse_transition(line))
+                report.wal_applied += 1
+            except (ValidationError, ValueError, StateError) as exc:
+                report.wal_skipped += 1
+                report.warnings.append(f"{segment.name} line {number}: skipped ({exc})")
     return state
 
 
 def load_state(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
     """Load the state of an execution without writing anything.
 
-    The recovery ladder: ``state.json``; else ``state.json.bak`` rebuilt forward with the log
+    The files are read as one snapshot: if a fold replaced ``state.json`` or moved a log
+    segment while they were being read, they are read again (a live writer's fold takes
+    moments, so this settles at once).
+    """
+    hankweave_dir = Path(hankweave_dir)
+    for _ in range(SNAPSHOT_ATTEMPTS - 1):
+        before = _stamps(hankweave_dir)
+        loaded = _load_once(hankweave_dir)
+        if _stamps(hankweave_dir) == before:
+            return loaded
+    return _load_once(hankweave_dir)
+
+
+SNAPSHOT_ATTEMPTS = 20
+_FOLD_MOVED_FILES = (STATE_FILE, FOLDING_WAL_FILE, FOLD_MARKER_FILE, PREVIOUS_WAL_FILE,
+                     BACKUP_FILE)
+
+
+def _stamps(hankweave_dir: Path) -> list[tuple[int, int, int] | None]:
+    """What identifies the files a fold replaces or moves (``state.wal`` only grows, except
+    when a rotation starts a new one: its inode tells)."""
+    stamps: list[tuple[int, int, int] | None] = []
+    for name in (*_FOLD_MOVED_FILES, WAL_FILE):
+        try:
+            found = os.stat(hankweave_dir / name)
+        except OSError:
+            stamps.append(None)
+            continue
+        grows = name == WAL_FILE
+        stamps.append((found.st_ino, 0 if grows else found.st_size,
+                       0 if grows else found.st_mtime_ns))
+    return stamps
+
+
+def _load_once(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
+    """The recovery ladder: ``state.json``; else ``state.json.bak`` rebuilt forward with the log
     the last fold retired (``state.wal.prev``), which gives back what ``state.json`` held;
-    else a fresh empty state (with a warning).  The transition log is replayed when it extends
-    the state that was loaded.
+    else a fresh empty state (with a warning).  The log segments that extend the state loaded
+    are replayed on it (:func:`hankweave.state.wal.chain`): those of a fold still under way
+    included.
     """
     hankweave_dir = Path(hankweave_dir)
     primary = hankweave_dir / STATE_FILE
     report = LoadReport(method="new")
     for leftover in sorted(hankweave_dir.glob(f"{STATE_FILE}.tmp*")):
         report.warnings.append(f"ignored leftover {leftover.name} (an interrupted write)")
+    marker = FoldMarker.read(hankweave_dir / FOLD_MARKER_FILE)
+    folding, current = _segments(hankweave_dir, report, FOLDING_WAL_FILE, WAL_FILE)
 
     loaded = _parse_file(primary, report)
+    replayed: list[Segment] = []
     if loaded is not None:
         report.method = "primary"
         state, raw = loaded
         report.state_digest = _digest(raw)
         report.state_size = len(raw)
     else:
-        state = _fall_back(hankweave_dir, report)
+        state, replayed = _fall_back(hankweave_dir, report, marker, folding, current)
 
-    wal_path = hankweave_dir / WAL_FILE
-    base, lines = _read_wal(wal_path, report)
-    extended = False
     if report.method == "fresh":
         report.wal_appendable = False
-        if lines:
+        if current is not None and current.lines:
             report.warnings.append(f"{WAL_FILE}: not replayed (its base state is unreadable)")
-    elif base is not None and base == report.state_digest:
-        state = _replay(state, lines, report)
-        extended = True
-        report.wal_appendable = report.method == "primary" or (
-            report.method == "new" and not primary.exists()
-        )
-    elif not wal_path.exists():
-        report.wal_appendable = report.method == "primary"
     else:
-        # A log whose base is another file was already folded (or belongs to a lost version).
-        if lines and report.method == "backup":
+        if current is None or current not in replayed:
+            rest = [s for s in (folding, current) if s is not None and s not in replayed]
+            more = chain(report.state_digest, rest, marker)
+            state = _replay(state, more, report)
+            replayed += more
+        if current is not None and current in replayed:
+            report.wal_appendable = report.method == "primary" or (
+                report.method == "new" and not primary.exists())
+        elif current is None:
+            report.wal_appendable = report.method == "primary" and folding is None
+        elif current.lines and report.method == "backup":
+            # A log whose base is another file was already folded (or belongs to a lost version).
             report.warnings.append(f"{WAL_FILE}: does not extend {BACKUP_FILE}; not replayed")
-        report.wal_appendable = False
+        report.segment = current if report.wal_appendable else None
+        report.folding = folding if folding is not None and folding in replayed else None
     if report.method == "backup":
         # Only a chain that reaches the current log proves nothing after the backup is gone.
+        extended = current is not None and current in replayed
         report.data_loss = not extended
         report.warnings.append(
             f"{STATE_FILE} unusable; rebuilt what it held from its backup and the transition"
@@ -248,12 +312,14 @@ def load_state(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
     return state, report
 
 
-def _fall_back(hankweave_dir: Path, report: LoadReport) -> HankweaveState:
+def _fall_back(hankweave_dir: Path, report: LoadReport, marker: FoldMarker | None,
+               folding: Segment | None, current: Segment | None,
+               ) -> tuple[HankweaveState, list[Segment]]:
     """``state.json`` is missing or unreadable: its backup (or nothing), rebuilt forward with
-    the log the last fold retired, which extends exactly that backup.
+    the logs that extend it (the one the last fold retired, and those after it).
 
     Sets the report's method and ``state_digest``: the digest the rebuilt state has written
-    out, so the current log is replayed on top when it extends what ``state.json`` held.
+    out, so a log whose header names the lost ``state.json`` is replayed on top too.
     """
     primary, backup = hankweave_dir / STATE_FILE, hankweave_dir / BACKUP_FILE
     loaded = _parse_file(backup, report)
@@ -262,15 +328,16 @@ def _fall_back(hankweave_dir: Path, report: LoadReport) -> HankweaveState:
         report.warnings.append(
             "Backup also corrupted, starting fresh: the state could not be loaded and an"
             " empty state is used in memory; nothing is written until the next change")
-        return HankweaveState()
+        return HankweaveState(), []
     state, raw = loaded if loaded is not None else (HankweaveState(), None)
     report.state_digest = _digest(raw)
     report.state_size = len(raw) if raw else 0
     if loaded is not None:
         report.method = "backup"
-    base, lines = _read_wal(hankweave_dir / PREVIOUS_WAL_FILE, report)
-    if base is not None and base == report.state_digest:
-        state = _replay(state, lines, report)
+    (previous,) = _segments(hankweave_dir, report, PREVIOUS_WAL_FILE)
+    replayed = chain(report.state_digest, [previous, folding, current], marker)
+    if replayed:
+        state = _replay(state, replayed, report)
         report.method = "backup"
         report.state_digest = _digest(dump_state(state))
     elif loaded is None and primary.exists():
@@ -278,7 +345,7 @@ def _fall_back(hankweave_dir: Path, report: LoadReport) -> HankweaveState:
         report.warnings.append(
             f"{STATE_FILE} unusable and no backup: starting fresh; nothing is written until"
             " the next change")
-    return state
+    return state, replayed
 
 
 def read_state_strict(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
@@ -309,6 +376,14 @@ class StateStore:
 
     Transitions are applied strictly in the order their ``transition()`` calls began.  Listeners
     registered with :meth:`add_listener` run after the transition is durable.
+
+    Folds: a small state (up to :data:`INLINE_FOLD_MAX_BYTES`) is folded here, which takes a
+    few milliseconds.  A larger one is folded in the background: the log is rotated at the
+    fold point (``state.wal`` becomes ``state.wal.folding``; a new ``state.wal`` follows it,
+    and transitions go on being appended there at once), and another process writes
+    ``state.json`` from ``state.json`` plus the rotated segment (``python -m
+    hankweave.state.fold``).  Serialising a big state holds Python's GIL for its whole
+    duration, so a thread would stall the event loop as long; another process does not.
     """
 
     def __init__(
@@ -318,31 +393,48 @@ class StateStore:
         report: LoadReport,
         *,
         fold_interval: float = 2.0,
-        fold_min_bytes: int = 1 << 20,
+        fold_min_bytes: int = FOLD_MIN_BYTES,
+        background_folds: bool = True,
+        inline_fold_max_bytes: int = INLINE_FOLD_MAX_BYTES,
     ) -> None:
         self.dir = Path(hankweave_dir)
         self.report = report
         self.fold_interval = fold_interval
         self.fold_min_bytes = fold_min_bytes
+        self.background_folds = background_folds
+        self.inline_fold_max_bytes = inline_fold_max_bytes
+        self.folds = 0
+        """Folds written so far (here and in the background): for benchmarks and tests."""
+        self.folded_bytes = 0
+        """Bytes of ``state.json`` those folds wrote."""
+        self.appended_bytes = 0
+        """Bytes of transitions appended to the log."""
         self._state = state
         self._listeners: list[Listener] = []
         self._lock = asyncio.Lock()
         self._wal_fd: int | None = None
         self._wal_bytes = 0
+        self._segment_id: str | None = None
+        self._folding: str | None = report.folding.id if report.folding is not None else None
+        self._fold_task: asyncio.Task[None] | None = None
+        self._fold_failed_at: float | None = None
+        self._dir_unsynced = False
+        self._sync_seconds = SYNC_INLINE_MAX_S * 2  # measured in a thread until known fast
         self._state_size = report.state_size
         self._dirty = False
         self._fold_timer: asyncio.TimerHandle | None = None
-        self._last_fold_seconds = 0.0
         self._closed = False
         self._writer_fd: int | None = _claim_writer(self.dir)
         if report.wal_appendable:
-            self._open_wal(report.state_digest, create=False)
+            self._continue_log(report.segment)
+        self._retire_stale_folding()
 
     @classmethod
     def open(cls, hankweave_dir: Path, **options: float) -> StateStore:
         """Load the state (recovery ladder and log replay) and become its writer."""
         hankweave_dir = Path(hankweave_dir)
         hankweave_dir.mkdir(parents=True, exist_ok=True)
+        _wait_for_orphan_fold(hankweave_dir)
         state, report = load_state(hankweave_dir)
         for warning in report.warnings:
             log.warning("state: %s", warning)
@@ -377,16 +469,17 @@ class StateStore:
                     await asyncio.to_thread(self._fold_sync, self._state)
                 self._append(line)
                 if is_lifecycle(transition):
-                    await asyncio.to_thread(self._sync_wal)
+                    await self._sync_wal_async()
                 self._state = new_state
                 self._after_write()
             self._publish(transition)
-            if self._wal_bytes >= max(self.fold_min_bytes, self._state_size):
-                await self._fold_locked()
+            if self._fold_due():
+                await self._fold_now()
             return self._state
 
     def transition_sync(self, transition: StateTransition) -> HankweaveState:
-        """The same as :meth:`transition` for code that runs outside an event loop."""
+        """The same as :meth:`transition` for code that runs outside an event loop (every fold
+        is then done here)."""
         self._check_open()
         new_state, line = self._prepare(transition)
         if new_state is not self._state:
@@ -398,7 +491,7 @@ class StateStore:
             self._state = new_state
             self._dirty = True
         self._publish(transition)
-        if self._wal_bytes >= max(self.fold_min_bytes, self._state_size):
+        if self._fold_due():
             self._fold_sync(self._state)
         return self._state
 
@@ -430,22 +523,37 @@ class StateStore:
 
     async def fold(self) -> None:
         """Write the current state to ``state.json`` now and start an empty log."""
-        async with self._lock:
+        async with self._quiet():
             await self._fold_locked()
 
     async def close(self) -> None:
         """Fold the log into ``state.json`` and release the files.  Idempotent."""
         if self._closed:
             return
-        async with self._lock:
-            if self._dirty or self._wal_bytes:
+        async with self._quiet():
+            if self._dirty or self._wal_bytes or self._folding is not None:
                 await self._fold_locked()
             self._shutdown()
+
+    @contextlib.asynccontextmanager
+    async def _quiet(self) -> AsyncIterator[None]:
+        """Hold the lock with no background fold running (one that started while the lock
+        was awaited is waited for too)."""
+        while True:
+            await self._settle()
+            await self._lock.acquire()
+            if self._fold_task is None:
+                break
+            self._lock.release()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def close_sync(self) -> None:
         if self._closed:
             return
-        if self._dirty or self._wal_bytes:
+        if self._dirty or self._wal_bytes or self._folding is not None:
             self._fold_sync(self._state)
         self._shutdown()
 
@@ -478,13 +586,27 @@ class StateStore:
             return new_state, b""
         return new_state, transition.model_dump_json(exclude_none=True).encode() + b"\n"
 
-    def _open_wal(self, base: str, *, create: bool) -> None:
+    def _continue_log(self, segment: Segment | None) -> None:
+        """Append to ``state.wal`` as loaded, or start it on the state loaded."""
         path = self.dir / WAL_FILE
-        if create or not path.exists():
-            header = json.dumps({"wal": WAL_VERSION, "base": base}).encode() + b"\n"
-            atomic_write_bytes(path, header)
+        if segment is None:
+            self._segment_id = new_segment_id()
+            atomic_write_bytes(path, header(self._segment_id, base=self.report.state_digest))
+        else:
+            self._segment_id = segment.id
         self._wal_fd = os.open(path, os.O_RDWR | os.O_APPEND)
         self._wal_bytes = _cut_torn_tail(self._wal_fd)
+
+    def _retire_stale_folding(self) -> None:
+        """A background fold that finished just before its writer died leaves its segment, now
+        in ``state.json``: retire it as that fold would have."""
+        stale = self.dir / FOLDING_WAL_FILE
+        if self._folding is None and stale.exists():
+            marker = FoldMarker.read(self.dir / FOLD_MARKER_FILE)
+            folded = read_segment(stale)
+            if (marker is not None and folded is not None and marker.segment == folded.id
+                    and marker.state == self.report.state_digest):
+                os.replace(stale, self.dir / PREVIOUS_WAL_FILE)
 
     def _append(self, line: bytes) -> None:
         assert self._wal_fd is not None
@@ -500,12 +622,30 @@ class StateStore:
                 os.ftruncate(self._wal_fd, self._wal_bytes)
             raise PersistenceError(f"cannot append to {path}: {_reason(exc)}") from exc
         self._wal_bytes += len(line)
+        self.appended_bytes += len(line)
         kill_point("state.append")
+
+    async def _sync_wal_async(self) -> None:
+        """``fdatasync`` the log: here when this disk syncs faster than a hand-off to a thread
+        costs (a thread that must be woken takes longer than a fast disk's sync), in a thread
+        when it is slow, so a slow disk never stalls the event loop."""
+        if self._sync_seconds > SYNC_INLINE_MAX_S:
+            await asyncio.to_thread(self._sync_wal)
+        else:
+            self._sync_wal()
 
     def _sync_wal(self) -> None:
         assert self._wal_fd is not None
         try:
+            started = time.perf_counter()
             os.fdatasync(self._wal_fd)
+            took = time.perf_counter() - started
+            # A moving average of the sync alone; one slow sync sends the next ones to a thread.
+            self._sync_seconds = max(0.8 * self._sync_seconds + 0.2 * took,
+                                     took if took > SYNC_SLOW_S else 0.0)
+            if self._dir_unsynced:  # a rotation renamed the log: its entry must last too
+                fsync_dir(self.dir)
+                self._dir_unsynced = False
         except OSError as exc:
             raise PersistenceError(f"cannot fsync {self.dir / WAL_FILE}: {exc}") from exc
 
@@ -518,35 +658,128 @@ class StateStore:
 
     def _after_write(self) -> None:
         self._dirty = True
-        if self._fold_timer is None:
+        if self._fold_timer is None and self._inline():
+            # A small state is cheap to rewrite: state.json alone stays nearly current.
             loop = asyncio.get_running_loop()
             self._fold_timer = loop.call_later(
-                self._fold_delay(), lambda: loop.create_task(self._timed_fold())
+                self.fold_interval, lambda: loop.create_task(self._timed_fold())
             )
 
-    def _fold_delay(self) -> float:
-        """Seconds until a timed fold: ``fold_interval``, or longer once a fold takes long.
+    def _inline(self) -> bool:
+        """Whether folds are done here: a small state, or background folds turned off."""
+        return not self.background_folds or self._state_size <= self.inline_fold_max_bytes
 
-        A fold rewrites the whole state, so on a fixed timer a long history would make every
-        transition pay more: folds are spaced so they take at most 1/``FOLD_TIME_SHARE`` of
-        the run's time (a 40 ms fold waits at least 2 s, a 200 ms one 10 s).
-        """
-        return max(self.fold_interval, self._last_fold_seconds * FOLD_TIME_SHARE)
+    def _fold_due(self) -> bool:
+        """The log is large relative to the state: replaying it would cost readers more than a
+        fold costs (``FOLD_LOG_SHARE`` of the state's bytes, at least ``fold_min_bytes``)."""
+        return self._wal_bytes >= max(self.fold_min_bytes,
+                                      int(self._state_size * FOLD_LOG_SHARE))
+
+    async def _fold_now(self) -> None:
+        """A fold that is due (the lock is held)."""
+        if self._fold_task is not None:
+            return  # one at a time; the log keeps growing meanwhile
+        if self._inline() or self._segment_id is None:
+            # (A log of the first format has no id to follow: fold it here, once.)
+            await self._fold_locked()
+            return
+        failed = self._fold_failed_at
+        if failed is not None and time.monotonic() - failed < FOLD_RETRY_S:
+            return
+        if self._folding is None:
+            self._rotate()
+        self._fold_task = asyncio.get_running_loop().create_task(self._fold_in_background())
 
     async def _timed_fold(self) -> None:
         async with self._lock:
             self._fold_timer = None
-            if self._dirty and not self._closed:
+            if self._dirty and not self._closed and self._fold_task is None and self._inline():
                 await self._fold_locked()
 
     async def _fold_locked(self) -> None:
+        """Fold here (the lock is held and no background fold runs)."""
         if self._fold_timer is not None:
             self._fold_timer.cancel()
             self._fold_timer = None
         # The state is immutable, so serializing it off the event loop is safe.
-        started = time.monotonic()
         await asyncio.to_thread(self._fold_sync, self._state)
-        self._last_fold_seconds = time.monotonic() - started
+
+    async def _settle(self) -> None:
+        """Wait for the background fold under way, if any, to end."""
+        task = self._fold_task
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+
+    # -- the background fold --
+
+    def _rotate(self) -> None:
+        """Start a new ``state.wal`` that follows the current one, which becomes
+        ``state.wal.folding``.  Nothing is fsync'd here: the next lifecycle transition's
+        ``fdatasync`` syncs the new log and the directory together."""
+        assert self._wal_fd is not None and self._segment_id is not None
+        following = new_segment_id()
+        try:
+            next_path = self.dir / NEXT_WAL_FILE
+            disk_write(next_path)
+            with open(next_path, "wb") as handle:
+                handle.write(header(following, follows=self._segment_id))
+            kill_point("state.rotate")
+            os.replace(self.dir / WAL_FILE, self.dir / FOLDING_WAL_FILE)
+            kill_point("state.rotate.swap")
+            os.replace(next_path, self.dir / WAL_FILE)
+            fd = os.open(self.dir / WAL_FILE, os.O_RDWR | os.O_APPEND)
+        except OSError as exc:
+            raise PersistenceError(f"cannot rotate {self.dir / WAL_FILE}: {_reason(exc)}"
+                                   ) from exc
+        os.close(self._wal_fd)
+        self._wal_fd, self._wal_bytes = fd, os.fstat(fd).st_size
+        self._folding, self._segment_id = self._segment_id, following
+        self._dir_unsynced = True
+
+    async def _fold_in_background(self) -> None:
+        """Fold ``state.wal.folding`` into ``state.json`` in another process, then retire it.
+        A failed fold (a full disk) leaves both as they were and is tried again later."""
+        error = ""
+        try:
+            # The child holds a lock on the segment while it folds (inherited, so it outlives
+            # this process): a writer that opens the store after a crash waits for it.
+            held = os.open(self.dir / FOLDING_WAL_FILE, os.O_RDONLY)
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX)
+                child = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "hankweave.state.fold", str(self.dir), str(held),
+                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE, pass_fds=(held,))
+            finally:
+                os.close(held)
+            _, err = await child.communicate()
+            error = err.decode(errors="replace").strip()
+            done = child.returncode == 0
+        except OSError as exc:
+            done, error = False, str(exc)
+        try:
+            if done and not self._closed:
+                self._retire_folding()
+        except OSError as exc:
+            done, error = False, str(exc)
+        finally:
+            self._fold_task = None
+        if done:
+            self._fold_failed_at = None
+        else:
+            self._fold_failed_at = time.monotonic()
+            log.warning("state: a background fold failed (%s); the logs are kept and it is"
+                        " tried again", error or "no reason given")
+
+    def _retire_folding(self) -> None:
+        os.replace(self.dir / FOLDING_WAL_FILE, self.dir / PREVIOUS_WAL_FILE)
+        self._folding = None
+        self._state_size = (self.dir / STATE_FILE).stat().st_size
+        self.folds += 1
+        self.folded_bytes += self._state_size
+
+    # -- the fold here --
 
     def _quarantine_unreadable(self) -> None:
         """Move unreadable state files aside before the first write: nothing recorded is lost."""
@@ -569,27 +802,47 @@ class StateStore:
             digest = _digest(data)
             # The new log is ready before state.json changes; a crash in between leaves a log
             # whose base matches no file, which loading recognises as already folded.
-            wal_tmp = self.dir / f"{WAL_FILE}.next"
-            header = json.dumps({"wal": WAL_VERSION, "base": digest}).encode() + b"\n"
-            atomic_write_bytes(wal_tmp, header)
+            following = new_segment_id()
+            next_path = self.dir / NEXT_WAL_FILE
+            atomic_write_bytes(next_path, header(following, base=digest))
             kill_point("state.fold")
-            atomic_write_bytes(self.dir / STATE_FILE, data, backup=self.dir / BACKUP_FILE)
+            replace_state_file(self.dir, data)
             kill_point("state.fold.swap")
             if self._wal_fd is not None:
                 os.close(self._wal_fd)
                 self._wal_fd = None
-            # The retired log extends the state.json just backed up: kept, the two rebuild
-            # what a damaged state.json held (load_state).
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(self.dir / WAL_FILE, self.dir / PREVIOUS_WAL_FILE)
-            os.replace(wal_tmp, self.dir / WAL_FILE)
+            self._retire_all()
+            os.replace(next_path, self.dir / WAL_FILE)
             fsync_dir(self.dir)
         except OSError as exc:
             raise PersistenceError(f"cannot write {self.dir / STATE_FILE}: {_reason(exc)}"
                                    ) from exc
         self._state_size = len(data)
-        self._open_wal(digest, create=False)
+        self.folds += 1
+        self.folded_bytes += len(data)
+        self._folding, self._dir_unsynced = None, False
+        self._continue_log(read_segment(self.dir / WAL_FILE))
         self._dirty = False
+
+    def _retire_all(self) -> None:
+        """Keep the logs just folded as ``state.wal.prev``: they extend the ``state.json.bak``
+        just made, so the two rebuild what a damaged ``state.json`` held (load_state)."""
+        current, folding = self.dir / WAL_FILE, self.dir / FOLDING_WAL_FILE
+        if self._folding is None or not folding.exists():
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(current, self.dir / PREVIOUS_WAL_FILE)
+            return
+        # A background fold that did not finish: both segments, as one, in the order written.
+        first, rest = read_segment(folding), read_segment(current)
+        assert first is not None and first.id is not None
+        lines = [*first.lines, *(rest.lines if rest is not None else [])]
+        head = header(first.id, base=first.base) if first.base is not None else header(
+            first.id, follows=first.follows)
+        atomic_write_bytes(self.dir / PREVIOUS_WAL_FILE,
+                           head + b"".join(line + b"\n" for line in lines))
+        os.unlink(folding)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(current)
 
     def _shutdown(self) -> None:
         if self._fold_timer is not None:
@@ -617,6 +870,32 @@ def _cut_torn_tail(fd: int) -> int:
 def _reason(exc: OSError) -> str:
     """An OS error in words, without the path the message around it already names."""
     return exc.strerror or str(exc)
+
+
+ORPHAN_FOLD_WAIT_S = 120.0
+
+
+def _wait_for_orphan_fold(hankweave_dir: Path) -> None:
+    """A background fold whose writer died may still be writing ``state.json``: wait for it
+    to end (it holds a lock on ``state.wal.folding`` while it runs) before loading."""
+    try:
+        fd = os.open(hankweave_dir / FOLDING_WAL_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        deadline = time.monotonic() + ORPHAN_FOLD_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StateStoreBusyError(
+                        f"{hankweave_dir / FOLDING_WAL_FILE} is still being folded by a process"
+                        " of an earlier writer; try again when it ends") from None
+                time.sleep(0.02)
+    finally:
+        os.close(fd)
 
 
 def _claim_writer(hankweave_dir: Path) -> int:
