@@ -62,7 +62,15 @@ def cancel():  # as `hankweave cancel` does: the ledger, then SIGTERM to the tas
     ledger.update(directory, cancel_requested=True)
     os.kill(os.getpid(), signal.SIGTERM)
 
-threading.Timer(delay, cancel).start()
+# Counted from the task's start, as Celery runs it: a real cancel signals only a task the
+# ledger has running, which it records from inside the task.
+run_held = tasks._run_held
+
+def run_held_then_cancel(*args):
+    threading.Timer(delay, cancel).start()
+    return run_held(*args)
+
+tasks._run_held = run_held_then_cancel
 result = tasks._run(task, directory, ledger, load_settings())
 print(json.dumps({"result": result, "defaultSigterm": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL}))
 """
