@@ -1,117 +1,223 @@
-"""Checkpoint and restore latency of every installed checkpoint backend.
+"""Checkpoint and restore latency of every installed checkpoint backend, beside the git CLI.
 
-Prints one JSON line per backend.  Workload: an execution directory whose ``agentRoot/`` holds
-1,000 small text files in nested directories, checkpointed with the patterns ``("**",)``.
-For a codon that changed 1 file, then one that changed 100 files, each repetition:
+Prints one JSON line.  Workload, at each tree size (1,000 and 20,000 files; 100,000 with
+``--large``): an ``agentRoot/`` of small text files, ten per directory, checkpointed with the
+patterns ``("**",)``.  Every contestant gets its own copy of the tree, and the repetitions
+interleave them (git CLI, backend A, backend B, git CLI, ...), so a machine that slows down
+part-way through slows all of them alike.  Each repetition, for a codon that changed 1 file and
+then one that changed 100 files:
 
 1. rewrites that many files (different ones each time);
-2. times ``create()`` of a ``completed`` checkpoint;
-3. times ``restore()`` of the baseline checkpoint taken before the repetitions, which puts
-   those files back.
+2. times the checkpoint: for the git CLI, what the original runs (``git add -A`` and
+   ``git commit``); for a backend, ``create()``;
+3. times the restore of the baseline checkpoint taken before the repetitions, which puts those
+   files back: ``git checkout <baseline> -- .``, or ``restore()``.
 
-Medians over ``--reps`` repetitions, after ``--warmup`` untimed ones.
+Medians over ``--reps`` repetitions, after ``--warmup`` untimed ones, and each backend's ratio
+to the git CLI.  Before the baseline the trees are left to settle for a few seconds: a codon's
+checkpoint mostly sees files that have not changed for a while, and git and the backends look
+again at files changed within the last moments, whose timestamps cannot yet prove them
+unchanged.
 
-Before the baseline the tree is left to settle for a few seconds: a codon's checkpoint mostly
-sees files that have not changed for a while, and both git and the snapshot store re-hash files
-modified within the last moments, whose timestamps cannot yet prove them unchanged.
+Targets (1-file checkpoint and restore at 20,000 files): the ``git`` backend at most 1.0x the
+git CLI, the ``snapshot`` backend at most 0.5x.
 
-Target: a 1-file checkpoint in <= 50 ms (median).
+Backends are found as the runtime finds them, through the installed plugins.
 
-Backends are found as the runtime finds them, through the installed plugins (the snapshot
-backend's ``hankweave-checkpoint-snapshot``, git's ``hankweave-checkpoint-git``).
-
-Usage: python benchmarks/checkpoints.py [--files N] [--reps N] [--warmup N] [--backend NAME]
+Usage: python benchmarks/checkpoints.py [--sizes N,N] [--large] [--reps N] [--warmup N]
+       [--backend NAME]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from hankweave.checkpoints import Checkpoint, CheckpointStore
+from hankweave.checkpoints import CheckpointStore
 from hankweave.plugins import make_plugin_manager
 from hankweave.registry import Registry
 
-TARGET_CHECKPOINT_1_FILE_MS = 50
 SETTLE_SECONDS = 2.2
 PATTERNS = ("**",)
+TARGET_SIZE = 20_000
+TARGET_RATIOS = {"git": 1.0, "snapshot": 0.5}
+GIT_CLI = "git CLI"
 
 
 def build_tree(root: Path, files: int) -> list[Path]:
-    """``files`` text files of 200-400 bytes, ten per directory, two directory levels deep."""
+    """``files`` text files of 200-400 bytes, ten per directory, in nested directories."""
     paths = []
     for i in range(files):
-        path = root / f"pkg{i % 10}" / f"mod{(i // 10) % 10}" / f"file{i:04d}.txt"
+        path = (root / f"pkg{i % 10}" / f"mod{(i // 10) % 10}" / f"sub{i // 1000}"
+                / f"file{i:06d}.txt")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"line {i} of the original workspace\n" * (6 + i % 6), encoding="utf-8")
         paths.append(path)
     return paths
 
 
-def checkpoint(store: CheckpointStore, codon: str) -> Checkpoint:
-    return store.create(kind="completed", run_id="bench", codon_id=codon, codon_name=codon,
-                        patterns=PATTERNS)
+class Contestant:
+    """One way of checkpointing a tree: ``checkpoint()`` and ``restore_baseline()``."""
+
+    name: str
+
+    def __init__(self, execution_dir: Path, paths: list[Path]) -> None:
+        self.execution_dir = execution_dir
+        self.work_tree = execution_dir / "agentRoot"
+        self.paths = paths
+
+    def start(self) -> None: ...
+    def baseline(self) -> None: ...
+    def checkpoint(self, label: str) -> None: ...
+    def restore_baseline(self) -> None: ...
+    def close(self) -> None: ...
 
 
-def measure(store: CheckpointStore, paths: list[Path], changed: int, baseline: Checkpoint,
-            reps: int, warmup: int) -> tuple[float, float]:
-    """Median milliseconds of (checkpoint, restore) for a codon that changed ``changed`` files."""
-    create_ms: list[float] = []
-    restore_ms: list[float] = []
+class GitCli(Contestant):
+    """The original's checkpoints: ``git add -A`` + ``git commit`` in a separate git dir."""
+
+    name = GIT_CLI
+
+    def start(self) -> None:
+        git_dir = self.execution_dir / "cli.git"
+        home = self.execution_dir / "cli-home"
+        home.mkdir()
+        self.env = {**os.environ, "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(self.work_tree),
+                    "HOME": str(home), "GIT_CONFIG_GLOBAL": os.devnull,
+                    "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "bench",
+                    "GIT_AUTHOR_EMAIL": "bench@invalid", "GIT_COMMITTER_NAME": "bench",
+                    "GIT_COMMITTER_EMAIL": "bench@invalid"}
+        self.git("init", "-q")
+        self.git("config", "commit.gpgsign", "false")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", *args], env=self.env, cwd=self.work_tree, check=True,
+                              capture_output=True, text=True).stdout
+
+    def baseline(self) -> None:
+        self.checkpoint("baseline")
+        self.base = self.git("rev-parse", "HEAD").strip()
+
+    def checkpoint(self, label: str) -> None:
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", label)
+
+    def restore_baseline(self) -> None:
+        self.git("checkout", "-q", self.base, "--", ".")
+
+
+class Backend(Contestant):
+    """A checkpoint backend plugin, driven as the runtime drives it."""
+
+    store_class: type[CheckpointStore]
+
+    def start(self) -> None:
+        (self.execution_dir / ".hankweave").mkdir()
+        self.store = self.store_class(self.execution_dir)
+        self.store.initialize()
+
+    def baseline(self) -> None:
+        self.base = self._create("baseline")
+
+    def _create(self, label: str) -> str:
+        return self.store.create(kind="completed", run_id="bench", codon_id=label,
+                                 codon_name=label, patterns=PATTERNS).id
+
+    def checkpoint(self, label: str) -> None:
+        self._create(label)
+
+    def restore_baseline(self) -> None:
+        self.store.restore(self.base)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def backend(name: str, store_class: type[CheckpointStore]) -> type[Backend]:
+    return type(f"Backend_{name}", (Backend,), {"name": name, "store_class": store_class})
+
+
+def edit(paths: list[Path], rep: int, changed: int) -> None:
+    for k in range(changed):
+        path = paths[(rep * changed + k) % len(paths)]
+        path.write_text(f"edited in repetition {rep}\n" + path.read_text(encoding="utf-8"),
+                        encoding="utf-8")
+
+
+def measure(contestants: list[Contestant], changed: int, reps: int, warmup: int
+            ) -> dict[str, tuple[float, float]]:
+    """Median ms of (checkpoint, restore) per contestant, repetitions interleaved."""
+    timings: dict[str, tuple[list[float], list[float]]] = {
+        c.name: ([], []) for c in contestants}
     for rep in range(warmup + reps):
-        start_index = rep * changed
-        for k in range(changed):
-            path = paths[(start_index + k) % len(paths)]
-            path.write_text(f"edited in repetition {rep}\n" + path.read_text(encoding="utf-8"),
-                            encoding="utf-8")
-        start = time.perf_counter()
-        checkpoint(store, f"changed-{changed}-{rep}")
-        created = time.perf_counter()
-        store.restore(baseline.id)
-        restored = time.perf_counter()
-        if rep >= warmup:
-            create_ms.append((created - start) * 1000)
-            restore_ms.append((restored - created) * 1000)
-    return statistics.median(create_ms), statistics.median(restore_ms)
+        for contestant in contestants:
+            edit(contestant.paths, rep, changed)
+            start = time.perf_counter()
+            contestant.checkpoint(f"changed-{changed}-{rep}")
+            created = time.perf_counter()
+            contestant.restore_baseline()
+            restored = time.perf_counter()
+            if rep >= warmup:
+                timings[contestant.name][0].append((created - start) * 1000)
+                timings[contestant.name][1].append((restored - created) * 1000)
+    return {name: (statistics.median(c), statistics.median(r))
+            for name, (c, r) in timings.items()}
 
 
-def bench_backend(name: str, store_class: type[CheckpointStore], files: int, reps: int,
-                  warmup: int) -> dict[str, object]:
-    with tempfile.TemporaryDirectory(prefix=f"hankweave-bench-{name}-") as tmp:
-        execution_dir = Path(tmp)
-        (execution_dir / ".hankweave").mkdir()
-        paths = build_tree(execution_dir / "agentRoot", files)
-        store = store_class(execution_dir)
+def bench_size(files: int, kinds: list[Callable[[Path, list[Path]], Contestant]], reps: int,
+               warmup: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="hankweave-bench-checkpoints-") as tmp:
+        template = Path(tmp) / "template"
+        build_tree(template, files)
+        contestants = []
+        for number, kind in enumerate(kinds):
+            execution_dir = Path(tmp) / f"contestant{number}"
+            shutil.copytree(template, execution_dir / "agentRoot", symlinks=True)
+            paths = sorted(p for p in (execution_dir / "agentRoot").rglob("*.txt"))
+            contestant = kind(execution_dir, paths)
+            contestant.start()
+            contestants.append(contestant)
+        shutil.rmtree(template)
         try:
-            store.initialize()
             time.sleep(SETTLE_SECONDS)
-            baseline = checkpoint(store, "baseline")
-            one_create, one_restore = measure(store, paths, 1, baseline, reps, warmup)
-            many_create, many_restore = measure(store, paths, 100, baseline, reps, warmup)
+            for contestant in contestants:
+                contestant.baseline()
+            one = measure(contestants, 1, reps, warmup)
+            many = measure(contestants, 100, reps, warmup)
         finally:
-            store.close()
-    return {
-        "benchmark": "checkpoints",
-        "backend": name,
-        "files": files,
-        "checkpoint_1_file_ms_median": round(one_create, 2),
-        "restore_1_file_ms_median": round(one_restore, 2),
-        "checkpoint_100_files_ms_median": round(many_create, 2),
-        "restore_100_files_ms_median": round(many_restore, 2),
-        "target_checkpoint_1_file_ms": TARGET_CHECKPOINT_1_FILE_MS,
-        "meets_target": one_create <= TARGET_CHECKPOINT_1_FILE_MS,
-    }
+            for contestant in contestants:
+                contestant.close()
+    cli_create, cli_restore = one[GIT_CLI]
+    result: dict[str, object] = {}
+    for name in one:
+        entry = {
+            "checkpoint_1_file_ms": round(one[name][0], 2),
+            "restore_1_file_ms": round(one[name][1], 2),
+            "checkpoint_100_files_ms": round(many[name][0], 2),
+            "restore_100_files_ms": round(many[name][1], 2),
+        }
+        if name != GIT_CLI:
+            entry["checkpoint_1_file_ratio"] = round(one[name][0] / cli_create, 2)
+            entry["restore_1_file_ratio"] = round(one[name][1] / cli_restore, 2)
+        result[name] = entry
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=1000)
-    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--sizes", default="1000,20000",
+                        help="tree sizes, comma-separated (default 1000,20000)")
+    parser.add_argument("--large", action="store_true", help="also 100,000 files (slow to build)")
+    parser.add_argument("--reps", type=int, default=11)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--backend", action="append",
                         help="only this backend (repeatable); default: every installed one")
@@ -123,10 +229,29 @@ def main() -> None:
     if missing:
         parser.error(f"not installed: {', '.join(missing)} "
                      f"(installed: {', '.join(sorted(backends)) or 'none'})")
-    for name in names:
-        print(json.dumps(bench_backend(name, backends[name], args.files, args.reps,
-                                       args.warmup)))
-        sys.stdout.flush()
+    if shutil.which("git") is None:
+        parser.error("the git CLI, the baseline of this benchmark, is not installed")
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.large:
+        sizes.append(100_000)
+    kinds: list[Callable[[Path, list[Path]], Contestant]] = [
+        GitCli, *(backend(name, backends[name]) for name in names)]
+    by_size = {str(files): bench_size(files, kinds, args.reps, args.warmup) for files in sizes}
+
+    checks = {}
+    at_target = by_size.get(str(TARGET_SIZE), {})
+    for name, limit in TARGET_RATIOS.items():
+        figures = at_target.get(name)
+        if isinstance(figures, dict):
+            checks[name] = (figures["checkpoint_1_file_ratio"] <= limit
+                            and figures["restore_1_file_ratio"] <= limit)
+    print(json.dumps({
+        "benchmark": "checkpoints",
+        "sizes": by_size,
+        "target_ratio_at_20000_files": TARGET_RATIOS,
+        "meets_targets": checks,
+    }))
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

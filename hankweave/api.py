@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hankweave.checkpoints import (
         AmbiguousCheckpointError,
         BackendNotInstalledError,
+        ChangeHint,
         Checkpoint,
         CheckpointError,
         CheckpointKind,
@@ -149,7 +150,14 @@ if TYPE_CHECKING:
         end_checkpoint,
         record_checkpoints,
     )
-    from hankweave.workspace import DATA_LINK, glob_regex, resolve_patterns
+    from hankweave.workspace import (
+        DATA_LINK,
+        WorkspaceScan,
+        glob_regex,
+        resolve_patterns,
+        trusted_before,
+    )
+    from hankweave.workspace_watch import WorkspaceWatcher
 
 _EXPORTS: dict[str, str] = {
     # plugins
@@ -202,6 +210,7 @@ _EXPORTS: dict[str, str] = {
     # checkpoint backends
     "AmbiguousCheckpointError": "hankweave.checkpoints",
     "BackendNotInstalledError": "hankweave.checkpoints",
+    "ChangeHint": "hankweave.checkpoints",
     "Checkpoint": "hankweave.checkpoints",
     "CheckpointError": "hankweave.checkpoints",
     "CheckpointKind": "hankweave.checkpoints",
@@ -215,6 +224,9 @@ _EXPORTS: dict[str, str] = {
     "DATA_LINK": "hankweave.workspace",
     "glob_regex": "hankweave.workspace",
     "resolve_patterns": "hankweave.workspace",
+    "trusted_before": "hankweave.workspace",
+    "WorkspaceScan": "hankweave.workspace",
+    "WorkspaceWatcher": "hankweave.workspace_watch",
     # events
     "EventSink": "hankweave.events.sink",
     "SentinelAnswer": "hankweave.events.sink",
@@ -349,6 +361,7 @@ __all__ = [
     "BackendNotInstalledError",
     "CLIError",
     "CatalogueSnapshot",
+    "ChangeHint",
     "Checkpoint",
     "CheckpointError",
     "CheckpointKind",
@@ -416,6 +429,8 @@ __all__ = [
     "ToolDecision",
     "UnknownModelError",
     "UnknownRecord",
+    "WorkspaceScan",
+    "WorkspaceWatcher",
     "__version__",
     "analyze_execution_thread",
     "answer_interruption",
@@ -481,6 +496,7 @@ __all__ = [
     "tool_result_record",
     "tool_use_block",
     "total_cost",
+    "trusted_before",
     "utc_now_iso",
     "warm_up",
 ]

@@ -88,6 +88,29 @@ class FileChange:
 
 
 @dataclass(frozen=True)
+class ChangeHint:
+    """What a workspace watcher saw change under ``agentRoot/`` between two of its drains.
+
+    ``paths`` are relative, "/"-separated, each a file or a directory that was created,
+    written, had its metadata changed, was deleted, or was moved (both names).  A path that is
+    or was a directory stands for its whole subtree: changes inside a directory created during
+    the interval produced no events of their own.  ``complete`` is False when changes may have
+    escaped (lost events, a directory that could not be watched, the runtime ran something it
+    does not trust the watcher to see): then the hint says nothing.
+
+    A hint continues exactly from the previous drain of the same watcher: a store may trust it
+    only when its own last capture used the hint that ended at ``since`` (same ``watcher``),
+    and must scan otherwise.
+    """
+
+    watcher: str
+    since: int
+    until: int
+    paths: frozenset[str]
+    complete: bool
+
+
+@dataclass(frozen=True)
 class RetentionPolicy:
     """What :meth:`CheckpointStore.prune` keeps.
 
@@ -129,6 +152,10 @@ class CheckpointStore(abc.ABC):
     name: ClassVar[str]
     """The name users select in settings (``checkpoints.backend``)."""
 
+    accepts_change_hints: ClassVar[bool] = False
+    """Whether :meth:`create` takes ``changes=`` (a :class:`ChangeHint`).  The runtime passes
+    hints only to a backend that says so, so backends written before hints still load."""
+
     def __init__(self, execution_dir: Path) -> None:
         self.execution_dir = Path(execution_dir)
         self.work_tree = self.execution_dir / "agentRoot"
@@ -154,7 +181,11 @@ class CheckpointStore(abc.ABC):
     ) -> Checkpoint:
         """Snapshot the files matching ``patterns`` on the run's branch and return the checkpoint.
 
-        A checkpoint is always created, even when nothing changed.
+        A checkpoint is always created, even when nothing changed.  A backend with
+        :attr:`accepts_change_hints` also takes ``changes``: a :class:`ChangeHint` of what
+        changed since its previous capture, which it may use instead of scanning the work tree
+        when the hint continues from that capture, and must ignore otherwise; the checkpoint
+        holds the same files either way.
         """
 
     @abc.abstractmethod

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("hankweave.state",),
     ("hankweave.codonlog", "hankweave.checkpoints", "hankweave.harness", "hankweave.events",
      "hankweave.mock_provider"),
+    ("hankweave.workspace_watch",),
     ("hankweave.execution",),
     ("hankweave.hookspecs", "hankweave.plugins", "hankweave.registry",
      "hankweave.default_plugins"),

@@ -166,11 +166,13 @@ def test_output_directory_is_resolved_against_the_launch_directory(tmp_path: Pat
 
 
 def test_checkpoint_settings_come_from_hankweave_json(tmp_path: Path) -> None:
-    write_runtime_config(tmp_path, {"checkpoints": {"keepLastPerRun": 5}, "host": "0.0.0.0"})
+    write_runtime_config(tmp_path, {"checkpoints": {"keepLastPerRun": 5, "changeHints": False},
+                                    "host": "0.0.0.0"})
 
     settings = resolve(tmp_path)
 
     assert (settings.checkpoints.backend, settings.checkpoints.keep_last_per_run) == ("git", 5)
+    assert settings.checkpoints.change_hints is False
     assert settings.host == "0.0.0.0"
 
 
@@ -178,7 +180,7 @@ def test_resolved_settings_serialise_with_json_names(tmp_path: Path) -> None:
     dumped = resolve(tmp_path).model_dump(mode="json")
 
     assert dumped["dataHashTimeLimit"] == 5000
-    assert dumped["checkpoints"] == {"backend": "git", "keepLastPerRun": 50}
+    assert dumped["checkpoints"] == {"backend": "git", "keepLastPerRun": 50, "changeHints": True}
 
 
 # --- invalid hankweave.json -------------------------------------------------------------------

@@ -414,7 +414,8 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
         ignore_rig_failures=settings.ignore_rig_failures,
         output_dir=settings.output_directory, overwrite_output=settings.overwrite_output,
         shim_idle_timeout=settings.shim_idle_timeout,
-        keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run, env=request.env,
+        keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run,
+        checkpoint_change_hints=settings.checkpoints.change_hints, env=request.env,
         harness_override=prepared.recording.harness if prepared.recording else None,
         harness_configs=prepared.harness_configs,
         wait_for_answers=request.wait_for_answers,
@@ -472,6 +473,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
             loop.remove_signal_handler(signum)
         rearm_latch()
         bus.close()  # flushes every sink's queue
+        runtime.ctx.checkpoints.close()
         checkpoints.close()
         if mock is not None:
             await mock.stop()

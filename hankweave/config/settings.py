@@ -130,6 +130,10 @@ class CheckpointConfig(StrictModel):
     """Name of the registered checkpoint backend (default: `git`)."""
     keep_last_per_run: Opt[PositiveInt] = None
     """How many checkpoints of each run pruning keeps (default: 50)."""
+    change_hints: Opt[bool] = None
+    """Give the backend the paths a workspace watcher saw change, so a checkpoint costs what
+    the codon changed (default: true; turn off for a workspace written through shared mmap,
+    which no watcher sees)."""
 
 
 class SinkSpec(StrictModel):
@@ -248,6 +252,7 @@ class CheckpointSettings(_ResolvedModel):
 
     backend: str = "git"
     keep_last_per_run: int = 50
+    change_hints: bool = True
 
 
 class EventSettings(_ResolvedModel):

@@ -262,6 +262,9 @@ class CodonAttempt:
         ops = codon.rig_setup or []
         reporter.info(f"Rig setup started for codon '{codon.name}': {len(ops)} operation(s)")
         started = time.monotonic()
+        # Rig commands copy and unpack whole trees (often keeping old timestamps): the
+        # checkpoint after them scans rather than follow the watcher (docs/checkpoints.md).
+        ctx.checkpoints.distrust_changes()
         self._rig = asyncio.ensure_future(run_rig(
             ops, agent_root=ctx.layout.agent_root, hank_dir=ctx.hank_dir,
             env=ctx.prompts.env(codon), ignore_failures=ctx.config.ignore_rig_failures,

@@ -63,6 +63,8 @@ class RuntimeConfig:
     when neither is set."""
     rig_timeout_s: float | None = None
     keep_checkpoints_per_run: int = 50
+    checkpoint_change_hints: bool = True
+    """Whether a store that accepts them gets what the workspace watcher saw change."""
     harness_override: type[Harness] | None = None
     """Plays every codon whatever its model (replay); None lets the plugins choose."""
     harness_configs: Mapping[str, HarnessConfig] = field(default_factory=dict)
@@ -103,7 +105,8 @@ class RunContext:
         self.layout = layout
         self.owned = owned
         self.store = owned.store
-        self.checkpoints = KnownCheckpoints(checkpoints)
+        self.checkpoints = KnownCheckpoints(checkpoints,
+                                            change_hints=config.checkpoint_change_hints)
         self.registry = registry
         self.reporter = reporter
         self.config = config

@@ -124,21 +124,13 @@ def empty_dirs(root: Path) -> list[str]:
     return sorted(found)
 
 
-class CheckpointStoreContract:
-    """Subclass with ``store_class`` set (or ``make_store`` overridden) and ``break_mid_create``."""
+class _StoreFixtures:
+    """An execution directory, its work tree, and an initialized store of ``store_class``."""
 
     store_class: ClassVar[type[CheckpointStore]]
 
-    # ----- what a backend's test class provides -----
-
     def make_store(self, execution_dir: Path) -> CheckpointStore:
         return self.store_class(execution_dir)
-
-    def break_mid_create(self, store: CheckpointStore, execution_dir: Path) -> None:
-        """Leave the store as a process killed in the middle of ``create()`` would."""
-        raise NotImplementedError("backend test classes must simulate a killed create()")
-
-    # ----- fixtures and helpers -----
 
     @pytest.fixture
     def execution_dir(self, tmp_path: Path) -> Path:
@@ -157,6 +149,18 @@ class CheckpointStoreContract:
         store.initialize()
         yield store
         store.close()
+
+
+class CheckpointStoreContract(_StoreFixtures):
+    """Subclass with ``store_class`` set (or ``make_store`` overridden) and ``break_mid_create``."""
+
+    # ----- what a backend's test class provides -----
+
+    def break_mid_create(self, store: CheckpointStore, execution_dir: Path) -> None:
+        """Leave the store as a process killed in the middle of ``create()`` would."""
+        raise NotImplementedError("backend test classes must simulate a killed create()")
+
+    # ----- helpers -----
 
     @staticmethod
     def snap(store: CheckpointStore, codon: str = "c", *, run: str = "r1",
@@ -529,3 +533,200 @@ class CheckpointStoreContract:
     def test_prune_with_nothing_to_remove_removes_nothing(self, store, work):
         self.snap(store, "only")
         assert store.prune(RetentionPolicy(keep_last_per_run=5)) == []
+
+
+class CheckpointChangeContract(_StoreFixtures):
+    """What the fast paths of a backend must keep: changes found in large trees, same-tick
+    edits, kills mid-restore, and (for a backend that accepts them) change hints that never
+    change what a checkpoint holds.  Subclass with ``store_class`` set, beside
+    :class:`CheckpointStoreContract` (docs/checkpoints.md)."""
+
+    @staticmethod
+    def snap(store: CheckpointStore, codon: str = "c", *, changes: object = None,
+             patterns: tuple[str, ...] = ALL) -> Checkpoint:
+        extra: dict[str, Any] = {"changes": changes} if store.accepts_change_hints else {}
+        return store.create(kind="completed", run_id="r1", codon_id=codon,
+                            codon_name=f"Codon {codon}", patterns=patterns, **extra)
+
+    @staticmethod
+    def large_tree(work: Path, files: int = 3000) -> dict[str, str]:
+        tree = {f"pkg{i % 7}/mod{i % 13}/f{i}.txt": f"content {i}\n" for i in range(files)}
+        write_tree(work, tree)
+        return tree
+
+    def expect_tree(self, store: CheckpointStore, checkpoint: Checkpoint, tmp_path: Path,
+                    expected: Tree) -> None:
+        target = tmp_path / f"materialized-{checkpoint.id[:12]}"
+        store.materialize(checkpoint.id, target)
+        want = {rel: ("file", content.encode(), False) for rel, content in expected.items()}
+        assert read_tree(target) == want
+
+    # ----- large trees: the change is found, and only the change -----
+
+    def test_one_change_in_a_large_tree(self, store, work, tmp_path):
+        tree = self.large_tree(work)
+        base = self.snap(store, "base")
+        write_tree(work, {"pkg6/mod12/f1000.txt": "edited\n"})
+        edited = self.snap(store, "edit")
+        assert store.changed_files(base.id, edited.id) == [
+            FileChange("pkg6/mod12/f1000.txt", "modified")]
+        store.restore(base.id)
+        assert read_tree(work)["pkg6/mod12/f1000.txt"] == ("file", tree["pkg6/mod12/f1000.txt"]
+                                                          .encode(), False)
+        store.restore(edited.id)
+        assert (work / "pkg6/mod12/f1000.txt").read_text() == "edited\n"
+
+    def test_a_rename_in_a_large_tree(self, store, work):
+        self.large_tree(work)
+        base = self.snap(store, "base")
+        (work / "pkg1/mod1/f1.txt").rename(work / "pkg2/renamed.txt")
+        moved = self.snap(store, "moved")
+        assert store.changed_files(base.id, moved.id) == [
+            FileChange("pkg1/mod1/f1.txt", "deleted"), FileChange("pkg2/renamed.txt", "added")]
+        store.restore(base.id)
+        assert (work / "pkg1/mod1/f1.txt").read_text() == "content 1\n"
+        assert not (work / "pkg2/renamed.txt").exists()
+
+    def test_a_deletion_in_a_large_tree(self, store, work):
+        self.large_tree(work)
+        base = self.snap(store, "base")
+        (work / "pkg4/mod4/f4.txt").unlink()
+        gone = self.snap(store, "gone")
+        assert store.changed_files(base.id, gone.id) == [
+            FileChange("pkg4/mod4/f4.txt", "deleted")]
+        assert "pkg4/mod4/f4.txt" not in store.files(gone.id)
+        store.restore(base.id)
+        assert (work / "pkg4/mod4/f4.txt").read_text() == "content 4\n"
+
+    def test_a_change_in_the_same_timestamp_tick_is_captured(self, store, work):
+        """Same size, and the mtime put back to the nanosecond: only the ctime differs, as
+        when a file is rewritten within one tick of a coarse clock."""
+        write_tree(work, {"a.txt": "aaaa"})
+        first = self.snap(store, "first")
+        before = os.stat(work / "a.txt")
+        for content, codon in (("bbbb", "second"), ("cccc", "third")):
+            (work / "a.txt").write_text(content)
+            os.utime(work / "a.txt", ns=(before.st_atime_ns, before.st_mtime_ns))
+            made = self.snap(store, codon)
+            store.restore(first.id)
+            assert (work / "a.txt").read_text() == "aaaa"
+            store.restore(made.id)
+            assert (work / "a.txt").read_text() == content
+
+    def test_restore_completes_after_a_kill_mid_restore(self, store, work, execution_dir):
+        import subprocess
+        import sys
+
+        tree = self.large_tree(work, 300)
+        base = self.snap(store, "base")
+        write_tree(work, {"pkg1/mod1/f1.txt": "edited\n", "new/file.txt": "new\n",
+                          "pkg2/mod2/f2.txt": None})
+        self.snap(store, "edited")
+        cls = type(store)
+        script = (f"import sys; from pathlib import Path; from {cls.__module__} import "
+                  f"{cls.__qualname__} as S; s = S(Path(sys.argv[1])); s.initialize(); "
+                  f"s.restore(sys.argv[2])")
+        env = {**os.environ, "HANKWEAVE_TEST_KILL_AT": "checkpoint.restore"}
+        done = subprocess.run([sys.executable, "-c", script, str(execution_dir), base.id],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == -9, done.stderr
+        reopened = self.make_store(execution_dir)
+        reopened.initialize()
+        reopened.restore(base.id)
+        reopened.close()
+        assert read_tree(work) == {rel: ("file", text.encode(), False)
+                                   for rel, text in tree.items()}
+
+    # ----- change hints -----
+
+    @pytest.fixture
+    def watcher(self, store, work):
+        from hankweave.workspace_watch import WorkspaceWatcher
+
+        if not store.accepts_change_hints:
+            pytest.skip(f"the {store.name} backend takes no change hints")
+        watcher = WorkspaceWatcher.start(work)
+        if watcher is None:
+            pytest.skip("no workspace watcher on this platform")
+        yield watcher
+        watcher.close()
+
+    def scanned_files(self, execution_dir: Path, tmp_path: Path) -> dict[str, tuple[Any, ...]]:
+        """What a fresh store (no hint to follow) captures of the work tree now."""
+        fresh = self.make_store(execution_dir)
+        fresh.initialize()
+        made = fresh.create(kind="completed", run_id="scan", codon_id="scan",
+                            codon_name="scan", patterns=ALL)
+        target = tmp_path / f"scanned-{made.id[:12]}"
+        fresh.materialize(made.id, target)
+        fresh.close()
+        return read_tree(target)
+
+    def captured(self, store: CheckpointStore, made: Checkpoint,
+                 tmp_path: Path) -> dict[str, tuple[Any, ...]]:
+        target = tmp_path / f"hinted-{made.id[:12]}"
+        store.materialize(made.id, target)
+        return read_tree(target)
+
+    def test_hinted_checkpoints_hold_what_a_scan_holds(self, store, work, watcher,
+                                                       execution_dir, tmp_path):
+        self.large_tree(work, 400)
+        self.snap(store, "base", changes=watcher.drain())
+        steps: list[Tree] = [
+            {"pkg1/mod1/f1.txt": "edited\n", "pkg2/mod2/f2.txt": None},
+            {"brand/new/dir/file.txt": "new\n", "brand/new/other.txt": "other\n"},
+            {"pkg3/mod3/f3.txt": Executable(b"#!/bin/sh\n"), "link": Symlink("pkg1")},
+            {"pkg4/mod4/f4.txt": "same size\n"},
+        ]
+        for number, step in enumerate(steps):
+            write_tree(work, step)
+            made = self.snap(store, f"step{number}", changes=watcher.drain())
+            assert self.captured(store, made, tmp_path) == self.scanned_files(
+                execution_dir, tmp_path), step
+        # Directories moved, removed, and replaced by a file of the same name.
+        (work / "pkg5").rename(work / "pkg5-moved")
+        import shutil
+
+        shutil.rmtree(work / "pkg6")
+        shutil.rmtree(work / "brand" / "new" / "dir")
+        (work / "brand" / "new" / "dir").write_text("a file now\n")
+        made = self.snap(store, "moves", changes=watcher.drain())
+        assert self.captured(store, made, tmp_path) == self.scanned_files(execution_dir, tmp_path)
+
+    def test_a_change_behind_the_watchers_back_is_captured(self, store, work, watcher,
+                                                           tmp_path):
+        from hankweave.checkpoints import ChangeHint
+
+        self.large_tree(work, 200)
+        self.snap(store, "base", changes=watcher.drain())
+        cases = {
+            "lost events": lambda hint: ChangeHint(hint.watcher, hint.since, hint.until,
+                                                   frozenset(), complete=False),
+            "another watcher": lambda hint: ChangeHint("elsewhere", hint.since, hint.until,
+                                                       frozenset(), complete=True),
+            "a gap": lambda hint: ChangeHint(hint.watcher, hint.since + 5, hint.until + 5,
+                                             frozenset(), complete=True),
+            "no hint": lambda hint: None,
+        }
+        for number, (case, tamper) in enumerate(cases.items()):
+            rel = f"pkg{number}/mod{number}/f{number}.txt"
+            write_tree(work, {rel: f"behind the watcher's back: {case}\n"})
+            real = watcher.drain()
+            made = self.snap(store, f"case{number}", changes=tamper(real))
+            held = self.captured(store, made, tmp_path)
+            assert held[rel][1] == f"behind the watcher's back: {case}\n".encode(), case
+            self.snap(store, f"resync{number}", changes=watcher.drain())
+
+    def test_a_distrusted_interval_and_an_ignore_file_change_are_scanned(
+            self, store, work, watcher, execution_dir, tmp_path):
+        self.large_tree(work, 200)
+        self.snap(store, "base", changes=watcher.drain())
+        watcher.distrust()  # as the runtime does before rig setup commands
+        write_tree(work, {"pkg1/mod1/f1.txt": "during the rig\n"})
+        made = self.snap(store, "rig", changes=watcher.drain())
+        assert self.captured(store, made, tmp_path)["pkg1/mod1/f1.txt"][1] == b"during the rig\n"
+        write_tree(work, {".gitignore": "pkg2/\n"})
+        made = self.snap(store, "ignore", changes=watcher.drain())
+        held = self.captured(store, made, tmp_path)
+        assert not any(path.startswith("pkg2/") for path in held)
+        assert held == self.scanned_files(execution_dir, tmp_path)

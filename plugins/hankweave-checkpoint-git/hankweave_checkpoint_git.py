@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import builtins
 import contextlib
+import io
 import json
 import os
 import re
@@ -45,6 +46,7 @@ from typing import ClassVar
 from hankweave.api import (
     DATA_LINK,
     AmbiguousCheckpointError,
+    ChangeHint,
     Checkpoint,
     CheckpointKind,
     CheckpointNotFoundError,
@@ -52,13 +54,13 @@ from hankweave.api import (
     CheckpointStore,
     FileChange,
     RetentionPolicy,
+    WorkspaceScan,
     checkpoint_message,
     fsync_dir,
     hookimpl,
     kill_point,
     parse_iso,
     pid_alive,
-    resolve_patterns,
     run_branch,
     utc_now_iso,
 )
@@ -114,12 +116,35 @@ REPOSITORY_ATTRIBUTES = (
 STALE_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock",
                "logs/HEAD.lock")
 
+HINTED_PATH_LIMIT = 5000
+"""A change hint naming more paths than this is not worth following: the store scans."""
+
+RESTORE_BY_PATH_LIMIT = 2000
+"""A restore checks out at most this many differing paths one by one (or a quarter of the
+tree); beyond that, resetting the whole index to the checkpoint is cheaper."""
+
 _SUBJECT = re.compile(
     r"(?P<kind>rig-setup|completed|error|skipped|exit):(?P<codon>.*?) "
     r"\[run:(?P<run>[^\]]*)\](?: .*)?"
 )
 _TRAILER_PREFIX = "Hankweave-"
 _HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class _Base:
+    """What the store's last capture saw: the hint it ended at, its patterns, its tree."""
+
+    watcher: str
+    epoch: int
+    patterns: tuple[str, ...]
+    tree: str
+
+
+def _continues(base: _Base, hint: ChangeHint | None, patterns: tuple[str, ...]) -> bool:
+    """Whether ``hint`` covers exactly the time since the capture ``base`` describes."""
+    return (hint is not None and hint.complete and hint.watcher == base.watcher
+            and hint.since == base.epoch and patterns == base.patterns)
 
 
 @dataclass(frozen=True)
@@ -316,6 +341,7 @@ class GitCheckpointStore(CheckpointStore):
     """
 
     name: ClassVar[str] = "git"
+    accepts_change_hints: ClassVar[bool] = True
 
     stale_lock_seconds: ClassVar[float] = 2.0
     """A git lock file at least this old is taken as left behind by a killed process."""
@@ -329,6 +355,10 @@ class GitCheckpointStore(CheckpointStore):
         self._sequence = 0
         self._covered: set[str] | None = None
         self._index_cache: tuple[tuple[int, int, int], frozenset[str]] | None = None
+        self._trees: dict[str, frozenset[str]] = {}
+        self._base: _Base | None = None
+        self._object_db: _Objects | None = None
+        self._scan = WorkspaceScan(self.work_tree, self.checkpoints_dir / "fs-clock")
 
     # ----- lifecycle -----
 
@@ -344,6 +374,8 @@ class GitCheckpointStore(CheckpointStore):
         self.work_tree.mkdir(parents=True, exist_ok=True)
         self._git = None
         self._initial = None
+        self._base = None
+        self._object_db = None
         git = self._runner(self.git_dir)
         self._migrate_legacy_git_dir()
         self._remove_abandoned_builds()
@@ -373,6 +405,9 @@ class GitCheckpointStore(CheckpointStore):
         self._git = None
         self._covered = None
         self._index_cache = None
+        self._base = None
+        self._object_db = None
+        self._scan.forget()
 
     # ----- creating -----
 
@@ -385,44 +420,92 @@ class GitCheckpointStore(CheckpointStore):
         codon_name: str,
         patterns: Sequence[str],
         duration_ms: int | None = None,
+        changes: ChangeHint | None = None,
     ) -> Checkpoint:
-        """Commit exactly the files ``patterns`` select on branch ``run-<run_id>``."""
+        """Commit exactly the files ``patterns`` select on branch ``run-<run_id>``.
+
+        With a change hint that continues from this store's previous capture, only the hinted
+        paths are read and the tree is the previous one with those paths replaced; otherwise
+        the work tree is scanned.  Both give the same tree for the same files.
+        """
         git, initial = self._ready()
         # An agent may have deleted agentRoot itself; git needs the work tree to exist.
         self.work_tree.mkdir(parents=True, exist_ok=True)
         patterns = tuple(patterns)
-        files = _storable(self.work_tree, resolve_patterns(self.work_tree, patterns))
-        wanted = set(files)
-        gone = self._index_paths(git) - wanted
-        # Before the commit exists, so the covered set is never smaller than the checkpoints.
-        self._note_covered(files)
-        if gone:
-            git.run("update-index", "--force-remove", "-z", "--stdin",
-                    stdin=_nul_join(sorted(gone)), in_work_tree=True)
-        if files:
-            # --remove: a file deleted since it was resolved leaves the index instead of failing.
-            git.run("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
-                    stdin=_nul_join(files), in_work_tree=True)
-        tree = git.run("write-tree", in_work_tree=True).decode().strip()
-        # The index now holds `wanted`, less any path git refused (it prints "Ignoring path").
-        # Remembering a superset is harmless: such a path is only force-removed again later.
-        self._remember_index(wanted)
-
+        base, self._base = self._base, None  # a failure below leaves no base to continue from
+        tree = None
+        if base is not None and _continues(base, changes, patterns):
+            assert changes is not None
+            tree = self._tree_by_hint(base.tree, patterns, changes.paths)
+        if tree is None:
+            tree = self._tree_by_scan(git, patterns)
         timestamp = utc_now_iso()
         sequence = self._sequence + 1
         message = checkpoint_message(kind, codon_id, run_id, codon_name, timestamp, duration_ms)
         trailers = (f"{_TRAILER_PREFIX}Sequence: {sequence}\n"
                     f"{_TRAILER_PREFIX}Patterns: {json.dumps(list(patterns))}\n")
-        sha = git.run("commit-tree", tree, "-p", initial, "-m", f"{message}\n{trailers}",
-                      env=_dated(timestamp)).decode().strip()
+        sha = self._objects().commit(tree, initial, f"{message}\n{trailers}", timestamp)
         kill_point("checkpoint.commit")  # test-only: the commit exists, no ref keeps it yet
         branch = run_branch(run_id)
-        git.run("update-ref", "--stdin", stdin=(
-            f"update {CHECKPOINT_REFS}{sha} {sha}\nupdate refs/heads/{branch} {sha}\n").encode())
+        # The checkpoint's own ref first: from then on it is kept, whatever happens next.
+        self._write_ref(f"{CHECKPOINT_REFS}{sha}", sha)
+        self._write_ref(f"refs/heads/{branch}", sha)
         self._sequence = sequence
-        self._point_head_at(git, branch)
+        self._point_head_at(branch)
+        if changes is not None:
+            self._base = _Base(changes.watcher, changes.until, patterns, tree)
         return Checkpoint(id=sha, kind=kind, message=message, timestamp=timestamp, branch=branch,
                           run_id=run_id, codon_id=codon_id)
+
+    def _tree_by_scan(self, git: _Git, patterns: tuple[str, ...]) -> str:
+        """The tree of the files the patterns select now, through the index."""
+        files = self._scan.resolve(patterns)
+        wanted = set(files)
+        index = self._index_paths(git)
+        gone = index - wanted
+        # What to (re)write into the index: files new to it, and those whose content, mode or
+        # kind differs from it, which git finds from the index's stat data (diff-files).
+        changed = [path for path in self._changed_since_index(git) if path in wanted]
+        updates = _storable(self.work_tree, [f for f in files if f not in index] + changed)
+        # Before the commit exists, so the covered set is never smaller than the checkpoints.
+        self._note_covered(files)
+        if gone:
+            git.run("update-index", "--force-remove", "-z", "--stdin",
+                    stdin=_nul_join(sorted(gone)), in_work_tree=True)
+        if updates:
+            # --remove: a file deleted since it was resolved leaves the index instead of failing.
+            git.run("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
+                    stdin=_nul_join(updates), in_work_tree=True)
+        tree = git.run("write-tree", in_work_tree=True).decode().strip()
+        # The index now holds `wanted`, less any path git refused (it prints "Ignoring path").
+        # Remembering a superset is harmless: such a path is only force-removed again later.
+        self._remember_index(wanted)
+        return tree
+
+    def _tree_by_hint(self, base_tree: str, patterns: tuple[str, ...],
+                      paths: frozenset[str]) -> str | None:
+        """The previous capture's tree with the hinted paths read again; None to scan instead.
+
+        The index is not touched: it stays the stat cache of an older tree, which the next
+        scan corrects (``diff-files`` reports every file that changed since).
+        """
+        if len(paths) > HINTED_PATH_LIMIT or any(
+                p.rsplit("/", 1)[-1] == ".gitignore" for p in paths):
+            return None  # an ignore file changed: any file's selection may have changed
+        objects = self._objects()
+        changes: dict[str, tuple[bytes, bytes] | None] = {}
+        added: builtins.list[str] = []
+        for rel in sorted(paths):
+            now = self._scan.resolve_under(patterns, rel)
+            for gone in objects.paths_under(base_tree, rel).difference(now):
+                changes[gone] = None
+            for path in now:
+                entry = objects.store_file(self.work_tree, path)
+                changes[path] = entry
+                if entry is not None:
+                    added.append(path)
+        self._note_covered(added)
+        return objects.apply(base_tree, changes)
 
     # ----- reading -----
     # Annotations in this class say builtins.list: here, ``list`` is the method below.
@@ -487,22 +570,46 @@ class GitCheckpointStore(CheckpointStore):
         record = self._resolve_record(checkpoint_id)
         sha = record.checkpoint.id
         self.work_tree.mkdir(parents=True, exist_ok=True)
-        target = set(self._tree_paths(git, sha))
+        target = self._tree_path_set(git, sha)
         covered = self._covered_paths(git) | self._index_paths(git)
-        covered.update(_storable(self.work_tree,
-                                 resolve_patterns(self.work_tree, record.patterns or ())))
+        covered.update(self._scan.resolve(record.patterns or ()))
         emptied: set[Path] = set()
         for rel in sorted(covered - target):
             parent = self._remove_covered_file(rel)
             if parent is not None:
                 emptied.add(parent)
         kill_point("checkpoint.restore")  # test-only: the removals are done, not the writes
-        # Writes only what differs from the index's stat data; --reset overwrites files that
-        # are in the way (they are covered: the target holds them).
-        git.run("read-tree", "--reset", "-u", sha, in_work_tree=True)
-        self._remember_index(target)
         self._remove_empty_dirs(emptied)
-        git.run("update-ref", "--no-deref", "HEAD", sha)
+        self._write_back(git, sha, target)
+        self._remember_index(target)
+        self._base = None  # the work tree is now the target's, not the last capture's
+        self._write_ref("HEAD", sha)
+
+    def _write_back(self, git: _Git, sha: str, target: frozenset[str]) -> None:
+        """Make the index and the work tree's files of ``target`` exactly the commit's.
+
+        Only the files that differ are written: git compares the commit's tree with the work
+        tree through the index's stat data (``diff-index``), those paths are checked out, and
+        index entries the commit does not hold are dropped.  When that is most of the tree, or
+        a path cannot be checked out alone (something in the way), the whole index is reset
+        to the commit instead (``read-tree --reset -u``, which also writes only what differs).
+        """
+        out = git.run("diff-index", "-z", "--name-only", "--no-renames", sha, in_work_tree=True)
+        differing = [p for p in (os.fsdecode(p) for p in out.split(b"\0") if p) if p in target]
+        stale = self._index_paths(git) - target
+        if len(differing) + len(stale) <= max(RESTORE_BY_PATH_LIMIT, len(target) // 4):
+            if stale:
+                git.run("update-index", "--force-remove", "-z", "--stdin",
+                        stdin=_nul_join(sorted(stale)), in_work_tree=True)
+            status = 0
+            if differing:
+                status, _, _ = git.call("checkout", sha, "--pathspec-from-file=-",
+                                        "--pathspec-file-nul", stdin=_nul_join(differing),
+                                        in_work_tree=True)
+            if status == 0:
+                return
+        # --reset overwrites files that are in the way (they are covered: the target holds them).
+        git.run("read-tree", "--reset", "-u", sha, in_work_tree=True)
 
     # ----- exporting -----
 
@@ -587,6 +694,7 @@ class GitCheckpointStore(CheckpointStore):
         # children), so their unique trees and blobs go with them.
         git.run("reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
         git.run("gc", "--prune=now", "--quiet")
+        self._object_db = None  # objects moved into a new pack
         return [r.checkpoint.id for r in removed]
 
     # ----- internals: setup -----
@@ -741,6 +849,9 @@ class GitCheckpointStore(CheckpointStore):
 
     def _resolve_record(self, id_or_prefix: str) -> _Record:
         needle = id_or_prefix.strip().lower()
+        direct = self._record_by_ref(needle)
+        if direct is not None:
+            return direct
         records = self._records() if needle and set(needle) <= _HEX else []
         matches = [r for r in records if r.checkpoint.id.startswith(needle)]
         if not matches:
@@ -751,11 +862,47 @@ class GitCheckpointStore(CheckpointStore):
                 "give more characters")
         return matches[0]
 
+    def _record_by_ref(self, sha: str) -> _Record | None:
+        """The checkpoint with this full id read straight from its loose ref and commit,
+        without listing every checkpoint (the runtime restores by full id); None when that
+        cannot answer (a prefix, packed refs, a checkpoint of Hankweave 0.10.0)."""
+        _, initial = self._ready()
+        if len(sha) != 40 or not set(sha) <= _HEX:
+            return None
+        if sha != initial:
+            try:
+                if (self.git_dir / CHECKPOINT_REFS / sha).read_text().strip() != sha:
+                    return None
+            except OSError:
+                return None
+        commit = self._objects().read_commit(sha)
+        if commit is None:
+            return None
+        return _parse_record(sha, commit[0], commit[1], sha == initial, 0)
+
     @staticmethod
     def _tree_paths(git: _Git, sha: str) -> builtins.list[str]:
         """Every file path of a commit's tree, sorted."""
         listed = git.run("ls-tree", "-r", "-z", "--name-only", sha)
         return sorted(os.fsdecode(p) for p in listed.split(b"\0") if p)
+
+    def _tree_path_set(self, git: _Git, sha: str) -> frozenset[str]:
+        """A commit's paths, kept for the few commits restored last (a commit never changes)."""
+        paths = self._trees.pop(sha, None)
+        if paths is None:
+            paths = frozenset(self._tree_paths(git, sha))
+        self._trees[sha] = paths
+        while len(self._trees) > 4:
+            del self._trees[next(iter(self._trees))]
+        return paths
+
+    @staticmethod
+    def _changed_since_index(git: _Git) -> builtins.list[str]:
+        """Paths whose work-tree file differs from the index entry (modified, deleted, a new
+        mode or kind), found by git from the index's stat data and, for entries changed in
+        the index's own timestamp tick, by content."""
+        out = git.run("diff-files", "-z", "--name-only", "--no-renames", in_work_tree=True)
+        return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
     # ----- internals: the index (a stat cache of the last tree written or checked out) -----
 
@@ -777,15 +924,42 @@ class GitCheckpointStore(CheckpointStore):
         self._index_cache = (key, frozenset(paths))
         return paths
 
-    def _remember_index(self, paths: set[str]) -> None:
+    def _remember_index(self, paths: Iterable[str]) -> None:
         key = self._index_key()
         self._index_cache = (key, frozenset(paths)) if key is not None else None
 
-    def _point_head_at(self, git: _Git, branch: str) -> None:
+    def _point_head_at(self, branch: str) -> None:
         with contextlib.suppress(OSError):
             if (self.git_dir / "HEAD").read_text() == f"ref: refs/heads/{branch}\n":
                 return
-        git.run("symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        self._write_ref("HEAD", f"ref: refs/heads/{branch}")
+
+    def _write_ref(self, name: str, value: str) -> None:
+        """Set a loose ref (or HEAD) as git does: write ``<ref>.lock`` (created exclusively, so
+        a git process holding the lock makes this fail rather than interleave), then rename it
+        over the ref.  A packed value of the same ref is shadowed by the loose one."""
+        from gitdb.util import LockedFD
+
+        path = self.git_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = LockedFD(str(path))
+        try:
+            fd = lock.open(write=True)
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"cannot update {name} in the checkpoint repository {self.git_dir}: {exc}"
+                ) from exc
+        try:
+            os.write(fd, f"{value}\n".encode())
+            lock.commit()
+        except BaseException:
+            lock.rollback()
+            raise
+
+    def _objects(self) -> _Objects:
+        if self._object_db is None:
+            self._object_db = _Objects(self.git_dir / "objects")
+        return self._object_db
 
     # ----- internals: covered paths -----
 
@@ -967,6 +1141,154 @@ def _dated(timestamp: str) -> dict[str, str]:
     """Author and committer dates for a commit made at ``timestamp``."""
     date = f"{int(parse_iso(timestamp).timestamp())} +0000"
     return {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+
+
+_TREE_MODE = b"40000"
+
+
+class _Objects:
+    """The repository's object database read and written in-process (GitPython's gitdb), to
+    build a tree from a previous one plus a few changed files without a git process."""
+
+    def __init__(self, objects_dir: Path) -> None:
+        from gitdb.db import GitDB
+
+        self._db = GitDB(str(objects_dir))
+        self._trees: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
+
+    def _tree(self, binsha: bytes) -> dict[bytes, tuple[bytes, bytes]]:
+        """A tree's entries: name -> (mode, binsha)."""
+        entries = self._trees.get(binsha)
+        if entries is None:
+            stream = self._db.stream(binsha)
+            if stream.type != b"tree":
+                raise CheckpointStorageError(f"object {binsha.hex()} is not a tree")
+            data = stream.read()
+            entries = {}
+            offset = 0
+            while offset < len(data):
+                space = data.index(b" ", offset)
+                nul = data.index(b"\0", space)
+                entries[data[space + 1:nul]] = (data[offset:space], data[nul + 1:nul + 21])
+                offset = nul + 21
+            self._trees[binsha] = entries
+        return entries
+
+    def commit(self, tree: str, parent: str, message: str, timestamp: str) -> str:
+        """Write a checkpoint commit, byte for byte what ``git commit-tree <tree> -p <parent>
+        -m <message>`` makes with our identity and the date of ``timestamp``."""
+        date = f"{int(parse_iso(timestamp).timestamp())} +0000"
+        ident = f"{IDENTITY_NAME} <{IDENTITY_EMAIL}> {date}"
+        body = message if message.endswith("\n") else message + "\n"
+        data = (f"tree {tree}\nparent {parent}\nauthor {ident}\ncommitter {ident}\n\n"
+                f"{body}").encode()
+        return self._store(b"commit", data).hex()
+
+    def read_commit(self, sha: str) -> tuple[int, str] | None:
+        """A commit's committer time and message, or None if there is no such commit."""
+        try:
+            stream = self._db.stream(bytes.fromhex(sha))
+        except Exception:  # gitdb raises BadObject (and others) for a missing object
+            return None
+        if stream.type != b"commit":
+            return None
+        header, _, body = stream.read().partition(b"\n\n")
+        for line in header.split(b"\n"):
+            if line.startswith(b"committer "):
+                return int(line.rsplit(b" ", 2)[-2]), body.decode("utf-8", errors="replace")
+        return None
+
+    def paths_under(self, tree: str, rel: str) -> set[str]:
+        """The file paths of ``tree`` that are ``rel`` or lie below it."""
+        entries = self._tree(bytes.fromhex(tree))
+        parts = [os.fsencode(part) for part in rel.split("/")]
+        for depth, name in enumerate(parts):
+            entry = entries.get(name)
+            if entry is None:
+                return set()
+            if entry[0] != _TREE_MODE:
+                return {rel} if depth == len(parts) - 1 else set()
+            entries = self._tree(entry[1])
+        found: set[str] = set()
+        self._collect(entries, rel, found)
+        return found
+
+    def _collect(self, entries: Mapping[bytes, tuple[bytes, bytes]], prefix: str,
+                 found: set[str]) -> None:
+        for name, (mode, binsha) in entries.items():
+            path = f"{prefix}/{os.fsdecode(name)}"
+            if mode == _TREE_MODE:
+                self._collect(self._tree(binsha), path, found)
+            else:
+                found.add(path)
+
+    def _store(self, kind: bytes, data: bytes) -> bytes:
+        import hashlib
+
+        from gitdb.base import IStream
+
+        binsha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).digest()
+        if not self._db.has_object(binsha):
+            self._db.store(IStream(kind, len(data), io.BytesIO(data)))
+        return binsha
+
+    def store_file(self, root: Path, rel: str) -> tuple[bytes, bytes] | None:
+        """Store a work-tree file as a blob: (mode, binsha); None if it is gone or special."""
+        full = os.path.join(root, rel)
+        try:
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                return b"120000", self._store(b"blob", os.fsencode(os.readlink(full)))
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            fd = os.open(full, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with open(fd, "rb") as fh:
+                mode = b"100755" if os.fstat(fh.fileno()).st_mode & stat.S_IXUSR else b"100644"
+                return mode, self._store(b"blob", fh.read())
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def apply(self, tree: str, changes: Mapping[str, tuple[bytes, bytes] | None]) -> str:
+        """``tree`` with each path set to its (mode, blob) or removed (None); the new tree's
+        sha.  Directories left empty disappear, as ``write-tree`` makes them."""
+        nested: dict[bytes, dict[str, tuple[bytes, bytes] | None]] = {}
+        for path, entry in changes.items():
+            head, _, rest = path.partition("/")
+            nested.setdefault(os.fsencode(head), {})[rest] = entry
+        binsha = self._apply(bytes.fromhex(tree), nested)
+        return binsha.hex() if binsha is not None else self._store(b"tree", b"").hex()
+
+    def _apply(self, binsha: bytes | None,
+               changes: dict[bytes, dict[str, tuple[bytes, bytes] | None]]) -> bytes | None:
+        entries = dict(self._tree(binsha)) if binsha is not None else {}
+        for name, below in changes.items():
+            if "" in below:  # the path is this entry itself: a file set or removed
+                here = below.pop("")
+                if here is None:
+                    entries.pop(name, None)
+                else:
+                    entries[name] = here
+            if below:
+                nested: dict[bytes, dict[str, tuple[bytes, bytes] | None]] = {}
+                for path, entry in below.items():
+                    head, _, rest = path.partition("/")
+                    nested.setdefault(os.fsencode(head), {})[rest] = entry
+                old = entries.get(name)
+                child = self._apply(old[1] if old and old[0] == _TREE_MODE else None, nested)
+                if child is None:
+                    if old is not None and old[0] == _TREE_MODE:
+                        del entries[name]
+                else:
+                    entries[name] = (_TREE_MODE, child)
+        if not entries:
+            return None
+        # git orders a tree's entries by name, a directory's name as if it ended with "/".
+        ordered = sorted(entries.items(),
+                         key=lambda item: item[0] + b"/" if item[1][0] == _TREE_MODE else item[0])
+        body = b"".join(mode + b" " + name + b"\0" + sha for name, (mode, sha) in ordered)
+        new = self._store(b"tree", body)
+        self._trees[new] = entries
+        return new
 
 
 def _storable(root: Path, paths: list[str]) -> list[str]:

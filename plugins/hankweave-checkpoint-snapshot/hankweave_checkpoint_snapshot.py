@@ -27,7 +27,8 @@ during :meth:`~SnapshotCheckpointStore.create` therefore leaves at worst unrefer
 
 Speed: a file is read only when its ``lstat`` differs from the stat cache, so a checkpoint costs
 one directory walk, one ``lstat`` per file, and work proportional to what changed.  Files
-changed in the very clock tick of a scan are re-read next time (see ``RACY_WINDOW_NS``).
+changed in the very clock tick of a scan are re-read next time
+(see :func:`hankweave.workspace.trusted_before`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import re
 import secrets
 import shutil
 import stat
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -66,6 +66,7 @@ from hankweave.api import (
     pid_alive,
     resolve_patterns,
     run_branch,
+    trusted_before,
     utc_now_iso,
 )
 
@@ -85,17 +86,6 @@ STAT_CACHE_FORMAT: Final = "hankweave-snapshot-stat-cache/1"
 
 INITIAL_MESSAGE = "Initial checkpoint setup\n"
 INITIAL_BRANCH = "main"
-
-RACY_WINDOW_NS = 2_000_000_000
-"""How stale a file must be to be cached when the file-system clock cannot be read.
-
-File timestamps are coarse (a kernel tick on Linux, 1 s on HFS+, 2 s on FAT), so a file
-rewritten with the same size within the tick of the version we hashed keeps its whole stat.
-Such "racily clean" files are not trusted to the stat cache and are hashed again next time, as
-git does.  Normally the store reads the file system's own clock (see ``_trusted_before``) and
-only files changed in the current tick are racy; this wall-clock window is the fallback for a
-work tree on another device than the store.
-"""
 
 SMALL_FILE_BYTES = 4 * 1024 * 1024
 """Files up to this size are read whole; larger ones are streamed in chunks."""
@@ -263,7 +253,6 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._unsynced_dirs: set[str] = set()
         self._pending: dict[str, tuple[int, str]] = {}  # digest -> (open fd, temp file)
         self._tmp_counter = 0
-        self._work_tree_device: int | None = None
 
     # ----- the CheckpointStore interface -----
 
@@ -676,23 +665,9 @@ class SnapshotCheckpointStore(CheckpointStore):
         return entries, cache
 
     def _trusted_before(self) -> int:
-        """A file-system timestamp such that files last changed before it may be cached.
-
-        Read before a scan from the file system's own clock, by touching ``tmp/fs-clock``: any
-        change made after that gets a timestamp at least this one, whatever the timestamp
-        granularity, so an entry strictly older stays right until its stat changes.
-        """
-        clock = os.path.join(self.tmp_dir, "fs-clock")
-        try:
-            os.utime(clock)
-        except FileNotFoundError:
-            os.close(os.open(clock, os.O_WRONLY | os.O_CREAT, 0o644))
-        marker = os.stat(clock)
-        if self._work_tree_device is None:
-            self._work_tree_device = os.stat(self.work_tree).st_dev
-        if marker.st_dev == self._work_tree_device:
-            return marker.st_mtime_ns
-        return time.time_ns() - RACY_WINDOW_NS
+        """A file-system timestamp such that files last changed before it may be cached
+        (:func:`hankweave.workspace.trusted_before`, with ``tmp/fs-clock`` as the clock)."""
+        return trusted_before(os.path.join(self.tmp_dir, "fs-clock"), self.work_tree)
 
     def _store_file(self, full: str) -> tuple[str, int, os.stat_result]:
         """Hash a work-tree file and store it as an object unless it already is one.

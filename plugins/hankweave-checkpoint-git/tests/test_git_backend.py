@@ -21,6 +21,7 @@ from hankweave.api import (
     record_checkpoints,
 )
 from hankweave.testing.checkpoints import (
+    CheckpointChangeContract,
     CheckpointStoreContract,
     Executable,
     Symlink,
@@ -923,3 +924,73 @@ def test_inspect_thread_shows_the_checkpoints_of_a_git_backed_execution(tmp_path
     # Read with the git executable alone, and read only.
     assert as_json.stderr == table.stderr == "git imported: False\n"
     assert file_stats(execution_dir) == before
+
+
+class TestGitCheckpointChanges(CheckpointChangeContract):
+    store_class = GitCheckpointStore
+
+
+def test_a_trusted_hint_builds_the_tree_a_scan_builds_without_scanning(tmp_path, monkeypatch):
+    from hankweave.api import WorkspaceWatcher
+
+    execution_dir = tmp_path / "exec"
+    work = execution_dir / "agentRoot"
+    write_tree(work, {f"d{i % 4}/e{i % 3}/f{i}.txt": f"{i}\n" for i in range(120)})
+    store = GitCheckpointStore(execution_dir)
+    store.initialize()
+    watcher = WorkspaceWatcher.start(work)
+    if watcher is None:
+        pytest.skip("no workspace watcher on this platform")
+    store.create(kind="completed", run_id="r", codon_id="a", codon_name="a", patterns=ALL,
+                 changes=watcher.drain())
+    write_tree(work, {"d1/e1/f1.txt": "edited\n", "d2/e2/f2.txt": None,
+                      "d0/new/deep/g.txt": "new\n"})
+    (work / "d3").rename(work / "d3-renamed")
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("a trusted hint must not scan the work tree")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "_tree_by_scan", no_scan)
+        hinted = store.create(kind="completed", run_id="r", codon_id="b", codon_name="b",
+                              patterns=ALL, changes=watcher.drain())
+    scanned = GitCheckpointStore(execution_dir)
+    scanned.initialize()
+    full = scanned.create(kind="completed", run_id="r", codon_id="c", codon_name="c",
+                          patterns=ALL)
+    trees = shadow(execution_dir, "rev-parse", f"{hinted.id}^{{tree}}", f"{full.id}^{{tree}}")
+    assert len(set(trees.split())) == 1
+    # The index was not touched by the hinted capture; a later scan still finds every change.
+    write_tree(work, {"d0/e0/f0.txt": "after\n"})
+    again = store.create(kind="completed", run_id="r", codon_id="d", codon_name="d",
+                         patterns=ALL)
+    assert store.changed_files(full.id, again.id) == [FileChange("d0/e0/f0.txt", "modified")]
+    watcher.close()
+    store.close()
+    scanned.close()
+
+
+def test_commits_written_in_process_are_those_git_commit_tree_writes(tmp_path):
+    execution_dir = tmp_path / "exec"
+    write_tree(execution_dir / "agentRoot", {"a.txt": "a\n"})
+    store = GitCheckpointStore(execution_dir)
+    initial = store.initialize()
+    made = snap(store, "one")
+    tree = shadow(execution_dir, "rev-parse", f"{made.id}^{{tree}}").strip()
+    message = shadow(execution_dir, "log", "-1", "--format=%B", made.id)[:-1]  # log adds "\n"
+    for text in (message, "no final newline", "two\n\nparagraphs\n"):
+        env = {"GIT_AUTHOR_DATE": "1767225600 +0000", "GIT_COMMITTER_DATE": "1767225600 +0000"}
+        by_git = subprocess.run(
+            ["git", "commit-tree", tree, "-p", initial, "-m", text], cwd=execution_dir,
+            env={**os.environ, **env, "GIT_DIR": str(shadow_dir(execution_dir)),
+                 "GIT_AUTHOR_NAME": "Hankweave Runtime",
+                 "GIT_AUTHOR_EMAIL": "runtime@hankweave.invalid",
+                 "GIT_COMMITTER_NAME": "Hankweave Runtime",
+                 "GIT_COMMITTER_EMAIL": "runtime@hankweave.invalid"},
+            capture_output=True, text=True, check=True).stdout.strip()
+        ours = store._objects().commit(tree, initial, text, "2026-01-01T00:00:00.000Z")
+        assert ours == by_git, text
+    # A full id resolves without listing, to what listing finds.
+    assert store.resolve(made.id) == next(c for c in store.list() if c.id == made.id)
+    assert store.resolve(initial).kind == "initial"
+    store.close()

@@ -24,6 +24,7 @@ from hankweave.api import (
 )
 from hankweave.testing.checkpoints import (
     ALL,
+    CheckpointChangeContract,
     CheckpointStoreContract,
     Executable,
     Symlink,
@@ -628,3 +629,7 @@ def test_importing_the_plugin_builds_no_validator_and_no_thread_pool():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.split() == ["False", "False", "False"]
+
+
+class TestSnapshotCheckpointChanges(CheckpointChangeContract):
+    store_class = SnapshotCheckpointStore
