@@ -153,8 +153,9 @@ class CheckpointStore(abc.ABC):
     """The name users select in settings (``checkpoints.backend``)."""
 
     accepts_change_hints: ClassVar[bool] = False
-    """Whether :meth:`create` takes ``changes=`` (a :class:`ChangeHint`).  The runtime passes
-    hints only to a backend that says so, so backends written before hints still load."""
+    """Whether :meth:`create` and :meth:`restore` take ``changes=`` (a :class:`ChangeHint`).
+    The runtime passes hints only to a backend that says so, so backends written before hints
+    still load."""
 
     def __init__(self, execution_dir: Path) -> None:
         self.execution_dir = Path(execution_dir)
@@ -207,7 +208,12 @@ class CheckpointStore(abc.ABC):
 
     @abc.abstractmethod
     def restore(self, checkpoint_id: str) -> None:
-        """Make the work tree's checkpointed files exactly those of the checkpoint."""
+        """Make the work tree's checkpointed files exactly those of the checkpoint.
+
+        A backend with :attr:`accepts_change_hints` also takes ``changes``, as :meth:`create`
+        does: what changed since its last capture, so files that capture saw as the target
+        holds them need not be looked at.
+        """
 
     @abc.abstractmethod
     def changed_files(self, from_id: str, to_id: str) -> builtins.list[FileChange]:

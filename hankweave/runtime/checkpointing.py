@@ -70,12 +70,16 @@ class KnownCheckpoints:
         if self._watcher is not None:
             self._watcher.distrust()
 
+    async def _hint(self) -> dict[str, ChangeHint]:
+        """``{"changes": what the watcher saw since its last drain}``, or nothing to pass."""
+        if self._watcher is None:
+            return {}
+        return {"changes": await asyncio.to_thread(self._watcher.drain)}
+
     async def create(self, *, kind: CheckpointKind, run_id: str, codon_id: str,
                      codon_name: str, patterns: Sequence[str], duration_ms: int) -> Checkpoint:
         """Checkpoint the work tree.  Raises :class:`CheckpointError`."""
-        hint: dict[str, ChangeHint] = {}
-        if self._watcher is not None:
-            hint["changes"] = await asyncio.to_thread(self._watcher.drain)
+        hint = await self._hint()
         made = await asyncio.to_thread(
             self.store.create, kind=kind, run_id=run_id, codon_id=codon_id,
             codon_name=codon_name, patterns=list(patterns), duration_ms=duration_ms, **hint)
@@ -86,7 +90,8 @@ class KnownCheckpoints:
 
     async def restore(self, checkpoint_id: str) -> None:
         """Put the work tree back as checkpoint ``checkpoint_id`` left it."""
-        await asyncio.to_thread(self.store.restore, checkpoint_id)
+        hint = await self._hint()
+        await asyncio.to_thread(self.store.restore, checkpoint_id, **hint)
 
     def close(self) -> None:
         """Stop watching the work tree."""

@@ -14,8 +14,10 @@ pytest then runs every ``test_*`` method below against the backend.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -100,6 +102,29 @@ def read_tree(root: Path) -> dict[str, tuple[Any, ...]]:
                 executable = bool(path.stat().st_mode & stat.S_IXUSR)
                 out[rel] = ("file", path.read_bytes(), executable)
     return out
+
+
+@contextlib.contextmanager
+def watched_store(store_class: type[CheckpointStore], execution_dir: Path,
+                  files: Tree) -> Iterator[tuple[CheckpointStore, Path, Any]]:
+    """``(store, work tree, workspace watcher)``: an initialized store over a work tree holding
+    ``files``, watched as the runtime watches it.  Skips the test where no watcher exists."""
+    from hankweave.workspace_watch import WorkspaceWatcher
+
+    work = execution_dir / "agentRoot"
+    write_tree(work, files)
+    (execution_dir / ".hankweave").mkdir(exist_ok=True)
+    store = store_class(execution_dir)
+    store.initialize()
+    watcher = WorkspaceWatcher.start(work)
+    if watcher is None:
+        store.close()
+        pytest.skip("no workspace watcher on this platform")
+    try:
+        yield store, work, watcher
+    finally:
+        watcher.close()
+        store.close()
 
 
 def file_stats(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -730,3 +755,27 @@ class CheckpointChangeContract(_StoreFixtures):
         held = self.captured(store, made, tmp_path)
         assert not any(path.startswith("pkg2/") for path in held)
         assert held == self.scanned_files(execution_dir, tmp_path)
+
+    def test_a_hinted_restore_puts_back_what_a_scanning_restore_does(
+            self, store, work, watcher, tmp_path):
+        from hankweave.checkpoints import ChangeHint
+
+        tree = self.large_tree(work, 300)
+        base = self.snap(store, "base", changes=watcher.drain())
+        write_tree(work, {"pkg1/mod1/f1.txt": "edited\n", "pkg2/mod2/f2.txt": None,
+                          "fresh/file.txt": "fresh\n"})
+        edited = self.snap(store, "edited", changes=watcher.drain())
+        edited_tree = read_tree(work)
+        write_tree(work, {"pkg3/mod3/f3.txt": "after the checkpoint\n",
+                          "pkg1/mod1/f1.txt": "again\n"})
+        store.restore(base.id, changes=watcher.drain())
+        assert read_tree(work) == {rel: ("file", text.encode(), False)
+                                   for rel, text in tree.items()}
+        # A hint that cannot be followed (events were lost): every file is looked at.
+        store.restore(edited.id, changes=watcher.drain())
+        self.snap(store, "resync", changes=watcher.drain())
+        write_tree(work, {"pkg4/mod4/f4.txt": "behind the watcher's back\n"})
+        real = watcher.drain()
+        store.restore(edited.id, changes=ChangeHint(real.watcher, real.since, real.until,
+                                                    frozenset(), complete=False))
+        assert read_tree(work) == edited_tree

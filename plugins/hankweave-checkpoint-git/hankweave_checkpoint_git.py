@@ -560,15 +560,20 @@ class GitCheckpointStore(CheckpointStore):
 
     # ----- restoring -----
 
-    def restore(self, checkpoint_id: str) -> None:
+    def restore(self, checkpoint_id: str, *, changes: ChangeHint | None = None) -> None:
         """Make the covered files of the work tree exactly the checkpoint's; detach HEAD there.
 
         Covered: the checkpoint's files, every file any checkpoint ever held, and every file the
         checkpoint's patterns match now.  Other files, and ``read_only_data_source``, stay.
+        With a change hint that continues from the last capture, git is not asked which files
+        differ: they are those the two trees differ in, and those the hint names.
         """
         git, _ = self._ready()
         record = self._resolve_record(checkpoint_id)
         sha = record.checkpoint.id
+        base, self._base = self._base, None  # the work tree becomes the target's
+        hinted = (base is not None and changes is not None
+                  and _continues(base, changes, base.patterns))
         self.work_tree.mkdir(parents=True, exist_ok=True)
         target = self._tree_path_set(git, sha)
         covered = self._covered_paths(git) | self._index_paths(git)
@@ -580,22 +585,46 @@ class GitCheckpointStore(CheckpointStore):
                 emptied.add(parent)
         kill_point("checkpoint.restore")  # test-only: the removals are done, not the writes
         self._remove_empty_dirs(emptied)
-        self._write_back(git, sha, target)
+        if hinted:
+            assert base is not None and changes is not None
+            differing = self._differing_by_hint(git, sha, base.tree, changes.paths, target)
+        else:
+            differing = self._differing_by_stat(git, sha, target)
+        self._write_back(git, sha, target, differing)
         self._remember_index(target)
-        self._base = None  # the work tree is now the target's, not the last capture's
         self._write_ref("HEAD", sha)
 
-    def _write_back(self, git: _Git, sha: str, target: frozenset[str]) -> None:
+    @staticmethod
+    def _differing_by_stat(git: _Git, sha: str, target: frozenset[str]) -> builtins.list[str]:
+        """The target's files that the work tree holds otherwise, as git finds them from the
+        index's stat data (``diff-index``; a file missing from the index differs too)."""
+        out = git.run("diff-index", "-z", "--name-only", "--no-renames", sha, in_work_tree=True)
+        return [p for p in (os.fsdecode(p) for p in out.split(b"\0") if p) if p in target]
+
+    def _differing_by_hint(self, git: _Git, sha: str, base_tree: str, paths: frozenset[str],
+                           target: frozenset[str]) -> builtins.list[str]:
+        """The same from what the last capture held and what changed since: the files its tree
+        and the target's differ in, every file at or below a hinted path, and the target's
+        files the index lacks (a hinted capture does not write the index, and a checked-out
+        file enters it)."""
+        objects = self._objects()
+        target_tree = objects.commit_tree(sha)
+        differing = objects.differing(base_tree, target_tree)
+        for rel in paths:
+            differing |= objects.paths_under(base_tree, rel)
+            differing |= objects.paths_under(target_tree, rel)
+        differing |= target - self._index_paths(git)
+        return sorted(differing.intersection(target))
+
+    def _write_back(self, git: _Git, sha: str, target: frozenset[str],
+                    differing: builtins.list[str]) -> None:
         """Make the index and the work tree's files of ``target`` exactly the commit's.
 
-        Only the files that differ are written: git compares the commit's tree with the work
-        tree through the index's stat data (``diff-index``), those paths are checked out, and
-        index entries the commit does not hold are dropped.  When that is most of the tree, or
-        a path cannot be checked out alone (something in the way), the whole index is reset
-        to the commit instead (``read-tree --reset -u``, which also writes only what differs).
+        Only the ``differing`` files are written: those paths are checked out, and index
+        entries the commit does not hold are dropped.  When that is most of the tree, or a
+        path cannot be checked out alone (something in the way), the whole index is reset to
+        the commit instead (``read-tree --reset -u``, which also writes only what differs).
         """
-        out = git.run("diff-index", "-z", "--name-only", "--no-renames", sha, in_work_tree=True)
-        differing = [p for p in (os.fsdecode(p) for p in out.split(b"\0") if p) if p in target]
         stale = self._index_paths(git) - target
         if len(differing) + len(stale) <= max(RESTORE_BY_PATH_LIMIT, len(target) // 4):
             if stale:
@@ -1183,6 +1212,37 @@ class _Objects:
         data = (f"tree {tree}\nparent {parent}\nauthor {ident}\ncommitter {ident}\n\n"
                 f"{body}").encode()
         return self._store(b"commit", data).hex()
+
+    def commit_tree(self, sha: str) -> str:
+        """The tree a commit names."""
+        header = self._db.stream(bytes.fromhex(sha)).read().split(b"\n\n", 1)[0]
+        return header.split(b"\n", 1)[0].removeprefix(b"tree ").decode()
+
+    def differing(self, tree_a: str, tree_b: str) -> set[str]:
+        """The file paths whose mode or content differ between two trees, or that only one
+        holds; subtrees with the same sha are not entered."""
+        found: set[str] = set()
+        self._differing(bytes.fromhex(tree_a), bytes.fromhex(tree_b), "", found)
+        return found
+
+    def _differing(self, a: bytes | None, b: bytes | None, prefix: str,
+                   found: set[str]) -> None:
+        if a == b:
+            return
+        entries_a = self._tree(a) if a is not None else {}
+        entries_b = self._tree(b) if b is not None else {}
+        for name in entries_a.keys() | entries_b.keys():
+            x, y = entries_a.get(name), entries_b.get(name)
+            if x == y:
+                continue
+            path = prefix + os.fsdecode(name)
+            x_tree = x is not None and x[0] == _TREE_MODE
+            y_tree = y is not None and y[0] == _TREE_MODE
+            if x_tree or y_tree:
+                self._differing(x[1] if x_tree and x else None, y[1] if y_tree and y else None,
+                                path + "/", found)
+            if (x is not None and not x_tree) or (y is not None and not y_tree):
+                found.add(path)
 
     def read_commit(self, sha: str) -> tuple[int, str] | None:
         """A commit's committer time and message, or None if there is no such commit."""

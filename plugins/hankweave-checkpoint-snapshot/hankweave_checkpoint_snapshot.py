@@ -33,6 +33,7 @@ changed in the very clock tick of a scan are re-read next time
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import contextlib
 import hashlib
@@ -44,6 +45,7 @@ import shutil
 import stat
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 
@@ -52,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from hankweave.api import (
     DATA_LINK,
     AmbiguousCheckpointError,
+    ChangeHint,
     Checkpoint,
     CheckpointKind,
     CheckpointNotFoundError,
@@ -59,12 +62,12 @@ from hankweave.api import (
     CheckpointStore,
     FileChange,
     RetentionPolicy,
+    WorkspaceScan,
     atomic_write_bytes,
     checkpoint_message,
     fsync_dir,
     kill_point,
     pid_alive,
-    resolve_patterns,
     run_branch,
     trusted_before,
     utc_now_iso,
@@ -86,6 +89,12 @@ STAT_CACHE_FORMAT: Final = "hankweave-snapshot-stat-cache/1"
 
 INITIAL_MESSAGE = "Initial checkpoint setup\n"
 INITIAL_BRANCH = "main"
+
+HINTED_PATH_LIMIT = 5000
+"""A change hint naming more paths than this is not worth following: the store scans."""
+
+STAT_CACHE_SLACK = 256
+"""How many stat-cache entries may change before the cache is written again."""
 
 SMALL_FILE_BYTES = 4 * 1024 * 1024
 """Files up to this size are read whole; larger ones are streamed in chunks."""
@@ -193,6 +202,97 @@ def _canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+class _TreeText:
+    """The last committed tree's canonical JSON, kept as one piece per entry in path order, so
+    a checkpoint that changed a few files of a large tree encodes only those entries and
+    joins the rest.  The bytes are exactly :func:`_canonical_json` of the tree (the object's
+    address depends on them)."""
+
+    def __init__(self) -> None:
+        self.paths: builtins.list[str] = []  # sorted
+        self._parts: builtins.list[str] = []  # the piece of each path, in the same order
+        self._pieces: dict[str, tuple[tuple[Any, ...], str]] = {}  # path -> (entry, piece)
+        self._sizes: dict[str, int] = {}
+        self.size = 0  # the bytes of every file in the tree
+
+    def render(self, entries: dict[str, dict[str, Any]],
+               changed: Iterable[str] | None = None) -> bytes:
+        """The tree's JSON; ``changed``: the only paths that differ from the last render."""
+        if changed is None:
+            self.paths = sorted(entries)
+            self._parts = [self._piece(path, entries[path]) for path in self.paths]
+            self._pieces = {path: self._pieces[path] for path in self.paths}
+            self._sizes = {path: entry.get("size", 0) for path, entry in entries.items()}
+            self.size = sum(self._sizes.values())
+        else:
+            for path in changed:
+                self._replace(path, entries.get(path))
+        return ("{" + ",".join(self._parts) + "}").encode("ascii")
+
+    def _replace(self, path: str, entry: dict[str, Any] | None) -> None:
+        index = bisect.bisect_left(self.paths, path)
+        present = index < len(self.paths) and self.paths[index] == path
+        self.size -= self._sizes.pop(path, 0)
+        if entry is None:
+            if present:
+                del self.paths[index], self._parts[index]
+            self._pieces.pop(path, None)
+            return
+        if present:
+            self._parts[index] = self._piece(path, entry)
+        else:
+            self.paths.insert(index, path)
+            self._parts.insert(index, self._piece(path, entry))
+        self._sizes[path] = entry.get("size", 0)
+        self.size += self._sizes[path]
+
+    def under(self, rel: str) -> builtins.list[str]:
+        """The paths of the last render that are ``rel`` or lie below it."""
+        paths = self.paths
+        index = bisect.bisect_left(paths, rel)
+        found = [rel] if index < len(paths) and paths[index] == rel else []
+        start = bisect.bisect_left(paths, rel + "/")
+        end = bisect.bisect_left(paths, rel + "0")  # "0" is the character after "/"
+        return found + paths[start:end]
+
+    def _piece(self, path: str, entry: dict[str, Any]) -> str:
+        """The entry's ``"path":{...}`` text, encoded again only when the entry changed."""
+        key = tuple(entry.values())
+        known = self._pieces.get(path)
+        if known is None or known[0] != key:
+            known = (key, json.dumps(path, ensure_ascii=True) + ":"
+                     + _canonical_json(entry).decode("ascii"))
+            self._pieces[path] = known
+        return known[1]
+
+
+@dataclass
+class _Base:
+    """What the store's last capture saw: the hint it ended at, its patterns, its entries."""
+
+    watcher: str
+    epoch: int
+    patterns: tuple[str, ...]
+    entries: dict[str, dict[str, Any]]
+
+    def continues(self, hint: ChangeHint | None, patterns: tuple[str, ...]) -> bool:
+        """Whether ``hint`` covers exactly the time since this capture, and can be followed."""
+        return (hint is not None and hint.complete and hint.watcher == self.watcher
+                and hint.since == self.epoch and patterns == self.patterns
+                and len(hint.paths) <= HINTED_PATH_LIMIT
+                and not any(p.rsplit("/", 1)[-1] == ".gitignore" for p in hint.paths))
+
+
+def _same_entry(captured: dict[str, Any] | None, entry: FileEntry | SymlinkEntry) -> bool:
+    """Whether a captured tree entry (a dict) holds what a checkpoint's entry holds."""
+    if captured is None:
+        return False
+    if isinstance(entry, SymlinkEntry):
+        return captured.get("type") == "symlink" and captured.get("target") == entry.target
+    return (captured.get("type") == "file" and captured.get("hash") == entry.hash
+            and captured.get("executable") == entry.executable)
+
+
 def _manifest_id(fields: dict[str, Any]) -> str:
     body = {key: value for key, value in fields.items() if key != "id"}
     return hashlib.sha1(_canonical_json(body)).hexdigest()
@@ -230,6 +330,7 @@ class SnapshotCheckpointStore(CheckpointStore):
     """
 
     name: ClassVar[str] = "snapshot"
+    accepts_change_hints: ClassVar[bool] = True
 
     def __init__(self, execution_dir: Path) -> None:
         super().__init__(execution_dir)
@@ -253,6 +354,10 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._unsynced_dirs: set[str] = set()
         self._pending: dict[str, tuple[int, str]] = {}  # digest -> (open fd, temp file)
         self._tmp_counter = 0
+        self._scan = WorkspaceScan(self.work_tree, self.tmp_dir / "fs-clock")
+        self._base: _Base | None = None  # what the last capture saw, for a change hint
+        self._tree_text = _TreeText()
+        self._unsaved_stats = 0  # stat-cache entries changed since it was last written
 
     # ----- the CheckpointStore interface -----
 
@@ -289,25 +394,41 @@ class SnapshotCheckpointStore(CheckpointStore):
         codon_name: str,
         patterns: Sequence[str],
         duration_ms: int | None = None,
+        changes: ChangeHint | None = None,
     ) -> Checkpoint:
-        """Snapshot the files matching ``patterns`` on the run's branch (always a new checkpoint)."""
+        """Snapshot the files matching ``patterns`` on the run's branch (always a new checkpoint).
+
+        With a change hint that continues from this store's previous capture, only the hinted
+        paths are looked at; otherwise every selected file's ``lstat`` is compared with the
+        stat cache.  Both give the same tree for the same files.
+        """
         timestamp = utc_now_iso()
         message = checkpoint_message(kind, codon_id, run_id, codon_name, timestamp, duration_ms)
         with _storage_errors(f"creating a {kind} checkpoint of codon {codon_id}"):
             self._make_dirs()
             self._load_manifests()
+            patterns = tuple(patterns)
+            base, self._base = self._base, None  # a failure below leaves nothing to follow
             try:
-                entries, stat_cache = self._capture(patterns)
+                changed: set[str] | None = None
+                if base is not None and base.continues(changes, patterns):
+                    assert changes is not None
+                    entries, stat_cache, hashed, changed = self._capture_changes(
+                        base, patterns, changes.paths)
+                else:
+                    entries, stat_cache, hashed = self._capture(patterns)
                 manifest = self._commit(kind=kind, run_id=run_id, codon_id=codon_id,
                                         codon_name=codon_name, message=message,
                                         timestamp=timestamp, branch=run_branch(run_id),
-                                        patterns=patterns, entries=entries)
+                                        patterns=patterns, entries=entries, changed=changed)
             except BaseException:
                 self._discard_pending()
                 raise
             # Only after the manifest is durable: every hash in the cache must name a durable
             # object, because a later checkpoint will refer to it without looking.
-            self._save_stat_cache(stat_cache)
+            self._keep_stat_cache(stat_cache, hashed)
+            if changes is not None:
+                self._base = _Base(changes.watcher, changes.until, patterns, entries)
         return manifest.checkpoint()
 
     def list(
@@ -336,21 +457,32 @@ class SnapshotCheckpointStore(CheckpointStore):
         """The checkpoint with this id or unique id prefix."""
         return self._manifest(id_or_prefix).checkpoint()
 
-    def restore(self, checkpoint_id: str) -> None:
+    def restore(self, checkpoint_id: str, *, changes: ChangeHint | None = None) -> None:
         """Make the work tree's checkpointed files exactly those of the checkpoint.
 
         Every object the restore needs is read and verified first, so a missing or corrupt
-        object raises :class:`CheckpointStorageError` before the work tree is touched.
+        object raises :class:`CheckpointStorageError` before the work tree is touched.  With
+        a change hint that continues from the last capture, a file that capture saw as the
+        target holds it, and that no hinted change touched since, is not looked at.
         """
         manifest = self._manifest(checkpoint_id)
+        base, self._base = self._base, None  # the work tree becomes the target's
+        known: dict[str, dict[str, Any]] = {}
+        touched: set[str] = set()
+        if base is not None and base.continues(changes, base.patterns):
+            assert changes is not None
+            known = base.entries
+            touched = {path for rel in changes.paths for path in self._tree_text.under(rel)}
         with _storage_errors(f"restoring checkpoint {manifest.id}"):
             target = self._tree(manifest.tree, manifest.id)
             work = _WorkTree(self.work_tree)
-            covered = self._held_paths().union(resolve_patterns(self.work_tree, manifest.patterns))
+            covered = self._held_paths().union(self._scan.resolve(manifest.patterns))
             removals = sorted(covered.difference(target))
             writes: list[tuple[str, FileEntry | SymlinkEntry]] = []
             chmods: list[tuple[str, bool]] = []
             for path, entry in target.items():
+                if path not in touched and _same_entry(known.get(path), entry):
+                    continue  # on disk as captured, which is what the target holds
                 st = work.lstat(path)
                 if isinstance(entry, SymlinkEntry):
                     if not (st and stat.S_ISLNK(st.st_mode)
@@ -459,7 +591,14 @@ class SnapshotCheckpointStore(CheckpointStore):
         return [manifest.id for manifest in removed]
 
     def close(self) -> None:
-        """Forget what was cached in memory; the store on disk is always consistent."""
+        """Write the stat cache if it changed; forget what was cached in memory.  The store
+        on disk is always consistent."""
+        if self._stat_cache is not None and self._unsaved_stats:
+            with contextlib.suppress(OSError):
+                self._save_stat_cache(self._stat_cache)
+        self._base = None
+        self._scan.forget()
+        self._tree_text = _TreeText()
         self._manifests = self._tips = None
         self._refs = None
         self._stat_cache = None
@@ -597,9 +736,10 @@ class SnapshotCheckpointStore(CheckpointStore):
         self, *, kind: CheckpointKind, run_id: str | None, codon_id: str | None,
         codon_name: str | None, message: str, timestamp: str, branch: str,
         patterns: Sequence[str], entries: dict[str, dict[str, Any]],
+        changed: set[str] | None = None,
     ) -> Manifest:
         """Store the tree, then durably write the manifest that makes it a checkpoint."""
-        tree = self._put_bytes(_canonical_json(entries))
+        tree = self._put_bytes(self._tree_text.render(entries, changed))
         self._sync_objects()
         kill_point("checkpoint.commit")  # test-only: objects stored, no manifest names them yet
         manifests = self._manifests_loaded()
@@ -612,7 +752,7 @@ class SnapshotCheckpointStore(CheckpointStore):
             "kind": kind, "run_id": run_id, "codon_id": codon_id, "codon_name": codon_name,
             "message": message, "timestamp": timestamp, "branch": branch, "parent": parent,
             "patterns": list(patterns), "tree": tree, "files": len(entries),
-            "size": sum(entry.get("size", 0) for entry in entries.values()),
+            "size": self._tree_text.size,
             "nonce": secrets.token_hex(8),
         }
         fields["id"] = _manifest_id(fields)
@@ -623,46 +763,86 @@ class SnapshotCheckpointStore(CheckpointStore):
         branch_tips[branch] = manifest
         self._tips = (manifest, branch_tips)
         if self._held is not None:
-            self._held.update(entries)
+            self._held.update(entries if changed is None else changed.intersection(entries))
         return manifest
 
     # ----- capturing the work tree -----
 
     def _capture(
         self, patterns: Sequence[str],
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[int, int, int, int, str]]]:
-        """The tree entries of the files the patterns select, and the stat cache to keep.
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[int, int, int, int, str]], int]:
+        """The tree entries of the files the patterns select, the stat cache to keep, and how
+        many files were read.
 
         File contents are stored as objects on the way; a file whose ``lstat`` matches the
         stat cache is not read at all.
         """
-        work = str(self.work_tree)
         previous = self._load_stat_cache()
         cache: dict[str, tuple[int, int, int, int, str]] = {}
         entries: dict[str, dict[str, Any]] = {}
         trusted_before = self._trusted_before()
-        for path in resolve_patterns(self.work_tree, patterns):
-            full = os.path.join(work, path)
-            try:
-                st = os.lstat(full)
-                if stat.S_ISLNK(st.st_mode):
-                    entries[path] = {"type": "symlink", "target": os.readlink(full)}
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    continue  # sockets, fifos, devices: nothing a checkpoint can hold
-                cached = previous.get(path)
-                if (cached is not None and cached[:4] == _stat_key(st)
-                        and self._has_object(cached[4], durable=True)):
-                    digest, size = cached[4], st.st_size
-                else:
-                    digest, size, st = self._store_file(full)
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # deleted while we walked: it is simply not in this checkpoint
-            entries[path] = {"type": "file", "hash": digest, "size": size,
-                             "executable": bool(st.st_mode & stat.S_IXUSR)}
-            if max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
-                cache[path] = (*_stat_key(st), digest)
-        return entries, cache
+        hashed = 0
+        for path in self._scan.resolve(patterns):
+            hashed += self._capture_file(path, previous, trusted_before, entries, cache)
+        return entries, cache, hashed
+
+    def _capture_changes(
+        self, base: _Base, patterns: Sequence[str], paths: frozenset[str],
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[int, int, int, int, str]], int,
+               set[str]]:
+        """As :meth:`_capture`, from the previous capture and the paths a hint names: each
+        path (and, for a directory, everything below it) is dropped and read again.  Also
+        returns the paths whose entry may differ from the previous capture's.
+
+        The previous capture's entries are updated in place: the base is used up either way
+        (a failure leaves none, and the next checkpoint scans).
+        """
+        previous = self._load_stat_cache()
+        cache = dict(previous)
+        entries = base.entries
+        trusted_before = self._trusted_before()
+        hashed = 0
+        changed: set[str] = set()
+        for rel in sorted(paths):
+            for gone in self._tree_text.under(rel):
+                entries.pop(gone, None)
+                cache.pop(gone, None)
+                changed.add(gone)
+            for path in self._scan.resolve_under(patterns, rel):
+                hashed += self._capture_file(path, previous, trusted_before, entries, cache)
+                changed.add(path)
+        return entries, cache, hashed, changed
+
+    def _capture_file(self, path: str, previous: dict[str, tuple[int, int, int, int, str]],
+                      trusted_before: int, entries: dict[str, dict[str, Any]],
+                      cache: dict[str, tuple[int, int, int, int, str]]) -> int:
+        """Add one work-tree file to ``entries`` (and ``cache``); 1 if it was read, else 0."""
+        full = f"{self.work_tree}/{path}"  # not os.path.join: this runs once per file
+        read = 0
+        try:
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                entries[path] = {"type": "symlink", "target": os.readlink(full)}
+                return 0
+            if not stat.S_ISREG(st.st_mode):
+                return 0  # sockets, fifos, devices: nothing a checkpoint can hold
+            cached = previous.get(path)
+            if (cached is not None and cached[:4] == _stat_key(st)
+                    and self._has_object(cached[4], durable=True)):
+                digest, size = cached[4], st.st_size
+            else:
+                digest, size, st = self._store_file(full)
+                read = 1
+        except (FileNotFoundError, NotADirectoryError):
+            cache.pop(path, None)
+            return 0  # deleted while we walked: it is simply not in this checkpoint
+        entries[path] = {"type": "file", "hash": digest, "size": size,
+                         "executable": bool(st.st_mode & stat.S_IXUSR)}
+        if max(st.st_mtime_ns, st.st_ctime_ns) < trusted_before:
+            cache[path] = (*_stat_key(st), digest)
+        else:
+            cache.pop(path, None)
+        return read
 
     def _trusted_before(self) -> int:
         """A file-system timestamp such that files last changed before it may be cached
@@ -717,12 +897,14 @@ class SnapshotCheckpointStore(CheckpointStore):
             self._unsynced_dirs.add(os.path.dirname(path))
         return True
 
-    def _write_object(self, digest: str | None, chunks: Iterable[bytes]) -> tuple[str, int]:
+    def _write_object(self, digest: str | None, chunks: Iterable[bytes], *,
+                      hashed: bool = False) -> tuple[str, int]:
         """Write an object to a temp file in ``tmp/``, to be fsynced and renamed into place.
 
-        ``digest`` is the expected hash, or None to name the object after what was written.
-        The object becomes visible only in :meth:`_flush_objects`, after its fsync, so it is
-        never seen torn.
+        ``digest`` is the expected hash, or None to name the object after what was written;
+        ``hashed``: ``digest`` is already the hash of these (immutable) bytes, so they are not
+        hashed again.  The object becomes visible only in :meth:`_flush_objects`, after its
+        fsync, so it is never seen torn.
         """
         if len(self._pending) >= MAX_PENDING_OBJECTS:
             self._flush_objects()
@@ -733,12 +915,13 @@ class SnapshotCheckpointStore(CheckpointStore):
         fd = os.open(tmp, _OPEN_CREATE, 0o644)
         try:
             for chunk in chunks:
-                hasher.update(chunk)
+                if not hashed:
+                    hasher.update(chunk)
                 size += len(chunk)
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(fd, view):]
-            written = hasher.hexdigest()
+            written = digest if hashed and digest is not None else hasher.hexdigest()
             if digest is not None and written != digest:
                 raise CheckpointStorageError(f"object {digest} changed while it was written")
             duplicate = digest is None and self._has_object(written)
@@ -785,7 +968,7 @@ class SnapshotCheckpointStore(CheckpointStore):
     def _put_bytes(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
         if not self._has_object(digest):
-            self._write_object(digest, [data])
+            self._write_object(digest, [data], hashed=True)
         return digest
 
     def _sync_objects(self) -> None:
@@ -935,10 +1118,23 @@ class SnapshotCheckpointStore(CheckpointStore):
             self._stat_cache = cache
         return self._stat_cache
 
+    def _keep_stat_cache(self, cache: dict[str, tuple[int, int, int, int, str]],
+                         changed: int) -> None:
+        """Make ``cache`` the stat cache; write it once enough of it changed (and at
+        :meth:`close`): an older copy on disk is still right, it only costs re-reading the
+        files changed since, and rewriting a 100,000-entry cache for every one-file
+        checkpoint would cost more than the checkpoint."""
+        previous = self._stat_cache
+        self._stat_cache = cache
+        self._unsaved_stats += changed + abs(len(cache) - len(previous or ()))
+        if self._unsaved_stats > max(STAT_CACHE_SLACK, len(cache) // 50):
+            self._save_stat_cache(cache)
+
     def _save_stat_cache(
         self, cache: dict[str, tuple[int, int, int, int, str]], *, durable: bool = False,
     ) -> None:
         self._stat_cache = cache
+        self._unsaved_stats = 0
         data = _canonical_json({"format": STAT_CACHE_FORMAT, "entries": cache})
         if durable:
             atomic_write_bytes(self.stat_cache_path, data)
@@ -970,7 +1166,7 @@ class _WorkTree:
         self._dirs: dict[str, bool] = {"": True}  # relative dir -> is a real directory
 
     def full(self, path: str) -> str:
-        return os.path.join(self.root, path)
+        return f"{self.root}/{path}" if path else self.root  # not os.path.join: once per file
 
     def _is_real_dir(self, rel_dir: str) -> bool:
         known = self._dirs.get(rel_dir)

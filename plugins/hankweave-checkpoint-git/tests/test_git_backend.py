@@ -27,6 +27,7 @@ from hankweave.testing.checkpoints import (
     Symlink,
     file_stats,
     read_tree,
+    watched_store,
     write_tree,
 )
 
@@ -931,16 +932,13 @@ class TestGitCheckpointChanges(CheckpointChangeContract):
 
 
 def test_a_trusted_hint_builds_the_tree_a_scan_builds_without_scanning(tmp_path, monkeypatch):
-    from hankweave.api import WorkspaceWatcher
-
     execution_dir = tmp_path / "exec"
-    work = execution_dir / "agentRoot"
-    write_tree(work, {f"d{i % 4}/e{i % 3}/f{i}.txt": f"{i}\n" for i in range(120)})
-    store = GitCheckpointStore(execution_dir)
-    store.initialize()
-    watcher = WorkspaceWatcher.start(work)
-    if watcher is None:
-        pytest.skip("no workspace watcher on this platform")
+    with watched_store(GitCheckpointStore, execution_dir, {
+            f"d{i % 4}/e{i % 3}/f{i}.txt": f"{i}\n" for i in range(120)}) as (store, work, watcher):
+        _hinted_tree_equals_a_scan(store, work, watcher, execution_dir, monkeypatch)
+
+
+def _hinted_tree_equals_a_scan(store, work, watcher, execution_dir, monkeypatch):
     store.create(kind="completed", run_id="r", codon_id="a", codon_name="a", patterns=ALL,
                  changes=watcher.drain())
     write_tree(work, {"d1/e1/f1.txt": "edited\n", "d2/e2/f2.txt": None,
@@ -965,8 +963,6 @@ def test_a_trusted_hint_builds_the_tree_a_scan_builds_without_scanning(tmp_path,
     again = store.create(kind="completed", run_id="r", codon_id="d", codon_name="d",
                          patterns=ALL)
     assert store.changed_files(full.id, again.id) == [FileChange("d0/e0/f0.txt", "modified")]
-    watcher.close()
-    store.close()
     scanned.close()
 
 
@@ -994,3 +990,33 @@ def test_commits_written_in_process_are_those_git_commit_tree_writes(tmp_path):
     assert store.resolve(made.id) == next(c for c in store.list() if c.id == made.id)
     assert store.resolve(initial).kind == "initial"
     store.close()
+
+
+def test_a_hinted_restore_asks_git_nothing_and_leaves_an_index_later_scans_can_trust(
+        tmp_path, monkeypatch):
+    with watched_store(GitCheckpointStore, tmp_path / "exec", {
+            f"d{i % 3}/f{i}.txt": f"{i}\n" for i in range(60)}) as (store, work, watcher):
+        _hinted_restore_keeps_the_index_whole(store, work, watcher, monkeypatch)
+
+
+def _hinted_restore_keeps_the_index_whole(store, work, watcher, monkeypatch):
+    def create(codon, **extra):
+        return store.create(kind="completed", run_id="r", codon_id=codon, codon_name=codon,
+                            patterns=ALL, **extra)
+
+    create("a", changes=watcher.drain())
+    write_tree(work, {"d0/new.txt": "added by a hinted capture\n"})  # never in the index
+    with_new = create("b", changes=watcher.drain())
+    write_tree(work, {"d1/f1.txt": "edited\n", "d2/f2.txt": None})
+    create("c", changes=watcher.drain())
+    write_tree(work, {"d0/f0.txt": "after the last checkpoint\n"})
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "_differing_by_stat",
+                      lambda *a: pytest.fail("a trusted hint must not ask git what differs"))
+        store.restore(with_new.id, changes=watcher.drain())
+    expected = {f"d{i % 3}/f{i}.txt": ("file", f"{i}\n".encode(), False) for i in range(60)}
+    expected["d0/new.txt"] = ("file", b"added by a hinted capture\n", False)
+    assert read_tree(work) == expected
+    # The index holds every restored file again: a scan right after captures all of them.
+    scanned = create("d")
+    assert store.changed_files(with_new.id, scanned.id) == []

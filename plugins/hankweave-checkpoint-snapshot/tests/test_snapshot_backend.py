@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import subprocess
@@ -29,6 +30,7 @@ from hankweave.testing.checkpoints import (
     Executable,
     Symlink,
     read_tree,
+    watched_store,
     write_tree,
 )
 
@@ -633,3 +635,66 @@ def test_importing_the_plugin_builds_no_validator_and_no_thread_pool():
 
 class TestSnapshotCheckpointChanges(CheckpointChangeContract):
     store_class = SnapshotCheckpointStore
+
+
+def test_the_tree_text_kept_between_checkpoints_is_the_canonical_json():
+    from hankweave_checkpoint_snapshot import _canonical_json, _TreeText
+
+    rng = random.Random(7)
+    names = ["a", "a.b", "a/b", "a-b", "ü/ß.txt", "\udcff-undecodable", "Z", "z/0", "z/"]
+    text = _TreeText()
+    entries: dict = {}
+    for step in range(300):
+        changed = set()
+        for _ in range(rng.randrange(1, 4)):
+            path = "/".join(rng.sample(names, rng.randrange(1, 3)))
+            changed.add(path)
+            if rng.random() < 0.2:
+                entries.pop(path, None)
+            elif rng.random() < 0.3:
+                entries[path] = {"type": "symlink", "target": rng.choice(names)}
+            else:
+                entries[path] = {"type": "file", "hash": f"{rng.randrange(16 ** 8):064x}",
+                                 "size": rng.randrange(10), "executable": rng.random() < 0.5}
+        # Every few steps from scratch (after a scan), otherwise only the changed entries.
+        rendered = text.render(entries, None if step % 7 == 0 else changed)
+        assert rendered == _canonical_json(entries)
+        assert text.size == sum(entry.get("size", 0) for entry in entries.values())
+        prefix = rng.choice(names)
+        assert text.under(prefix) == sorted(
+            p for p in entries if p == prefix or p.startswith(prefix + "/"))
+
+
+def test_a_trusted_hint_reads_only_the_hinted_paths(tmp_path, monkeypatch):
+    execution_dir = tmp_path / "exec"
+    with watched_store(SnapshotCheckpointStore, execution_dir, {
+            f"d{i % 4}/e{i % 3}/f{i}.txt": f"{i}\n" for i in range(120)}) as (store, work, watcher):
+        _hinted_capture_reads_little(store, work, watcher, execution_dir, monkeypatch)
+
+
+def _hinted_capture_reads_little(store, work, watcher, execution_dir, monkeypatch):
+    store.create(kind="completed", run_id="r", codon_id="a", codon_name="a", patterns=ALL,
+                 changes=watcher.drain())
+    write_tree(work, {"d1/e1/f1.txt": "edited\n", "d2/e2/f2.txt": None,
+                      "d0/new/deep/g.txt": "new\n"})
+    (work / "d3").rename(work / "d3-renamed")
+    opened: list[str] = []
+    real_lstat = os.lstat
+
+    def counting_lstat(path, *args, **kwargs):
+        opened.append(str(path))
+        return real_lstat(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "_capture", lambda *a: pytest.fail("a trusted hint must not scan"))
+        patch.setattr(os, "lstat", counting_lstat)
+        hinted = store.create(kind="completed", run_id="r", codon_id="b", codon_name="b",
+                              patterns=ALL, changes=watcher.drain())
+    files_read = [p for p in opened if p.endswith(".txt")]
+    assert len(files_read) < 40  # the hinted files and the renamed directory's 30, not 120
+    fresh = SnapshotCheckpointStore(execution_dir)
+    fresh.initialize()
+    full = fresh.create(kind="completed", run_id="r", codon_id="c", codon_name="c",
+                        patterns=ALL)
+    assert tree_of(store, hinted.id) == tree_of(fresh, full.id)
+    fresh.close()
