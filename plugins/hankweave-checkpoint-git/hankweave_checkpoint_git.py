@@ -36,6 +36,7 @@ import stat
 import subprocess
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -970,20 +971,20 @@ class GitCheckpointStore(CheckpointStore):
         from gitdb.util import LockedFD
 
         path = self.git_dir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = LockedFD(str(path))
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = LockedFD(str(path))
             fd = lock.open(write=True)
-        except OSError as exc:
+            try:
+                os.write(fd, f"{value}\n".encode())
+                lock.commit()
+            except BaseException:
+                lock.rollback()
+                raise
+        except OSError as exc:  # a held lock, a full disk
             raise CheckpointStorageError(
                 f"cannot update {name} in the checkpoint repository {self.git_dir}: {exc}"
                 ) from exc
-        try:
-            os.write(fd, f"{value}\n".encode())
-            lock.commit()
-        except BaseException:
-            lock.rollback()
-            raise
 
     def _objects(self) -> _Objects:
         if self._object_db is None:
@@ -1182,17 +1183,29 @@ class _Objects:
     def __init__(self, objects_dir: Path) -> None:
         from gitdb.db import GitDB
 
+        self.objects_dir = objects_dir
         self._db = GitDB(str(objects_dir))
         self._trees: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
+
+    def _read(self, binsha: bytes, kind: bytes) -> bytes:
+        """An object's content; a missing, unreadable or other-typed one is a storage error."""
+        from gitdb.exc import ODBError
+
+        try:
+            stream = self._db.stream(binsha)
+            if stream.type == kind:
+                return bytes(stream.read())
+            problem = f"is a {stream.type.decode()}, not a {kind.decode()}"
+        except (ODBError, OSError, ValueError, zlib.error) as exc:
+            problem = f"cannot be read ({type(exc).__name__}: {exc})"
+        raise CheckpointStorageError(
+            f"object {binsha.hex()} of the checkpoint repository ({self.objects_dir}) {problem}")
 
     def _tree(self, binsha: bytes) -> dict[bytes, tuple[bytes, bytes]]:
         """A tree's entries: name -> (mode, binsha)."""
         entries = self._trees.get(binsha)
         if entries is None:
-            stream = self._db.stream(binsha)
-            if stream.type != b"tree":
-                raise CheckpointStorageError(f"object {binsha.hex()} is not a tree")
-            data = stream.read()
+            data = self._read(binsha, b"tree")
             entries = {}
             offset = 0
             while offset < len(data):
@@ -1215,7 +1228,7 @@ class _Objects:
 
     def commit_tree(self, sha: str) -> str:
         """The tree a commit names."""
-        header = self._db.stream(bytes.fromhex(sha)).read().split(b"\n\n", 1)[0]
+        header = self._read(bytes.fromhex(sha), b"commit").split(b"\n\n", 1)[0]
         return header.split(b"\n", 1)[0].removeprefix(b"tree ").decode()
 
     def differing(self, tree_a: str, tree_b: str) -> set[str]:
@@ -1247,12 +1260,10 @@ class _Objects:
     def read_commit(self, sha: str) -> tuple[int, str] | None:
         """A commit's committer time and message, or None if there is no such commit."""
         try:
-            stream = self._db.stream(bytes.fromhex(sha))
-        except Exception:  # gitdb raises BadObject (and others) for a missing object
-            return None
-        if stream.type != b"commit":
-            return None
-        header, _, body = stream.read().partition(b"\n\n")
+            data = self._read(bytes.fromhex(sha), b"commit")
+        except CheckpointStorageError:
+            return None  # the caller lists the checkpoints instead, which says what is wrong
+        header, _, body = data.partition(b"\n\n")
         for line in header.split(b"\n"):
             if line.startswith(b"committer "):
                 return int(line.rsplit(b" ", 2)[-2]), body.decode("utf-8", errors="replace")
@@ -1288,8 +1299,13 @@ class _Objects:
         from gitdb.base import IStream
 
         binsha = hashlib.sha1(b"%s %d\0" % (kind, len(data)) + data).digest()
-        if not self._db.has_object(binsha):
-            self._db.store(IStream(kind, len(data), io.BytesIO(data)))
+        try:
+            if not self._db.has_object(binsha):
+                self._db.store(IStream(kind, len(data), io.BytesIO(data)))
+        except OSError as exc:  # a full or read-only disk
+            raise CheckpointStorageError(
+                f"cannot write an object into the checkpoint repository ({self.objects_dir}): "
+                f"{exc}") from exc
         return binsha
 
     def store_file(self, root: Path, rel: str) -> tuple[bytes, bytes] | None:
@@ -1307,6 +1323,9 @@ class _Objects:
                 return mode, self._store(b"blob", fh.read())
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as exc:  # unreadable, or replaced by a link as it was opened
+            raise CheckpointStorageError(
+                f"cannot checkpoint {rel} of the work tree {root}: {exc}") from exc
 
     def apply(self, tree: str, changes: Mapping[str, tuple[bytes, bytes] | None]) -> str:
         """``tree`` with each path set to its (mode, blob) or removed (None); the new tree's

@@ -1020,3 +1020,29 @@ def _hinted_restore_keeps_the_index_whole(store, work, watcher, monkeypatch):
     # The index holds every restored file again: a scan right after captures all of them.
     scanned = create("d")
     assert store.changed_files(with_new.id, scanned.id) == []
+
+
+def test_a_full_disk_while_writing_objects_in_process_is_a_storage_error(tmp_path,
+                                                                         monkeypatch):
+    import errno
+
+    from gitdb.db.loose import LooseObjectDB
+
+    with watched_store(GitCheckpointStore, tmp_path / "exec",
+                       {"a.txt": "a\n"}) as (store, work, watcher):
+        store.create(kind="completed", run_id="r", codon_id="a", codon_name="a",
+                     patterns=ALL, changes=watcher.drain())
+        write_tree(work, {"a.txt": "changed\n"})
+
+        def full(*args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(LooseObjectDB, "store", full)
+            with pytest.raises(CheckpointStorageError, match="No space left"):
+                store.create(kind="completed", run_id="r", codon_id="b", codon_name="b",
+                             patterns=ALL, changes=watcher.drain())
+        # Nothing half-made is trusted: the next checkpoint scans and holds the change.
+        made = store.create(kind="completed", run_id="r", codon_id="c", codon_name="c",
+                            patterns=ALL, changes=watcher.drain())
+        assert shadow(tmp_path / "exec", "show", f"{made.id}:a.txt") == "changed\n"
