@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import shutil
@@ -39,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from hankweave.state.store import StateStore
@@ -103,11 +105,11 @@ def history_state(records: int) -> HankweaveState:
     return HankweaveState(runs=[run], current_run_id=RUN_ID)
 
 
-def workload(count: int) -> list[StateTransition]:
-    """``count`` transitions: codons that start, run, take updates and complete."""
-    out: list[StateTransition] = []
+def iter_workload() -> Iterator[StateTransition]:
+    """Transitions without end: codons that start, run, take updates and complete."""
     codon = 0
-    while len(out) < count:
+    while True:
+        out: list[StateTransition] = []
         cid = f"bench-{codon}"
 
         def moved(frm: str, to: str, cid: str = cid, **meta: object) -> CodonTransitioned:
@@ -134,8 +136,13 @@ def workload(count: int) -> list[StateTransition]:
                     run_id=RUN_ID, codon_id=cid, new_count=i // 2 + 1)))
         out.append(moved("running", "completed", checkpoint_sha="f" * 40,
                          result_message_received=True))
+        yield from out
         codon += 1
-    return out[:count]
+
+
+def workload(count: int) -> list[StateTransition]:
+    """The first ``count`` transitions of :func:`iter_workload`."""
+    return list(itertools.islice(iter_workload(), count))
 
 
 async def _apply_round(store: StateStore, transitions: list[StateTransition]) -> float:

@@ -368,3 +368,30 @@ def test_the_reducer_never_mutates_its_input():
 def test_records_carry_the_run_and_codon_ids_from_the_transition():
     state = running()
     assert state.runs[0].run_id == RUN and codon(state).codon_id == "a"
+
+
+@pytest.mark.parametrize("update", [
+    {},
+    {"current_cost": 1.5},
+    {"current_cost": 2.0, "current_tokens": TokenUsage(input_tokens=3)},
+    {"futureField": [1, 2]},  # not a field: an extra, as model_copy keeps it
+])
+def test_the_reducers_copy_is_model_copy(update):
+    from hankweave.state.reducer import _evolve
+    from hankweave.state.types import parse_state
+
+    record = parse_state(
+        '{"runs": [{"runId": "r", "runFolder": "f", "gitBranch": "b", "startTime": "t",'
+        ' "serverPid": 1, "startingConditions": {"type": "fresh"}, "status": "running",'
+        ' "codons": [{"codonId": "c", "status": "running", "startTime": "t", "claudePid": 1,'
+        ' "claudeLogPath": "l", "claudeSessionId": "s", "currentCost": 0.5,'
+        ' "keptUnknown": {"a": 1}}]}]}'
+    ).runs[0].codons[0]
+    expected, got = record.model_copy(update=update), _evolve(record, update)
+    assert type(got) is type(expected)
+    assert got.__dict__ == expected.__dict__
+    assert got.model_extra == expected.model_extra
+    assert got.model_fields_set == expected.model_fields_set
+    assert got.model_dump_json() == expected.model_dump_json()
+    assert record.model_extra == {"keptUnknown": {"a": 1}}  # the original is untouched
+    assert "current_cost" not in update or record.current_cost == 0.5

@@ -50,6 +50,7 @@ from hankweave.fsutil import (
     pid_alive,
     utc_now_iso,
 )
+from hankweave.state import heap
 from hankweave.state.files import (  # re-exported
     BACKUP_FILE,
     FOLD_MARKER_FILE,
@@ -224,12 +225,13 @@ def load_state(hankweave_dir: Path) -> tuple[HankweaveState, LoadReport]:
     moments, so this settles at once).
     """
     hankweave_dir = Path(hankweave_dir)
-    for _ in range(SNAPSHOT_ATTEMPTS - 1):
-        before = _stamps(hankweave_dir)
-        loaded = _load_once(hankweave_dir)
-        if _stamps(hankweave_dir) == before:
-            return loaded
-    return _load_once(hankweave_dir)
+    with heap.collections_paused():
+        for _ in range(SNAPSHOT_ATTEMPTS - 1):
+            before = _stamps(hankweave_dir)
+            loaded = _load_once(hankweave_dir)
+            if _stamps(hankweave_dir) == before:
+                return loaded
+        return _load_once(hankweave_dir)
 
 
 SNAPSHOT_ATTEMPTS = 20
@@ -424,10 +426,12 @@ class StateStore:
         self._dirty = False
         self._fold_timer: asyncio.TimerHandle | None = None
         self._closed = False
+        self._holds_heap = False
         self._writer_fd: int | None = _claim_writer(self.dir)
         if report.wal_appendable:
             self._continue_log(report.segment)
         self._retire_stale_folding()
+        self._keep_collections_short(opening=True)
 
     @classmethod
     def open(cls, hankweave_dir: Path, **options: float) -> StateStore:
@@ -665,6 +669,14 @@ class StateStore:
                 self.fold_interval, lambda: loop.create_task(self._timed_fold())
             )
 
+    def _keep_collections_short(self, *, opening: bool = False) -> None:
+        """A large state stays out of the garbage collector's full collections while this
+        store is open (:mod:`hankweave.state.heap`): one would otherwise pause a transition for
+        as long as it takes to visit every record."""
+        if not self._holds_heap and self._state_size > self.inline_fold_max_bytes:
+            heap.hold(collect_now=opening)
+            self._holds_heap = True
+
     def _inline(self) -> bool:
         """Whether folds are done here: a small state, or background folds turned off."""
         return not self.background_folds or self._state_size <= self.inline_fold_max_bytes
@@ -778,6 +790,7 @@ class StateStore:
         self._state_size = (self.dir / STATE_FILE).stat().st_size
         self.folds += 1
         self.folded_bytes += self._state_size
+        self._keep_collections_short()
 
     # -- the fold here --
 
@@ -820,6 +833,7 @@ class StateStore:
         self._state_size = len(data)
         self.folds += 1
         self.folded_bytes += len(data)
+        self._keep_collections_short()
         self._folding, self._dir_unsynced = None, False
         self._continue_log(read_segment(self.dir / WAL_FILE))
         self._dirty = False
@@ -854,6 +868,9 @@ class StateStore:
         if self._writer_fd is not None:
             os.close(self._writer_fd)  # releases the writer flock
             self._writer_fd = None
+        if self._holds_heap:
+            heap.release()
+            self._holds_heap = False
         self._closed = True
 
 
