@@ -16,7 +16,11 @@ Layout::
 A *tree* is an object holding ``{path: entry}`` for every file of a checkpoint, where an entry
 is ``{"type": "file", "hash", "size", "executable"}`` or ``{"type": "symlink", "target"}``.
 Keeping the entries out of the manifest keeps manifests a few hundred bytes, so listing reads
-little, and two checkpoints of the same files share one tree.
+little, and two checkpoints of the same files share one tree.  A checkpoint that followed a
+change hint and changed a few files of a large tree writes a *delta tree* instead,
+``{"format": "hankweave-snapshot-tree-delta/1", "base": <tree>, "changes": {path: entry or
+null}}`` (a whole tree's values are all objects, so the two cannot be confused); at most
+``MAX_DELTA_CHAIN`` deltas follow one another before a tree is written whole again.
 
 Durability: an object is written to ``tmp/``, fsynced (in batches, on a few threads) and only
 then renamed into place, so it is never seen torn; the directories it entered are fsynced before
@@ -90,6 +94,12 @@ STAT_CACHE_FORMAT: Final = "hankweave-snapshot-stat-cache/1"
 INITIAL_MESSAGE = "Initial checkpoint setup\n"
 INITIAL_BRANCH = "main"
 
+TREE_DELTA_FORMAT: Final = "hankweave-snapshot-tree-delta/1"
+MAX_DELTA_CHAIN = 32
+"""How many delta trees may follow one another before a tree is written whole again."""
+DELTA_SHARE = 32
+"""A tree is written as a delta only when the changes are at most 1/DELTA_SHARE of its files."""
+
 HINTED_PATH_LIMIT = 5000
 """A change hint naming more paths than this is not worth following: the store scans."""
 
@@ -151,6 +161,17 @@ class SymlinkEntry(_Record):
 TreeEntry: TypeAlias = Annotated[FileEntry | SymlinkEntry, Field(discriminator="type")]
 Tree: TypeAlias = dict[str, FileEntry | SymlinkEntry]
 _TREE = TypeAdapter(dict[str, TreeEntry], config=ConfigDict(defer_build=True))
+
+
+class TreeDelta(_Record):
+    """A tree written as the changes to another one, its ``base``: ``changes`` maps a path to
+    its new entry, or to null when the file is gone.  Written when a checkpoint that followed
+    a change hint changed a few files of a large tree, so it costs what changed rather than a
+    rewrite of every entry."""
+
+    format: Literal["hankweave-snapshot-tree-delta/1"] = TREE_DELTA_FORMAT
+    base: str = Field(pattern=_HASH.pattern)
+    changes: dict[str, TreeEntry | None]
 
 
 class Manifest(_Record):
@@ -218,6 +239,16 @@ class _TreeText:
     def render(self, entries: dict[str, dict[str, Any]],
                changed: Iterable[str] | None = None) -> bytes:
         """The tree's JSON; ``changed``: the only paths that differ from the last render."""
+        self.update(entries, changed)
+        return self.text()
+
+    def text(self) -> bytes:
+        """The JSON of the tree as last updated."""
+        return ("{" + ",".join(self._parts) + "}").encode("ascii")
+
+    def update(self, entries: dict[str, dict[str, Any]],
+               changed: Iterable[str] | None = None) -> None:
+        """Make the kept tree ``entries``; ``changed``: the only paths that differ from it."""
         if changed is None:
             self.paths = sorted(entries)
             self._parts = [self._piece(path, entries[path]) for path in self.paths]
@@ -227,7 +258,6 @@ class _TreeText:
         else:
             for path in changed:
                 self._replace(path, entries.get(path))
-        return ("{" + ",".join(self._parts) + "}").encode("ascii")
 
     def _replace(self, path: str, entry: dict[str, Any] | None) -> None:
         index = bisect.bisect_left(self.paths, path)
@@ -274,6 +304,10 @@ class _Base:
     epoch: int
     patterns: tuple[str, ...]
     entries: dict[str, dict[str, Any]]
+    tree: str
+    """The capture's tree object, which a delta tree of the next capture extends."""
+    chain: int
+    """How many delta trees lead to it (0: it was written whole)."""
 
     def continues(self, hint: ChangeHint | None, patterns: tuple[str, ...]) -> bool:
         """Whether ``hint`` covers exactly the time since this capture, and can be followed."""
@@ -348,6 +382,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._stat_cache: dict[str, tuple[int, int, int, int, str]] | None = None
         self._held: set[str] | None = None  # every path any checkpoint holds
         self._trees: OrderedDict[str, Tree] = OrderedDict()
+        self._delta_bases: dict[str, str] = {}  # delta tree -> its base, as read or written
         # Objects seen to exist in this process, and directories to fsync before a manifest
         # may refer to what they hold.
         self._known_objects: set[str] = set()
@@ -376,10 +411,10 @@ class SnapshotCheckpointStore(CheckpointStore):
             if initial:
                 return min(initial, key=lambda m: m.sequence).id
             try:
-                manifest = self._commit(kind="initial", run_id=None, codon_id=None,
-                                        codon_name=None, message=INITIAL_MESSAGE,
-                                        timestamp=utc_now_iso(), branch=INITIAL_BRANCH,
-                                        patterns=(), entries={})
+                manifest, _ = self._commit(kind="initial", run_id=None, codon_id=None,
+                                           codon_name=None, message=INITIAL_MESSAGE,
+                                           timestamp=utc_now_iso(), branch=INITIAL_BRANCH,
+                                           patterns=(), entries={})
             except BaseException:
                 self._discard_pending()
                 raise
@@ -411,16 +446,18 @@ class SnapshotCheckpointStore(CheckpointStore):
             base, self._base = self._base, None  # a failure below leaves nothing to follow
             try:
                 changed: set[str] | None = None
+                follows: _Base | None = None
                 if base is not None and base.continues(changes, patterns):
                     assert changes is not None
                     entries, stat_cache, hashed, changed = self._capture_changes(
                         base, patterns, changes.paths)
+                    follows = base
                 else:
                     entries, stat_cache, hashed = self._capture(patterns)
-                manifest = self._commit(kind=kind, run_id=run_id, codon_id=codon_id,
-                                        codon_name=codon_name, message=message,
-                                        timestamp=timestamp, branch=run_branch(run_id),
-                                        patterns=patterns, entries=entries, changed=changed)
+                manifest, chain = self._commit(
+                    kind=kind, run_id=run_id, codon_id=codon_id, codon_name=codon_name,
+                    message=message, timestamp=timestamp, branch=run_branch(run_id),
+                    patterns=patterns, entries=entries, changed=changed, follows=follows)
             except BaseException:
                 self._discard_pending()
                 raise
@@ -428,7 +465,8 @@ class SnapshotCheckpointStore(CheckpointStore):
             # object, because a later checkpoint will refer to it without looking.
             self._keep_stat_cache(stat_cache, hashed)
             if changes is not None:
-                self._base = _Base(changes.watcher, changes.until, patterns, entries)
+                self._base = _Base(changes.watcher, changes.until, patterns, entries,
+                                   manifest.tree, chain)
         return manifest.checkpoint()
 
     def list(
@@ -604,6 +642,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._stat_cache = None
         self._held = None
         self._trees.clear()
+        self._delta_bases.clear()
         self._known_objects.clear()
 
     # ----- manifests and refs -----
@@ -736,10 +775,19 @@ class SnapshotCheckpointStore(CheckpointStore):
         self, *, kind: CheckpointKind, run_id: str | None, codon_id: str | None,
         codon_name: str | None, message: str, timestamp: str, branch: str,
         patterns: Sequence[str], entries: dict[str, dict[str, Any]],
-        changed: set[str] | None = None,
-    ) -> Manifest:
-        """Store the tree, then durably write the manifest that makes it a checkpoint."""
-        tree = self._put_bytes(self._tree_text.render(entries, changed))
+        changed: set[str] | None = None, follows: _Base | None = None,
+    ) -> tuple[Manifest, int]:
+        """Store the tree, then durably write the manifest that makes it a checkpoint.  Also
+        returns how many delta trees lead to the tree (0 when it was written whole)."""
+        self._tree_text.update(entries, changed)
+        if (changed is not None and follows is not None and follows.chain < MAX_DELTA_CHAIN
+                and len(changed) * DELTA_SHARE <= len(entries)):
+            delta = {"format": TREE_DELTA_FORMAT, "base": follows.tree,
+                     "changes": {path: entries.get(path) for path in changed}}
+            tree, chain = self._put_bytes(_canonical_json(delta)), follows.chain + 1
+            self._delta_bases[tree] = follows.tree
+        else:
+            tree, chain = self._put_bytes(self._tree_text.text()), 0
         self._sync_objects()
         kill_point("checkpoint.commit")  # test-only: objects stored, no manifest names them yet
         manifests = self._manifests_loaded()
@@ -764,7 +812,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._tips = (manifest, branch_tips)
         if self._held is not None:
             self._held.update(entries if changed is None else changed.intersection(entries))
-        return manifest
+        return manifest, chain
 
     # ----- capturing the work tree -----
 
@@ -1033,9 +1081,12 @@ class SnapshotCheckpointStore(CheckpointStore):
         """Delete every object that no manifest's tree refers to."""
         referenced: set[str] = set()
         for manifest in self._manifests_loaded().values():
-            referenced.add(manifest.tree)
             tree = self._tree(manifest.tree, manifest.id)
             referenced.update(e.hash for e in tree.values() if isinstance(e, FileEntry))
+            digest: str | None = manifest.tree
+            while digest is not None and digest not in referenced:  # the tree and its bases
+                referenced.add(digest)
+                digest = self._delta_bases.get(digest)
         garbage: list[tuple[str, str]] = []
         for fan in os.scandir(self.objects_dir):
             if not (fan.is_dir(follow_symlinks=False) and len(fan.name) == 2):
@@ -1057,6 +1108,7 @@ class SnapshotCheckpointStore(CheckpointStore):
                 os.unlink(path)
             self._known_objects.discard(digest)
             self._trees.pop(digest, None)
+            self._delta_bases.pop(digest, None)
         for fan_dir in {os.path.dirname(path) for _, path in garbage}:
             try:
                 os.rmdir(fan_dir)
@@ -1067,28 +1119,65 @@ class SnapshotCheckpointStore(CheckpointStore):
     # ----- trees -----
 
     def _tree(self, digest: str, checkpoint_id: str) -> Tree:
-        """A checkpoint's tree, verified and validated (a few recent ones are kept parsed)."""
+        """A checkpoint's tree, verified and validated (a few recent ones are kept parsed); a
+        delta tree is applied to its base, read the same way."""
         tree = self._trees.get(digest)
         if tree is not None:
             self._trees.move_to_end(digest)
             return tree
+        deltas: list[TreeDelta] = []
+        current = digest
+        while (tree := self._trees.get(current)) is None:
+            found = self._tree_object(current, checkpoint_id)
+            if isinstance(found, dict):
+                tree = self._checked_tree(found, current, checkpoint_id)
+                self._keep_tree(current, tree)
+                break
+            if len(deltas) >= 2 * MAX_DELTA_CHAIN:
+                raise CheckpointStorageError(
+                    f"checkpoint {checkpoint_id}: its file list (object {digest}) is a chain of"
+                    f" more than {2 * MAX_DELTA_CHAIN} delta trees")
+            deltas.append(found)
+            self._delta_bases[current] = found.base
+            current = found.base
+        if deltas:
+            tree = dict(tree)
+            for delta in reversed(deltas):
+                for path, entry in delta.changes.items():
+                    if entry is None:
+                        tree.pop(path, None)
+                    else:
+                        tree[path] = entry
+            tree = self._checked_tree(tree, digest, checkpoint_id)
+            self._keep_tree(digest, tree)
+        return tree
+
+    def _tree_object(self, digest: str, checkpoint_id: str) -> Tree | TreeDelta:
         data = self._read_object(digest, f"checkpoint {checkpoint_id}: its file list")
         try:
-            tree = _TREE.validate_python(json.loads(data))
+            value = json.loads(data)
+            if isinstance(value, dict) and isinstance(value.get("format"), str):
+                return TreeDelta.model_validate(value)
+            return _TREE.validate_python(value)
         except (ValueError, ValidationError) as exc:
             raise CheckpointStorageError(
                 f"checkpoint {checkpoint_id}: its file list (object {digest}) is invalid: "
                 f"{' '.join(str(exc).split())}") from exc
+
+    @staticmethod
+    def _checked_tree(tree: Tree, digest: str, checkpoint_id: str) -> Tree:
         parents = {path.rsplit("/", 1)[0] for path in tree if "/" in path}
         unsafe = [path for path in tree if not _is_safe_path(path) or path in parents]
         if unsafe:
             raise CheckpointStorageError(
                 f"checkpoint {checkpoint_id}: its file list (object {digest}) holds paths that "
                 f"cannot be restored: {', '.join(map(repr, unsafe[:5]))}")
+        return tree
+
+    def _keep_tree(self, digest: str, tree: Tree) -> None:
         self._trees[digest] = tree
         while len(self._trees) > 8:
             self._trees.popitem(last=False)
-        return tree
 
     def _held_paths(self) -> set[str]:
         """Every path any checkpoint of the store holds (computed once, then kept up to date)."""

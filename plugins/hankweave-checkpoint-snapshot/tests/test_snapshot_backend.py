@@ -698,3 +698,126 @@ def _hinted_capture_reads_little(store, work, watcher, execution_dir, monkeypatc
                         patterns=ALL)
     assert tree_of(store, hinted.id) == tree_of(fresh, full.id)
     fresh.close()
+
+
+# ----- delta trees -----
+
+LARGE_TREE = {f"d{i % 8}/e{i % 5}/f{i}.txt": f"{i}\n" for i in range(400)}
+
+
+def hinted(store, watcher, label: str):
+    return store.create(kind="completed", run_id="r", codon_id=label, codon_name=label,
+                        patterns=ALL, changes=watcher.drain())
+
+
+def tree_object(execution_dir: Path, store, checkpoint_id: str) -> dict:
+    return json.loads(object_path(execution_dir, store._manifest(checkpoint_id).tree)
+                      .read_bytes())
+
+
+def scanned_tree(execution_dir: Path) -> dict:
+    """The tree a fresh store's full scan of the work tree gives."""
+    fresh = SnapshotCheckpointStore(execution_dir)
+    fresh.initialize()
+    try:
+        made = fresh.create(kind="completed", run_id="r", codon_id="scan", codon_name="scan",
+                            patterns=ALL)
+        return tree_of(fresh, made.id)
+    finally:
+        fresh.close()
+
+
+def test_a_hinted_checkpoint_of_a_few_files_writes_a_delta_tree_equal_to_a_scan(tmp_path):
+    execution_dir = tmp_path / "exec"
+    with watched_store(SnapshotCheckpointStore, execution_dir, LARGE_TREE) as (
+            store, work, watcher):
+        first = hinted(store, watcher, "first")  # a scan: the tree is written whole
+        assert len(tree_object(execution_dir, store, first.id)) == 400
+        write_tree(work, {"d1/e1/f1.txt": "edited\n", "d2/e2/f2.txt": None,
+                          "d0/new/g.txt": "new\n", "link": Symlink("d1/e1/f1.txt")})
+        second = hinted(store, watcher, "second")
+        delta = tree_object(execution_dir, store, second.id)
+        assert delta["format"] == "hankweave-snapshot-tree-delta/1"
+        assert delta["base"] == store._manifest(first.id).tree
+        assert delta["changes"]["d2/e2/f2.txt"] is None
+        assert set(delta["changes"]) >= {"d1/e1/f1.txt", "d0/new/g.txt", "link"}
+        assert tree_of(store, second.id) == scanned_tree(execution_dir)
+
+        # A store that starts cold reads it through its base, and restores both ways.
+        cold = SnapshotCheckpointStore(execution_dir)
+        cold.initialize()
+        assert tree_of(cold, second.id) == tree_of(store, second.id)
+        assert sorted(cold.changed_files(first.id, second.id), key=lambda c: c.path) == [
+            FileChange("d0/new/g.txt", "added"), FileChange("d1/e1/f1.txt", "modified"),
+            FileChange("d2/e2/f2.txt", "deleted"), FileChange("link", "added")]
+        expected = read_tree(work)
+        cold.restore(first.id)
+        assert (work / "d2/e2/f2.txt").read_text() == "2\n" and not (work / "link").exists()
+        cold.restore(second.id)
+        assert read_tree(work) == expected
+        cold.close()
+
+
+def test_delta_trees_chain_up_to_the_limit_then_a_tree_is_written_whole(tmp_path):
+    execution_dir = tmp_path / "exec"
+    with watched_store(SnapshotCheckpointStore, execution_dir, LARGE_TREE) as (
+            store, work, watcher):
+        made = [hinted(store, watcher, "start")]
+        for step in range(snapshot.MAX_DELTA_CHAIN + 3):
+            write_tree(work, {f"d{step % 8}/e0/f{step}.txt": f"step {step}\n"})
+            made.append(hinted(store, watcher, f"s{step}"))
+        whole = [c for c in made if "format" not in tree_object(execution_dir, store, c.id)]
+        assert whole == [made[0], made[snapshot.MAX_DELTA_CHAIN + 1]]
+        states = {c.id: tree_of(store, c.id) for c in made}
+    cold = SnapshotCheckpointStore(execution_dir)
+    cold.initialize()
+    assert {c.id: tree_of(cold, c.id) for c in made} == states
+    cold.close()
+
+
+def test_a_change_to_many_files_writes_the_tree_whole(tmp_path):
+    execution_dir = tmp_path / "exec"
+    with watched_store(SnapshotCheckpointStore, execution_dir, LARGE_TREE) as (
+            store, work, watcher):
+        hinted(store, watcher, "start")
+        write_tree(work, {f"d0/e{i % 5}/f{i * 8}.txt": "changed\n" for i in range(20)})
+        assert "format" not in tree_object(execution_dir, store, hinted(store, watcher, "b").id)
+
+
+def test_pruning_keeps_the_bases_of_the_delta_trees_it_keeps(tmp_path):
+    execution_dir = tmp_path / "exec"
+    with watched_store(SnapshotCheckpointStore, execution_dir, LARGE_TREE) as (
+            store, work, watcher):
+        made = [hinted(store, watcher, "start")]
+        for step in range(4):
+            write_tree(work, {"d3/e3/f3.txt": f"step {step}\n"})
+            made.append(hinted(store, watcher, f"s{step}"))
+        kept = made[-1]
+        expected = tree_of(store, kept.id)
+        removed = store.prune(RetentionPolicy(keep_last_per_run=1))
+        assert set(removed) == {c.id for c in made[:-1]}
+    cold = SnapshotCheckpointStore(execution_dir)
+    cold.initialize()
+    assert tree_of(cold, kept.id) == expected  # every base of its chain is still there
+    write_tree(work, {"d3/e3/f3.txt": "later\n"})
+    cold.restore(kept.id)
+    assert (work / "d3/e3/f3.txt").read_text() == "step 3\n"
+    cold.close()
+
+
+def test_a_delta_tree_whose_base_is_lost_fails_the_restore_before_touching_anything(tmp_path):
+    execution_dir = tmp_path / "exec"
+    with watched_store(SnapshotCheckpointStore, execution_dir, LARGE_TREE) as (
+            store, work, watcher):
+        first = hinted(store, watcher, "start")
+        write_tree(work, {"d3/e3/f3.txt": "changed\n"})
+        second = hinted(store, watcher, "next")
+    object_path(execution_dir, store._manifest(first.id).tree).unlink()
+    write_tree(work, {"d3/e3/f3.txt": "changed again\n"})
+    before = read_tree(work)
+    cold = SnapshotCheckpointStore(execution_dir)
+    cold.initialize()
+    with pytest.raises(CheckpointStorageError, match="file list"):
+        cold.restore(second.id)
+    assert read_tree(work) == before
+    cold.close()
