@@ -19,8 +19,9 @@ message-count updates, 10% lifecycle transitions of 16-field codon records).
   ``--disk-seconds``, in the same directory: a lifecycle transition (one in ten) waits for one,
   so the paced p99 cannot be lower than about this disk's p90 sync, nor the max its max sync.
 
-Targets at 5,000 records: amortised <= 100 us, p99 <= 2 ms, max <= 20 ms (full speed and
-paced), ratio <= 1.5, load <= 100 ms.  Prints one JSON line.
+Targets at 5,000 records: amortised <= 100 us, p99 <= 2 ms, max <= 20 ms during folds (the
+transitions acknowledged while a background fold ran; full speed and paced), ratio <= 1.5,
+load <= 100 ms.  The max over all transitions is printed too.  Prints one JSON line.
 
 Usage: python benchmarks/state_latency.py [--rounds 4] [--transitions 20000] [--rate 100]
                                           [--paced-seconds 30] [--disk-seconds 10]
@@ -61,16 +62,40 @@ BATCH = 1_000
 and a heap holding a whole round of them would make the collector's pauses the benchmark's."""
 
 
+class Latencies:
+    """Acknowledgement latencies, and which of them came while a background fold ran."""
+
+    def __init__(self) -> None:
+        self.all: list[float] = []
+        self.during_folds: list[float] = []
+
+    async def timed(self, store: StateStore, transition: StateTransition) -> None:
+        folding = store._fold_task is not None
+        began = time.perf_counter()
+        await store.transition(transition)
+        took = time.perf_counter() - began
+        self.all.append(took)
+        if folding or store._fold_task is not None:  # one under way, or started by this one
+            self.during_folds.append(took)
+
+    def summary(self) -> dict[str, float | int | None]:
+        during = self.during_folds
+        return {"p50_us": round(pct(self.all, 50) * 1e6, 1),
+                "p99_us": round(pct(self.all, 99) * 1e6, 1),
+                "max_ms": round(max(self.all) * 1e3, 2),
+                "during_folds": len(during),
+                "p99_during_folds_us": round(pct(during, 99) * 1e6, 1) if during else None,
+                "max_during_folds_ms": round(max(during) * 1e3, 2) if during else None}
+
+
 async def full_speed(store: StateStore, transitions: Iterator[StateTransition], count: int,
-                     latencies: list[float]) -> float:
+                     latencies: Latencies) -> float:
     elapsed = 0.0
     for _ in range(0, count, BATCH):
         batch = list(itertools.islice(transitions, BATCH))
         start = time.perf_counter()
         for transition in batch:
-            began = time.perf_counter()
-            await store.transition(transition)
-            latencies.append(time.perf_counter() - began)
+            await latencies.timed(store, transition)
         elapsed += time.perf_counter() - start
     start = time.perf_counter()
     await store._settle()  # the round's fold belongs to the round
@@ -78,15 +103,13 @@ async def full_speed(store: StateStore, transitions: Iterator[StateTransition], 
 
 
 async def paced(store: StateStore, transitions: Iterator[StateTransition], count: int,
-                rate: float) -> list[float]:
-    latencies = []
+                rate: float) -> Latencies:
+    latencies = Latencies()
     start = time.perf_counter()
     for number, transition in enumerate(itertools.islice(transitions, count)):
         due = start + number / rate
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
-        began = time.perf_counter()
-        await store.transition(transition)
-        latencies.append(time.perf_counter() - began)
+        await latencies.timed(store, transition)
     await store._settle()
     return latencies
 
@@ -94,12 +117,6 @@ async def paced(store: StateStore, transitions: Iterator[StateTransition], count
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
-
-
-def summary(latencies: list[float]) -> dict[str, float]:
-    return {"p50_us": round(pct(latencies, 50) * 1e6, 1),
-            "p99_us": round(pct(latencies, 99) * 1e6, 1),
-            "max_ms": round(max(latencies) * 1e3, 2)}
 
 
 def load_time(root: Path) -> tuple[float, int]:
@@ -160,7 +177,7 @@ def main() -> None:
         # The same transitions, in the same order, for both histories.
         sources = {records: iter_workload() for records in stores}
         runners = {records: asyncio.Runner() for records in stores}
-        latencies: dict[int, list[float]] = {SMALL: [], LARGE: []}
+        latencies = {SMALL: Latencies(), LARGE: Latencies()}
         elapsed = {SMALL: 0.0, LARGE: 0.0}
         try:
             for number in range(args.rounds):
@@ -172,7 +189,7 @@ def main() -> None:
                 store = stores[records]
                 result[f"full_{records}"] = {
                     "amortised_us": round(elapsed[records] / count * 1e6, 1),
-                    **summary(latencies[records]), "folds": store.folds,
+                    **latencies[records].summary(), "folds": store.folds,
                     "bytes_per_transition": round(
                         (store.appended_bytes + store.folded_bytes) / count, 1)}
             paced_count = int(args.rate * args.paced_seconds)
@@ -181,7 +198,7 @@ def main() -> None:
                 folds = store.folds
                 sample = runners[records].run(
                     paced(store, sources[records], paced_count, args.rate))
-                result[f"paced_{records}"] = {**summary(sample), "folds": store.folds - folds,
+                result[f"paced_{records}"] = {**sample.summary(), "folds": store.folds - folds,
                                               "transitions": paced_count}
         finally:
             for records, store in stores.items():
@@ -197,12 +214,15 @@ def main() -> None:
     result.update({
         "ratio_large_to_small": round(ratio, 3),
         "load_ms": round(load_s * 1e3, 1), "load_log_bytes": log_bytes,
-        "targets": {"amortised_us": 100, "p99_us": 2000, "max_ms": 20, "ratio": 1.5,
-                    "load_ms": 100},
+        "targets": {"amortised_us": 100, "p99_us": 2000, "max_during_folds_ms": 20,
+                    "ratio": 1.5, "load_ms": 100},
     })
+    # The max target is the issue's "max <= 20 ms during folds": what a fold costs the
+    # transitions behind it.  max_ms, over every transition, is printed beside it; a disk
+    # whose own fdatasync stalls (disk_fdatasync.max_ms) stalls a lifecycle transition as long.
     result["meets_targets"] = (
         full_large["amortised_us"] <= 100 and ratio <= 1.5 and load_s <= 0.1
-        and all(side["p99_us"] <= 2000 and side["max_ms"] <= 20
+        and all(side["p99_us"] <= 2000 and (side["max_during_folds_ms"] or 0) <= 20
                 for side in (full_large, paced_large)))
     print(json.dumps(result))
     sys.stdout.flush()

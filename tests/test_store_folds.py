@@ -237,3 +237,29 @@ def test_a_writer_waits_for_a_fold_its_predecessor_left_running(hw: Path) -> Non
     opener.join(10)
     assert opened and opened[0].state == load_state(hw)[0]
     asyncio.run(opened[0].close())
+
+
+def test_a_background_fold_writes_state_json_a_synced_chunk_at_a_time(hw: Path, monkeypatch):
+    from hankweave import fsutil
+
+    async def go() -> tuple[list[int], int]:
+        store, sent = await started(hw, **BY_HAND)
+        for transition in updates(200):
+            await store.transition(transition)
+            sent.append(transition)
+        monkeypatch.setattr(fold_module, "SYNC_CHUNK_BYTES", 100)
+        written: list[int] = []
+        real = fsutil.write_fully
+        monkeypatch.setattr(fsutil, "write_fully", lambda fd, data: (
+            written.append(len(data)), real(fd, data))[1])
+        store._rotate()
+        assert fold_module.fold_segment(hw)
+        store._retire_folding()
+        assert load_state(hw)[0] == store.state == replayed(sent)
+        folded = (hw / STATE_FILE).read_bytes()
+        assert folded == fold_module.dump_state(store.state)
+        await store.close()
+        return written, len(folded)
+
+    written, size = asyncio.run(go())
+    assert size > 500 and written.count(100) == size // 100  # state.json, 100 bytes at a time

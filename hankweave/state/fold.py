@@ -23,6 +23,10 @@ from hankweave.state.files import FOLD_MARKER_FILE, FOLDING_WAL_FILE, STATE_FILE
 from hankweave.state.types import dump_state, parse_state
 from hankweave.state.wal import FoldMarker, extends, read_segment, replace_state_file
 
+SYNC_CHUNK_BYTES = 512 * 1024
+"""``state.json`` is written and synced this much at a time, so the writer's log syncs, which
+go on during the fold, never wait for more than this much of it to reach the disk."""
+
 
 class FoldError(Exception):
     """The segment cannot be folded onto ``state.json``; the message says why."""
@@ -50,7 +54,7 @@ def fold_segment(hankweave_dir: Path) -> bool:
     FoldMarker(segment.id, digest, hashlib.sha256(data).hexdigest()).write(
         hankweave_dir / FOLD_MARKER_FILE)
     kill_point("state.fold.marker")
-    replace_state_file(hankweave_dir, data)
+    replace_state_file(hankweave_dir, data, sync_chunk=SYNC_CHUNK_BYTES)
     kill_point("state.fold.replaced")
     return True
 

@@ -77,7 +77,7 @@ def _evolve(model: Model, update: dict[str, Any]) -> Model:
     extra = model.__pydantic_extra__
     if extra is not None:
         extra = extra.copy()
-        fields = cls.model_fields
+        fields = cls.__pydantic_fields__
         for name, value in update.items():
             if name in fields:
                 values[name] = value

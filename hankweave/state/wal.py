@@ -146,10 +146,12 @@ def chain(digest: str, segments: Sequence[Segment | None],
     return found
 
 
-def replace_state_file(hankweave_dir: Path, data: bytes) -> None:
+def replace_state_file(hankweave_dir: Path, data: bytes, *,
+                       sync_chunk: int | None = None) -> None:
     """Replace ``state.json`` with ``data`` durably, the previous one kept as
     ``state.json.bak``.  The backup is a hard link to the old file, not a copy, so a fold
-    writes the state's bytes once; where links are not possible, it is a copy."""
+    writes the state's bytes once; where links are not possible, it is a copy.
+    ``sync_chunk``: as :func:`hankweave.fsutil.atomic_write_bytes`'s."""
     import contextlib
     import os
 
@@ -167,6 +169,6 @@ def replace_state_file(hankweave_dir: Path, data: bytes) -> None:
     except OSError:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(linked)
-        atomic_write_bytes(state, data, backup=backup)
+        atomic_write_bytes(state, data, backup=backup, sync_chunk=sync_chunk)
         return
-    atomic_write_bytes(state, data)
+    atomic_write_bytes(state, data, sync_chunk=sync_chunk)
