@@ -249,6 +249,12 @@ class _TreeText:
     def update(self, entries: dict[str, dict[str, Any]],
                changed: Iterable[str] | None = None) -> None:
         """Make the kept tree ``entries``; ``changed``: the only paths that differ from it."""
+        if changed is not None:
+            changed = list(changed)
+            # Each change is a list insertion or deletion: past a few, one pass over all is
+            # cheaper (and its pieces of unchanged entries are reused all the same).
+            if len(changed) * 16 > len(self.paths) + 256:
+                changed = None
         if changed is None:
             self.paths = sorted(entries)
             self._parts = [self._piece(path, entries[path]) for path in self.paths]
@@ -327,6 +333,15 @@ def _same_entry(captured: dict[str, Any] | None, entry: FileEntry | SymlinkEntry
             and captured.get("executable") == entry.executable)
 
 
+def _unchanged_since_cached(cached: tuple[int, int, int, int, str] | None, entry: FileEntry,
+                            st: os.stat_result | None) -> bool:
+    """Whether a work-tree file is, by the stat cache, a regular file holding ``entry``."""
+    return (cached is not None and st is not None and cached[4] == entry.hash
+            and stat.S_ISREG(st.st_mode) and cached[0] == st.st_size
+            and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino
+            and cached[3] == st.st_ctime_ns)
+
+
 def _manifest_id(fields: dict[str, Any]) -> str:
     body = {key: value for key, value in fields.items() if key != "id"}
     return hashlib.sha1(_canonical_json(body)).hexdigest()
@@ -392,6 +407,8 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._scan = WorkspaceScan(self.work_tree, self.tmp_dir / "fs-clock")
         self._base: _Base | None = None  # what the last capture saw, for a change hint
         self._tree_text = _TreeText()
+        self._rendered: dict[str, dict[str, Any]] | None = None
+        """The entries ``_tree_text`` holds (the last commit's), to find what a scan changed."""
         self._unsaved_stats = 0  # stat-cache entries changed since it was last written
 
     # ----- the CheckpointStore interface -----
@@ -453,13 +470,14 @@ class SnapshotCheckpointStore(CheckpointStore):
                         base, patterns, changes.paths)
                     follows = base
                 else:
-                    entries, stat_cache, hashed = self._capture(patterns)
+                    entries, stat_cache, hashed, changed = self._capture(patterns)
                 manifest, chain = self._commit(
                     kind=kind, run_id=run_id, codon_id=codon_id, codon_name=codon_name,
                     message=message, timestamp=timestamp, branch=run_branch(run_id),
                     patterns=patterns, entries=entries, changed=changed, follows=follows)
             except BaseException:
                 self._discard_pending()
+                self._rendered = None  # the tree text may be ahead of the last commit now
                 raise
             # Only after the manifest is durable: every hash in the cache must name a durable
             # object, because a later checkpoint will refer to it without looking.
@@ -518,10 +536,17 @@ class SnapshotCheckpointStore(CheckpointStore):
             removals = sorted(covered.difference(target))
             writes: list[tuple[str, FileEntry | SymlinkEntry]] = []
             chmods: list[tuple[str, bool]] = []
+            cache = self._load_stat_cache()
             for path, entry in target.items():
                 if path not in touched and _same_entry(known.get(path), entry):
                     continue  # on disk as captured, which is what the target holds
                 st = work.lstat(path)
+                if type(entry) is FileEntry and _unchanged_since_cached(
+                        cache.get(path), entry, st):
+                    assert st is not None
+                    if bool(st.st_mode & stat.S_IXUSR) != entry.executable:
+                        chmods.append((path, entry.executable))
+                    continue  # the common case, inlined: holds the target, as the cache says
                 if isinstance(entry, SymlinkEntry):
                     if not (st and stat.S_ISLNK(st.st_mode)
                             and os.readlink(work.full(path)) == entry.target):
@@ -637,6 +662,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._base = None
         self._scan.forget()
         self._tree_text = _TreeText()
+        self._rendered = None
         self._manifests = self._tips = None
         self._refs = None
         self._stat_cache = None
@@ -780,6 +806,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         """Store the tree, then durably write the manifest that makes it a checkpoint.  Also
         returns how many delta trees lead to the tree (0 when it was written whole)."""
         self._tree_text.update(entries, changed)
+        self._rendered = entries
         if (changed is not None and follows is not None and follows.chain < MAX_DELTA_CHAIN
                 and len(changed) * DELTA_SHARE <= len(entries)):
             delta = {"format": TREE_DELTA_FORMAT, "base": follows.tree,
@@ -818,9 +845,11 @@ class SnapshotCheckpointStore(CheckpointStore):
 
     def _capture(
         self, patterns: Sequence[str],
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[int, int, int, int, str]], int]:
-        """The tree entries of the files the patterns select, the stat cache to keep, and how
-        many files were read.
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[int, int, int, int, str]], int,
+               set[str] | None]:
+        """The tree entries of the files the patterns select, the stat cache to keep, how
+        many files were read, and the paths whose entry differs from the last commit's (None
+        when that is not known).
 
         File contents are stored as objects on the way; a file whose ``lstat`` matches the
         stat cache is not read at all.
@@ -828,11 +857,45 @@ class SnapshotCheckpointStore(CheckpointStore):
         previous = self._load_stat_cache()
         cache: dict[str, tuple[int, int, int, int, str]] = {}
         entries: dict[str, dict[str, Any]] = {}
+        last = self._rendered
+        changed: set[str] = set()
         trusted_before = self._trusted_before()
         hashed = 0
+        # The loop runs once per file of the work tree, so the common case (a regular file
+        # whose lstat matches the stat cache, and whose entry is the last commit's) is inlined:
+        # such a file costs its lstat and little more.  Everything else is _capture_file's.
+        root = f"{self.work_tree}/"
+        lstat, is_regular, known = os.lstat, stat.S_ISREG, self._known_objects
+        no_entries: dict[str, dict[str, Any]] = {}
         for path in self._scan.resolve(patterns):
+            cached = previous.get(path)
+            if cached is not None and cached[4] in known:
+                try:
+                    st = lstat(root + path)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue  # deleted while we walked: it is simply not in this checkpoint
+                if (is_regular(st.st_mode) and cached[0] == st.st_size
+                        and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino
+                        and cached[3] == st.st_ctime_ns):
+                    # Cached only once trusted, and unchanged since: still trusted.
+                    cache[path] = cached
+                    executable = bool(st.st_mode & stat.S_IXUSR)
+                    entry = (last or no_entries).get(path)
+                    if (entry is not None and entry.get("hash") == cached[4]
+                            and entry["executable"] == executable):
+                        entries[path] = entry  # as committed last (same hash, so same size)
+                        continue
+                    entries[path] = {"type": "file", "hash": cached[4], "size": st.st_size,
+                                     "executable": executable}
+                    changed.add(path)
+                    continue
             hashed += self._capture_file(path, previous, trusted_before, entries, cache)
-        return entries, cache, hashed
+            if last is not None and entries.get(path) != last.get(path):
+                changed.add(path)
+        if last is None:
+            return entries, cache, hashed, None
+        changed.update(path for path in last if path not in entries)
+        return entries, cache, hashed, changed
 
     def _capture_changes(
         self, base: _Base, patterns: Sequence[str], paths: frozenset[str],

@@ -821,3 +821,43 @@ def test_a_delta_tree_whose_base_is_lost_fails_the_restore_before_touching_anyth
         cold.restore(second.id)
     assert read_tree(work) == before
     cold.close()
+
+
+def test_scans_in_a_row_give_the_trees_of_fresh_scans_whatever_changed(tmp_path):
+    """A scan re-encodes only the entries that differ from the last commit's: across random
+    edits, deletions, mode changes, symlinks, restores and failed checkpoints, each tree is the
+    one a store that never saw the work tree before finds."""
+    execution_dir = tmp_path / "exec"
+    work = execution_dir / "agentRoot"
+    write_tree(work, {f"d{i % 3}/f{i}.txt": f"{i}\n" for i in range(60)})
+    (execution_dir / ".hankweave").mkdir()
+    store = SnapshotCheckpointStore(execution_dir)
+    store.initialize()
+    rng = random.Random(11)
+    made: list = []
+    for step in range(30):
+        if made and step % 4 == 3:
+            store.restore(rng.choice(made).id)
+        for _ in range(rng.randrange(0, 6)):
+            path = f"d{rng.randrange(4)}/f{rng.randrange(70)}.txt"
+            roll = rng.random()
+            if roll < 0.4:
+                write_tree(work, {path: f"step {step} {rng.random()}\n"})
+            elif roll < 0.6:
+                write_tree(work, {path: None})
+            elif roll < 0.75 and (work / path).is_file():
+                (work / path).chmod(0o755 if rng.random() < 0.5 else 0o644)
+            elif roll < 0.85:
+                write_tree(work, {path: None})
+                write_tree(work, {path: Symlink(f"target-{step}")})
+            else:
+                write_tree(work, {path: f"{path}\n"})  # the same content again
+        if step % 9 == 4:
+            with pytest.MonkeyPatch.context() as patch:  # a checkpoint that fails late
+                patch.setattr(store, "_sync_objects",
+                              lambda: (_ for _ in ()).throw(OSError(28, "No space left")))
+                with pytest.raises(CheckpointStorageError):
+                    snap(store, f"failed-{step}")
+        made.append(snap(store, f"s{step}"))
+        assert tree_of(store, made[-1].id) == scanned_tree(execution_dir), f"step {step}"
+    store.close()
