@@ -66,8 +66,6 @@ KILL_POINTS: dict[str, str] = {
 # every change made through os.environ (a test's monkeypatch.setenv included).
 _ENVIRON_DATA = getattr(os.environ, "_data", None)
 _ENCODE_KEY = getattr(os.environ, "encodekey", None)
-
-
 _ENCODED: dict[str, object] = {}
 
 

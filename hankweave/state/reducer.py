@@ -521,7 +521,7 @@ def _interruption_created(state: HankweaveState, t: InterruptionCreated) -> Hank
     else:
         _target(state, item.run_id, item.codon_id)  # the codon it pauses has a record
     pending = _evolve(item, {"status": "pending", "answer": None,
-                                      "answered_at": None, "answered_by": None})
+                             "answered_at": None, "answered_by": None})
     return _evolve(state, {"interruptions": [*state.interruptions, pending]})
 
 
@@ -535,8 +535,8 @@ def _interruption_answered(state: HankweaveState, t: InterruptionAnswered) -> Ha
             f"interruption {item.id!r} was already answered ({item.answered_by},"
             f" {item.answered_at})")
     answered = _evolve(item, {"status": "answered", "answer": data.answer,
-                                       "answered_at": data.answered_at,
-                                       "answered_by": data.answered_by})
+                              "answered_at": data.answered_at,
+                              "answered_by": data.answered_by})
     return _evolve(state, {"interruptions": [
         answered if other.id == item.id else other for other in state.interruptions]})
 

@@ -333,13 +333,19 @@ def _same_entry(captured: dict[str, Any] | None, entry: FileEntry | SymlinkEntry
             and captured.get("executable") == entry.executable)
 
 
+def _matches_cache(cached: tuple[int, int, int, int, str], st: os.stat_result) -> bool:
+    """Whether a work-tree file is a regular file with the stat its cache entry recorded (so
+    it holds the content the entry names)."""
+    return (stat.S_ISREG(st.st_mode) and cached[0] == st.st_size
+            and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino
+            and cached[3] == st.st_ctime_ns)
+
+
 def _unchanged_since_cached(cached: tuple[int, int, int, int, str] | None, entry: FileEntry,
                             st: os.stat_result | None) -> bool:
     """Whether a work-tree file is, by the stat cache, a regular file holding ``entry``."""
     return (cached is not None and st is not None and cached[4] == entry.hash
-            and stat.S_ISREG(st.st_mode) and cached[0] == st.st_size
-            and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino
-            and cached[3] == st.st_ctime_ns)
+            and _matches_cache(cached, st))
 
 
 def _manifest_id(fields: dict[str, Any]) -> str:
@@ -865,8 +871,8 @@ class SnapshotCheckpointStore(CheckpointStore):
         # whose lstat matches the stat cache, and whose entry is the last commit's) is inlined:
         # such a file costs its lstat and little more.  Everything else is _capture_file's.
         root = f"{self.work_tree}/"
-        lstat, is_regular, known = os.lstat, stat.S_ISREG, self._known_objects
-        no_entries: dict[str, dict[str, Any]] = {}
+        lstat, known = os.lstat, self._known_objects
+        last_entries = last if last is not None else {}
         for path in self._scan.resolve(patterns):
             cached = previous.get(path)
             if cached is not None and cached[4] in known:
@@ -874,13 +880,11 @@ class SnapshotCheckpointStore(CheckpointStore):
                     st = lstat(root + path)
                 except (FileNotFoundError, NotADirectoryError):
                     continue  # deleted while we walked: it is simply not in this checkpoint
-                if (is_regular(st.st_mode) and cached[0] == st.st_size
-                        and cached[1] == st.st_mtime_ns and cached[2] == st.st_ino
-                        and cached[3] == st.st_ctime_ns):
+                if _matches_cache(cached, st):
                     # Cached only once trusted, and unchanged since: still trusted.
                     cache[path] = cached
                     executable = bool(st.st_mode & stat.S_IXUSR)
-                    entry = (last or no_entries).get(path)
+                    entry = last_entries.get(path)
                     if (entry is not None and entry.get("hash") == cached[4]
                             and entry["executable"] == executable):
                         entries[path] = entry  # as committed last (same hash, so same size)
