@@ -108,6 +108,14 @@ class CodonRequest:
     """The codon's configured name, for display."""
     extension: bool = False
     """This pass extends the session of the previous pass (``exhaustWithPrompt``)."""
+    fork_session: bool = False
+    """Continue from a *copy* of :attr:`session_id_to_resume`, under a new session id, and leave
+    the original exactly as it was.  The runtime sets it on the first pass of every attempt that
+    resumes a session (``continue-previous``, and a resume after an interruption), so each
+    attempt has a conversation of its own: the turns of a failed, killed or timed-out attempt
+    never reach a later one (docs/harnesses.md, "Sessions").  The ``init`` record carries the
+    new id, which the state records as the codon's session.  Extensions continue the attempt's
+    own session and never fork."""
     resumes_interruption: bool = False
     """This attempt resumes :attr:`session_id_to_resume` after a run that ended waiting for a
     human (docs/human-in-the-loop.md).  The session was cut while a tool call (``ask_human``, or

@@ -65,6 +65,9 @@ class CodonAttempt:
         """Set when a skip or a stop cancelled the rig setup (its command is killed)."""
         self._started = time.monotonic()
         self._resuming = False
+        self._continues = False
+        """This attempt carries on the one a person interrupted (HumanLoop.
+        continues_interrupted_attempt): no rig setup, the interrupted session resumed."""
 
     # ----- control -----
 
@@ -104,10 +107,16 @@ class CodonAttempt:
 
     async def run(self) -> CodonResult:
         ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
+        # Asked before this attempt's record exists: only a run's first attempt of the codon
+        # can carry on the interrupted one.
+        self._continues = ctx.config.humans and ctx.humans.continues_interrupted_attempt(codon_id)
         await self._record_start()
 
         rig_sha: str | None = None
-        if codon.rig_setup is not None and not self.skip_rig:
+        if codon.rig_setup is not None and self._continues:
+            ctx.reporter.info(f"Rig setup of codon '{codon.name}' not run again: this attempt"
+                              " carries on the interrupted one, whose workspace is kept")
+        elif codon.rig_setup is not None and not self.skip_rig:
             failure = await self._rig_setup()
             if self._rig_interrupt == "skip":
                 return await complete(self, AttemptOutcome(interrupted="skip"))
@@ -206,7 +215,8 @@ class CodonAttempt:
         recorded answers at once)."""
         ctx = self.ctx
         self._resuming = False
-        if ctx.config.policy is not None or not ctx.humans.carried(self.codon_id):
+        if ctx.config.policy is not None or not self._continues \
+                or not ctx.humans.carried(self.codon_id):
             return None
         session = ctx.humans.resumed_session(self.codon_id)
         try:
@@ -235,6 +245,7 @@ class CodonAttempt:
             prompt=ctx.humans.resume_prompt(codon_id) if resuming else ctx.prompts.user(codon),
             resumes_interruption=resuming, system_prompt=ctx.prompts.system(codon), model=model,
             work_dir=ctx.layout.agent_root, session_id_to_resume=session,
+            fork_session=session is not None,
             env={**ctx.prompts.env(codon), **marker},
             env_overlay={**ctx.prompts.env_overlay(codon), **marker},
             auto_compact=codon.auto_compact is True,

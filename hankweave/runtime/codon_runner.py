@@ -182,7 +182,8 @@ class CodonRunner:
                 self.parser.begin_extension()
                 request = dataclasses.replace(
                     spec.request, prompt=spec.extension_prompt or "",
-                    session_id_to_resume=self.parser.session_id, extension=True)
+                    session_id_to_resume=self.parser.session_id, extension=True,
+                    fork_session=False)
         except Exception as exc:  # the harness could not be built (a broken config or plugin)
             log.exception("harness %s could not start", spec.harness.name)
             self._crash = exc

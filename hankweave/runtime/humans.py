@@ -307,6 +307,21 @@ class HumanLoop(AttemptPolicy):
 
     # ----- resuming an interrupted attempt -----
 
+    def continues_interrupted_attempt(self, codon_id: str) -> bool:
+        """Whether ``codon_id``'s next attempt is the interrupted attempt carried on: this run
+        resumes a run whose attempt of the codon stopped for a question or a held call
+        (answered or not), and this run has not started the codon yet.
+
+        That attempt is resumed, not made again: its rig setup ran and the workspace is as it
+        left it, so neither is touched (docs/human-in-the-loop.md, "Resuming").  A retry after
+        it is a new attempt.
+        """
+        if self._record_of(codon_id) is not None:
+            return False
+        chain = resume_chain(self.ctx.state, self.ctx.run_id)[1:]
+        return any(item.codon_id == codon_id and item.run_id in chain
+                   and item.kind != "approval" for item in self.ctx.state.interruptions)
+
     def resumed_session(self, codon_id: str) -> str | None:
         """The agent session of ``codon_id``'s interrupted attempt that this run resumes."""
         if not self.carried(codon_id):
