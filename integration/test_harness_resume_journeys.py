@@ -2,9 +2,10 @@
 
 A codon's rig copies a template to ``report/report.md``; the agent (the real Claude Code CLI,
 or the pi agent on real litellm, both talking to the mock provider the run serves) writes over
-it and asks ``ask_human``.  The run ends interrupted; ``hankweave answer`` records the answer;
-``hankweave run -e DIR`` resumes.  The resume carries the interrupted attempt on: the rig does
-not run again, so the agent's file is byte-identical afterwards, in ``agentRoot`` and in the
+it and asks ``ask_human`` (or the codon has an ``approval: after`` gate).  The run ends
+interrupted; ``hankweave answer`` records the answer; ``hankweave run -e DIR`` resumes.  The
+resume carries the interrupted attempt on (or goes past the approved codon): the rig does not
+run again, so the agent's file is byte-identical afterwards, in ``agentRoot`` and in the
 codon's completion checkpoint, and the journal shows one rig setup."""
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ AGENTS = {
 }
 
 
-def script(agent: Agent) -> dict[str, Any]:
+def script(agent: Agent, *, asks: bool) -> dict[str, Any]:
+    written: dict[str, Any] = {"text": "Written; asking.", "toolCalls": [
+        {"name": agent.ask, "input": QUESTION}]} if asks else {"text": "Written."}
     return {"rules": [
         # The Claude CLI is told the answer as its next user turn; pi gets it as the result of
         # the ask_human call it runs again.
@@ -54,8 +57,7 @@ def script(agent: Agent) -> dict[str, Any]:
          "reply": {"text": "Shipping it."}},
         {"name": "ask", "when": {"afterToolResult": True,
                                  "toolResult": {"regex": "(?i)(created|wrote|written|success)"}},
-         "reply": {"text": "Written; asking.", "toolCalls": [
-             {"name": agent.ask, "input": QUESTION}]}},
+         "reply": written},
         {"name": "write", "when": {"lastUserMessage": "Write the report",
                                    "afterToolResult": False},
          "reply": {"text": "Writing it.", "toolCalls": [agent.write]}},
@@ -63,11 +65,12 @@ def script(agent: Agent) -> dict[str, Any]:
 
 
 class Journey:
-    def __init__(self, root: Path, agent: Agent) -> None:
+    def __init__(self, root: Path, agent: Agent, gate: str) -> None:
         self.root = root
         self.exec_dir = root / "exec"
         self.script = root / "script.json"
-        self.script.write_text(json.dumps(script(agent)))
+        self.script.write_text(json.dumps(script(agent, asks=gate == "question")))
+        approval = {"approval": "after"} if gate == "after" else {}
         hank = root / "hank"
         (hank / "templates" / "report").mkdir(parents=True)
         (hank / "templates" / "report" / "report.md").write_text(TEMPLATE)
@@ -75,7 +78,9 @@ class Journey:
             "id": "draft", "name": "Draft", "model": agent.model, "continuationMode": "fresh",
             "promptText": "Write the report.", "checkpointedFiles": ["report/**"],
             "rigSetup": [{"type": "copy", "copy": {"from": "templates/report",
-                                                   "to": "report"}}]}]}))
+                                                   "to": "report"}}], **approval},
+            {"id": "ship", "name": "Ship", "model": agent.model, "continuationMode": "fresh",
+             "promptText": "Ship the report."}]}))
         (root / "data").mkdir()
         (root / "data" / "input.txt").write_text("input\n")
         self.env = {**offline_env(root / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -97,24 +102,30 @@ class Journey:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.parametrize("gate", ["question", "after"])
 @pytest.mark.parametrize("harness", sorted(AGENTS))
-def test_the_answer_resumes_the_agent_on_its_own_work(tmp_path: Path, harness: str) -> None:
-    journey = Journey(tmp_path, AGENTS[harness])
+def test_the_answer_resumes_the_agent_on_its_own_work(tmp_path: Path, harness: str,
+                                                      gate: str) -> None:
+    journey = Journey(tmp_path, AGENTS[harness], gate)
 
     asked = journey.run(str(tmp_path / "hank"), str(tmp_path / "data"))
     assert asked.returncode == 3, asked.stderr
     report = journey.exec_dir / "agentRoot" / REPORT
     assert report.read_text() == WORK
     [item] = journey.state()["interruptions"]
-    answered = journey.hankweave("answer", "-e", str(journey.exec_dir), item["id"], "yes")
+    assert item["kind"] == ("question" if gate == "question" else "approval")
+    answered = journey.hankweave("answer", "-e", str(journey.exec_dir), item["id"],
+                                 "yes" if gate == "question" else "--approve")
     assert answered.returncode == 0, answered.stderr
 
     resumed = journey.run()
 
     assert resumed.returncode == 0, resumed.stderr
     assert report.read_bytes() == WORK.encode()
-    [record] = journey.state()["runs"][0]["codons"]
-    assert record["status"] == "completed"
+    completed = {c["codonId"]: c for run in journey.state()["runs"] for c in run["codons"]
+                 if c["status"] == "completed"}
+    assert sorted(completed) == ["draft", "ship"]
+    record = completed["draft"]
     store = get_registry().checkpoint_backend("git")(journey.exec_dir)
     try:
         store.materialize(record["completionCheckpoint"], tmp_path / "checkpoint")
@@ -122,7 +133,8 @@ def test_the_answer_resumes_the_agent_on_its_own_work(tmp_path: Path, harness: s
         store.close()
     assert (tmp_path / "checkpoint" / REPORT).read_bytes() == WORK.encode()
     assert [e["type"] for e in journey.events()].count("rig.setup.completed") == 1
-    # The resumed agent was given the answer and finished on it.
-    requests = MockProviderLog(journey.exec_dir / ".hankweave" / "mock-provider" /
-                               "requests.jsonl").requests()
-    assert (requests[-1].rule or "").startswith(("rules[0]", "rules[1]")), requests[-1].rule
+    if gate == "question":  # the resumed agent was given the answer and finished on it
+        requests = MockProviderLog(journey.exec_dir / ".hankweave" / "mock-provider" /
+                                   "requests.jsonl").requests()
+        answered_by = [request.rule or "" for request in requests]
+        assert any(rule.startswith(("rules[0]", "rules[1]")) for rule in answered_by)
