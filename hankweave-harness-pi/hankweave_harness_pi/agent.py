@@ -187,17 +187,20 @@ class _Choice:
 
 class ToolIds:
     """Tool call ids as the log shows them: the provider's when they have a known shape, else
-    a ``toolu_`` id derived from the session, the assistant message's index in it and the
-    provider's id: the same for the call and its result, in the attempt that made the call
-    and in the one that resumes it, and distinct for a provider that reuses ids across turns."""
+    a ``toolu_`` id derived from the session the message was made in, the assistant message's
+    index in it and the provider's id: the same for the call and its result, in the attempt
+    that made the call and in the one that resumes it (on a copy of the session,
+    :meth:`Session.origin_of`), and distinct for a provider that reuses ids across turns or
+    across the copies of one session."""
 
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
+    def __init__(self, session: Session) -> None:
+        self.session = session
 
     def __call__(self, provider_id: str, message_index: int) -> str:
         if KEPT_TOOL_ID.match(provider_id):
             return provider_id
-        key = f"{self.session_id}\0{message_index}\0{provider_id}".encode()
+        origin = self.session.origin_of(message_index)
+        key = f"{origin}\0{message_index}\0{provider_id}".encode()
         return f"toolu_{hashlib.sha256(key).hexdigest()[:24]}"
 
 
@@ -217,7 +220,7 @@ class AgentPass:
         """``TokenUsage -> float | None``: the harness settings' price for the model, or None
         (the kernel then prices the usage from the catalogue)."""
         self.totals = PassTotals()
-        self.tool_ids = ToolIds(session.id)
+        self.tool_ids = ToolIds(session)
         self.context_limit = request.model.context_limit
         self.last_prompt_tokens = 0
         """The prompt size of the last request (input, cache reads and writes): what decides
@@ -444,6 +447,7 @@ class AgentPass:
             {"role": "user", "content": f"[Summary of the earlier conversation]\n{summary}"},
             {"role": "assistant", "content": "Understood; continuing from the summary."},
             *messages[keep:]]
+        self.session.rewritten()
         self.sessions.save(self.session)
         self.last_prompt_tokens = 0
         yield compact_boundary_record(self.session.id, trigger="auto", pre_tokens=before)

@@ -116,7 +116,10 @@ class PiHarness(Harness):
         try:
             target = route(model.provider_id, model.model_id, request.env,
                            _provider_options(config, model.provider_id))
-            if request.session_id_to_resume:
+            if request.session_id_to_resume and request.fork_session:
+                # A new attempt: its own copy, so its turns never reach a later attempt.
+                session = sessions.fork(request.session_id_to_resume)
+            elif request.session_id_to_resume:
                 session = sessions.load(request.session_id_to_resume)
             else:
                 system = SYSTEM_PROMPT + (f"\n\n{request.system_prompt}"

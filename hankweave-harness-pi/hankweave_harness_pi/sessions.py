@@ -8,6 +8,12 @@ a message: the prompt, each assistant message before its tool calls run, and the
 exactly the conversation it had, in this process or after a restart.  Resuming a session that is
 not there fails the codon, as in the original.
 
+The first pass of every attempt that resumes a session (``request.fork_session``) works on a
+copy of it (:meth:`SessionStore.fork`): a new id, the messages as they were, the original file
+untouched, so the turns of a failed, killed or timed-out attempt never reach the next attempt,
+which copies the original again.  Extensions go on in the attempt's own copy.  A copy keeps the
+tool ids of the history it copied (:attr:`Session.origins`).
+
 A session cut while tools ran (the runtime cancelled the attempt, say to wait for a human's
 answer to ``ask_human``) ends with an assistant message whose tool calls have no results yet:
 :meth:`Session.pending_tool_calls` finds them, so the next attempt can run them again or close
@@ -35,6 +41,21 @@ class Session:
     model: str
     messages: list[dict[str, Any]] = field(default_factory=list)
     created_at: str = field(default_factory=utc_now_iso)
+    origins: list[tuple[str, int]] = field(default_factory=list)
+    """The sessions this one was copied from, oldest first, each with how many messages it had
+    then: a message below that count is the one of that session, and keeps the tool ids it had
+    there (the log of the attempt that made a call and of the one that resumes it agree)."""
+
+    def origin_of(self, index: int) -> str:
+        """The session the message at ``index`` was first made in."""
+        for session_id, copied in self.origins:
+            if index < copied:
+                return session_id
+        return self.id
+
+    def rewritten(self) -> None:
+        """The messages were rewritten (a compaction): none is at its copied index any more."""
+        self.origins = []
 
     def pending_tool_calls(self) -> tuple[int, list[dict[str, Any]]]:
         """The tool calls the last assistant message made that have no result yet, and that
@@ -79,6 +100,16 @@ class SessionStore:
         return Session(id=str(uuid.uuid4()), model=model,
                        messages=[{"role": "system", "content": system_prompt}])
 
+    def fork(self, session_id: str) -> Session:
+        """A copy of session ``session_id`` under a new id, saved before it is returned; the
+        original stays as it is (a later attempt can copy it again)."""
+        original = self.load(session_id)
+        copy = Session(id=str(uuid.uuid4()), model=original.model,
+                       messages=list(original.messages),
+                       origins=[*original.origins, (original.id, len(original.messages))])
+        self.save(copy)
+        return copy
+
     def load(self, session_id: str) -> Session:
         path = self.path(session_id)
         try:
@@ -92,11 +123,24 @@ class SessionStore:
         if not isinstance(messages, list):
             raise SessionNotFoundError(f"Session file {path} has no messages")
         return Session(id=session_id, model=str(data.get("model", "")), messages=messages,
-                       created_at=str(data.get("createdAt", "")))
+                       created_at=str(data.get("createdAt", "")),
+                       origins=_origins(data.get("forkedFrom")))
 
     def save(self, session: Session) -> None:
         data = {"id": session.id, "model": session.model, "createdAt": session.created_at,
                 "updatedAt": utc_now_iso(), "messages": session.messages}
+        if session.origins:
+            data["forkedFrom"] = [{"id": origin, "messages": copied}
+                                  for origin, copied in session.origins]
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.path(session.id),
                            json.dumps(data, ensure_ascii=False).encode("utf-8"))
+
+
+def _origins(value: Any) -> list[tuple[str, int]]:
+    """``forkedFrom`` as saved (a session from before forks has none)."""
+    if not isinstance(value, list):
+        return []
+    return [(str(item["id"]), int(item["messages"])) for item in value
+            if isinstance(item, dict) and isinstance(item.get("id"), str)
+            and isinstance(item.get("messages"), int)]

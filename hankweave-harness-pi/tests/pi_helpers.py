@@ -70,13 +70,19 @@ class PiProject(HankProject):
 
     The processes get no provider key and no endpoint (only ``PATH`` of this environment),
     load the pi harness by its entry point and the in-memory checkpoint backend by module,
-    so a run needs no other sibling package.
+    so a run needs no other sibling package.  A run resumed after a crash rolls back to a
+    checkpoint of the dead process: ``durable=True`` uses the snapshot backend
+    (``hankweave-checkpoint-snapshot``, git-free) instead.
     """
 
-    def __init__(self, root: Path, script: Mapping[str, Any]) -> None:
-        super().__init__(root, plugin_modules=("hankweave.testing.memory_checkpoints",),
-                         load_plugins="pi", env={"HANKWEAVE_STRICT_PLUGINS": "1",
-                                                 "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    def __init__(self, root: Path, script: Mapping[str, Any], *, durable: bool = False) -> None:
+        super().__init__(root, plugin_modules=() if durable else (
+                             "hankweave.testing.memory_checkpoints",),
+                         load_plugins="pi,checkpoint-snapshot" if durable else "pi",
+                         env={"HANKWEAVE_STRICT_PLUGINS": "1",
+                              "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+        if durable:
+            self.env["HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND"] = "snapshot"
         self.script = root / "script.json"
         self.script.write_text(json.dumps(script))
 
@@ -89,9 +95,19 @@ class PiProject(HankProject):
     def run(self) -> Done:
         """``hankweave run --headless`` against the mock: the hank on the data the first time,
         then the execution alone (which resumes a run that waits for a person)."""
+        return self.hankweave(*self._run_args())
+
+    def start(self) -> subprocess.Popen[str]:
+        """:meth:`run` in the background, to be killed or interrupted."""
+        return subprocess.Popen([sys.executable, "-m", "hankweave", *self._run_args()],
+                                env=self.env, cwd=self.root, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+    def _run_args(self) -> list[str]:
         start = [] if self.exec_dir.exists() else [str(self.hank_dir), str(self.data)]
-        return self.hankweave("run", *start, "-e", str(self.exec_dir), "--headless",
-                              "--mock-provider", str(self.script))
+        return ["run", *start, "-e", str(self.exec_dir), "--headless", "--mock-provider",
+                str(self.script)]
 
     def answer(self, interruption_id: str, *answer: str) -> Done:
         """``hankweave answer``: a text, or ``--approve`` / ``--reject``."""

@@ -14,6 +14,8 @@ from pi_helpers import attempt, log_records, model, offline_env, request
 from hankweave.api import ModelEntry
 from hankweave.testing.mock_provider import MockProviderLog, scripted_mock
 from hankweave_harness_pi import PiConfig
+from hankweave_harness_pi.agent import ToolIds
+from hankweave_harness_pi.sessions import SessionStore
 
 EDIT_LOOP = [
     {"name": "write", "when": {"lastUserMessage": "Write the plan", "afterToolResult": False},
@@ -122,6 +124,58 @@ def test_continue_previous_resumes_the_saved_conversation_after_a_restart(tmp_pa
     recall = MockProviderLog(mock[1]).requests(rule="recall")[-1]
     text = recall.conversation_text()
     assert "Name a fruit." in text and "Quince." in text and "Be brief." in text
+
+
+def test_each_forked_resume_continues_its_own_copy_and_the_original_stays(tmp_path: Path,
+                                                                         mock) -> None:
+    sessions = tmp_path / "sessions"
+    config = PiConfig(sessions_dir=str(sessions))
+    first = attempt(request(tmp_path / "one", mock[0], "Name a fruit."), tmp_path / "one",
+                    config=config)
+    original = first.record.claude_session_id
+    kept = (sessions / f"{original}.json").read_bytes()
+
+    forks = []
+    for number, prompt in enumerate(["Which fruit, first try?", "Which fruit, second try?"]):
+        run = attempt(request(tmp_path / f"fork{number}", mock[0], prompt,
+                              session_id_to_resume=original, fork_session=True),
+                      tmp_path / f"fork{number}", config=config)
+        assert run.outcome.success, run.outcome
+        assert log_records(run)[0]["session_id"] == run.record.claude_session_id
+        forks.append(run.record.claude_session_id)
+
+    assert len({original, *forks}) == 3
+    assert (sessions / f"{original}.json").read_bytes() == kept
+    second = json.loads((sessions / f"{forks[1]}.json").read_text())
+    assert second["forkedFrom"] == [{"id": original, "messages": 3}]
+    assert [m["content"] for m in second["messages"][1:]] == [
+        "Name a fruit.", "Quince.", "Which fruit, second try?",
+        "You asked about a fruit: quince."]
+    # The second copy's request held the original conversation, not the first copy's turns.
+    recall = MockProviderLog(mock[1]).requests(rule="recall")[-1]
+    text = recall.conversation_text()
+    assert "Quince." in text and "second try" in text and "first try" not in text
+
+
+def test_a_copy_keeps_the_tool_ids_of_the_history_it_copied(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    session = store.new("openai/gpt-5.2", "system")
+    session.messages += [{"role": "user", "content": "go"}, {"role": "assistant", "content": ""}]
+    store.save(session)
+    child = store.fork(session.id)
+    child.messages += [{"role": "user", "content": "more"}]
+    store.save(child)
+    grandchild = store.fork(child.id)
+
+    loaded = store.load(grandchild.id)
+    assert loaded.origins == [(session.id, 3), (child.id, 4)]
+    assert [loaded.origin_of(index) for index in (0, 2, 3, 4)] == [
+        session.id, session.id, child.id, grandchild.id]
+    ids = ToolIds(loaded)
+    assert ids("abc", 2) == ToolIds(session)("abc", 2)  # the call the original made
+    assert ids("abc", 4) != ToolIds(child)("abc", 4)  # a new turn: an id of its own
+    loaded.rewritten()  # a compaction moves every message
+    assert loaded.origin_of(0) == grandchild.id
 
 
 def test_a_missing_session_fails_the_codon_with_the_reason(tmp_path: Path, mock) -> None:

@@ -112,7 +112,9 @@ def test_an_answer_to_ask_human_is_the_result_of_the_resumed_call(tmp_path: Path
     assert run["startingConditions"]["resumedRunId"] == state["runs"][0]["runId"]
     record = project.records()["colour"]
     assert record["status"] == "completed"
-    assert record["claudeSessionId"] == session
+    # The resumed attempt went on in a copy of the interrupted session (forked).
+    assert record["previousSessionId"] == session
+    assert record["claudeSessionId"] != session
     (resumed,) = project.model_requests()[before:]
     # The first request of the resumed run answers the original call with the answer: no
     # model call and no user turn before it (the resume prompt is not sent).
@@ -129,7 +131,7 @@ def test_an_answer_to_ask_human_is_the_result_of_the_resumed_call(tmp_path: Path
     # The resumed log answers the call the first log showed, under the same id.
     log = project.codon_log(record)
     assert [r["type"] for r in log] == ["system", "user", "assistant", "result"]
-    assert log[0]["session_id"] == session
+    assert log[0]["session_id"] == record["claudeSessionId"]
     (result,) = results_in_log(log)
     assert result["tool_use_id"] == use["id"] and result["content"] == "blue"
     assert not result.get("is_error")
@@ -166,7 +168,8 @@ def test_a_held_bash_call_runs_or_is_denied_on_resume(tmp_path: Path, answer: st
     assert second.code == 0, second.stderr
     record = project.records()["tidy"]
     assert record["status"] == "completed"
-    assert record["claudeSessionId"] == session
+    assert record["previousSessionId"] == session  # resumed in a copy of it
+    assert record["claudeSessionId"] != session
     (resumed,) = project.model_requests()[before:]
     assert rule(resumed) == "done"
     assert user_texts(resumed) == ["Tidy up."]  # no resume prompt

@@ -106,9 +106,12 @@ def test_a_continue_previous_chain_keeps_the_recorded_session(project, tmp_path)
 
     assert replayed.code == 0, replayed.notices
     assert_same_as_recording(recorded, replayed, tmp_path)
-    assert {f["session"] for f in facts(replayed.state).values()} == {"sess-recorded-1"}
+    # Each continuing codon forked the one before (a session of its own, as recorded).
+    sessions = [c.claude_session_id for c in replayed.state.runs[0].codons]
+    assert sessions[0] == "sess-recorded-1" and len(set(sessions)) == 3, sessions
+    assert sessions == [c.claude_session_id for c in recorded.state.runs[0].codons]
     previous = [getattr(c, "previous_session_id", None) for c in replayed.state.runs[0].codons]
-    assert previous == [None, "sess-recorded-1", "sess-recorded-1"]
+    assert previous == [None, *sessions[:2]]
 
 
 def test_a_retried_codon_replays_its_newest_attempt(project, tmp_path):

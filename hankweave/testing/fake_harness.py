@@ -29,7 +29,9 @@ The fake exercises the whole harness contract: ``"process": true`` starts a real
 (an idle ``sleep``) and reports it with ``report_process``, so cancellation and ``aclose()`` are
 proven to leave none behind; ``"tools"`` makes tool calls that go through ``authorize_tool``
 (a denied call gets the denial as its error result); ``"askHuman"`` asks ``ask_human``;
-``"raiseAfterResult"`` raises after the success result, as a known SDK bug does.  Its settings
+``"raiseAfterResult"`` raises after the success result, as a known SDK bug does.  A pass with
+``request.fork_session`` continues under a new session id made from the resumed one
+(``<resumed>-fork-<hex>``), unless the attempt scripts its ``sessionId``.  Its settings
 (``harnesses.fake``) are :class:`FakeHarness.Config`.
 """
 
@@ -40,6 +42,7 @@ import json
 import os
 import signal
 import subprocess
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -164,7 +167,7 @@ class FakeHarness(Harness):
     async def run_codon(self, request: CodonRequest, context: AttemptContext
                         ) -> AsyncIterator[LogLine]:
         attempt = _next_attempt(request.codon_id)
-        session = attempt.session_id or request.session_id_to_resume or (
+        session = attempt.session_id or _resumed(request) or (
             f"{self.config.session_prefix}-{request.codon_id.replace('#', '-')}-{os.getpid()}")
         if attempt.process:
             await self._start_process(context)
@@ -248,6 +251,18 @@ class FakeHarness(Harness):
     async def aclose(self) -> None:
         if self._children:
             await asyncio.to_thread(self._stop_children)
+
+
+FORK_MARK = "-fork-"
+
+
+def _resumed(request: CodonRequest) -> str | None:
+    """The session a pass continues: the one to resume, or for a fork a new id made from it
+    (``<resumed>-fork-<hex>``; a fork of a fork replaces the mark, so ids stay short)."""
+    resumed = request.session_id_to_resume
+    if not resumed or not request.fork_session:
+        return resumed
+    return f"{resumed.partition(FORK_MARK)[0]}{FORK_MARK}{uuid.uuid4().hex[:8]}"
 
 
 async def _call_tool(context: AttemptContext, index: int, name: str,

@@ -16,7 +16,9 @@ The scenarios (:data:`Scenario`):
 ``complete``
     a short session that succeeds: ``init``, at least one assistant message, a success result;
 ``resume``
-    the same, continuing ``request.session_id_to_resume``;
+    the same, continuing ``request.session_id_to_resume``; with ``request.fork_session``, a
+    copy of that session under a new session id (the ``init`` record's), the original left
+    as it was;
 ``hang``
     the agent starts (and reports its process, if it has one), sends ``init``, then waits
     forever: the runtime's cancellation must end it;
@@ -305,6 +307,32 @@ class HarnessContract:
         for record in again:
             parser.feed(record)
         assert parser.session_id == session
+        assert parser.success
+
+    def test_a_forked_resume_continues_a_session_of_its_own(self, tmp_path: Path) -> None:
+        """Each attempt that resumes a session forks it (``fork_session``): a new session id
+        every time, and the original stays resumable, as the next attempt will resume it."""
+        if not self.harness_class.supports_resume:
+            pytest.skip(f"{self.harness_class.name} does not resume sessions")
+        first, _ = self.play("complete", tmp_path / "first")
+        original = CodonLogParser().feed(first[0]).session_id
+        assert original
+        forks = []
+        for name in ("fork-1", "fork-2"):
+            records, _ = self.play("resume", tmp_path / name, session_id_to_resume=original,
+                                   fork_session=True)
+            parser = CodonLogParser()
+            for record in records:
+                parser.feed(record)
+            assert parser.success, records
+            assert parser.session_id and parser.session_id != original, parser.session_id
+            forks.append(parser.session_id)
+        assert forks[0] != forks[1], forks
+        again, _ = self.play("resume", tmp_path / "again", session_id_to_resume=original)
+        parser = CodonLogParser()
+        for record in again:
+            parser.feed(record)
+        assert parser.session_id == original
         assert parser.success
 
     def test_cancelling_ends_the_agent_in_time_and_leaves_no_process(self,
