@@ -73,6 +73,9 @@ class PassPlan:
     setting_sources: tuple[str, ...] = ("user",)
     auto_compact: bool = False
     resume: str | None = None
+    fork_session: bool = False
+    """With :attr:`resume`: continue a copy of that session under a new id (``--fork-session``),
+    leaving the original as it was."""
     buffer_size: int = 64 * 1024 * 1024
     sdk_mcp_servers: tuple[str, ...] = ()
     """In-process MCP servers (served by the SDK in the harness's process, reached through the
@@ -108,6 +111,8 @@ class PassPlan:
         command += ["--settings", self.settings_json]
         if self.sdk_mcp_servers:
             command += ["--mcp-config", self.mcp_config_json]
+        if self.resume and self.fork_session:
+            command.append("--fork-session")
         command += [f"--setting-sources={','.join(self.setting_sources)}",
                     "--input-format", "stream-json"]
         return command

@@ -198,6 +198,7 @@ class ClaudeHarness(Harness):
             disallowed_tools=config.disallowed_tools,
             max_turns=config.max_turns, setting_sources=config.setting_sources,
             auto_compact=request.auto_compact, resume=request.session_id_to_resume,
+            fork_session=request.fork_session,
             buffer_size=config.max_buffer_size, sdk_mcp_servers=(MCP_SERVER,))
 
     def _folders_for(self, request: CodonRequest, context: AttemptContext) -> CLIFolders:

@@ -185,7 +185,9 @@ def test_an_answer_after_the_run_ended_arrives_as_the_next_user_turn(
 
     assert second.code == 0, second.stderr
     assert second.records()["colour"]["status"] == "completed"
-    assert second.records()["colour"]["claudeSessionId"] == session
+    # The resumed attempt continued a fork of the interrupted session (--fork-session).
+    assert second.records()["colour"]["previousSessionId"] == session
+    assert second.records()["colour"]["claudeSessionId"] != session
     # The interrupted CLI got SIGTERM before its stdin closed: it made no further request
     # (on EOF it would fail the pending call and ask the model again at once).
     requests = project.model_requests()

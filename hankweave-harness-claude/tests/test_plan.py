@@ -36,7 +36,7 @@ from hankweave_harness_claude.messages import codon_log_record
              permission_mode="acceptEdits", append_system_prompt="Be brief.",
              allowed_tools=("Bash", "Write"), disallowed_tools=("WebFetch",), max_turns=4,
              setting_sources=("user", "project"), auto_compact=True, resume="-flag-like-id",
-             sdk_mcp_servers=("hankweave",)),
+             fork_session=True, sdk_mcp_servers=("hankweave",)),
 ])
 def test_the_command_line_is_the_one_the_sdk_builds(plan: PassPlan) -> None:
     system_prompt: dict = {"type": "preset", "preset": "claude_code"}
@@ -47,7 +47,7 @@ def test_the_command_line_is_the_one_the_sdk_builds(plan: PassPlan) -> None:
         permission_mode=plan.permission_mode,  # type: ignore[arg-type]
         allowed_tools=list(plan.allowed_tools), disallowed_tools=list(plan.disallowed_tools),
         max_turns=plan.max_turns, setting_sources=list(plan.setting_sources),  # type: ignore[arg-type]
-        settings=plan.settings_json, resume=plan.resume,
+        settings=plan.settings_json, resume=plan.resume, fork_session=plan.fork_session,
         mcp_servers={name: create_sdk_mcp_server(name) for name in plan.sdk_mcp_servers})
     assert plan.command() == SubprocessCLITransport("", options)._build_command()
 
@@ -67,6 +67,24 @@ def test_every_pass_offers_ask_human_and_approves_it(tmp_path: Path, mode: str |
     assert declared == {"mcpServers": {"hankweave": {"type": "sdk", "name": "hankweave"}}}
     approved = command[command.index("--allowedTools") + 1].split(",")
     assert "mcp__hankweave__ask_human" in approved and "Write" in approved
+
+
+@pytest.mark.parametrize(("fields", "flags"), [
+    ({"session_id_to_resume": "s-1", "fork_session": True}, ["--resume=s-1", "--fork-session"]),
+    ({"session_id_to_resume": "s-1", "extension": True}, ["--resume=s-1"]),
+    ({}, []),
+], ids=["a-new-attempt-forks", "an-extension-continues", "fresh"])
+def test_an_attempt_that_resumes_a_session_forks_it(tmp_path: Path, fields: dict,
+                                                    flags: list[str]) -> None:
+    harness = ClaudeHarness()
+    request = CodonRequest(prompt="p", system_prompt=None, model=haiku(), work_dir=tmp_path,
+                           env={"PATH": "/usr/bin"}, **fields)
+    try:
+        command = harness._plan(request, attempt_context(tmp_path, request)).command()
+    finally:
+        asyncio.run(harness.aclose())
+
+    assert [part for part in command if part.startswith(("--resume", "--fork"))] == flags
 
 
 def test_the_bundled_cli_is_found_without_importing_the_sdk() -> None:

@@ -116,9 +116,10 @@ def result_events(project: HankProject) -> list[dict]:
 def test_continue_previous_carries_the_first_codons_conversation(project: HankProject) -> None:
     script = {"rules": [
         {"name": "first", "when": {"lastUserMessage": "Name a fruit"},
-         "reply": {"text": "Quince, the golden one."}},
+         "reply": {"text": "Quince, the golden one.",
+                   "usage": {"inputTokens": 1000, "outputTokens": 50}}},
         {"name": "second", "when": {"lastUserMessage": "Repeat the fruit"},
-         "reply": {"text": "Quince."}}]}
+         "reply": {"text": "Quince.", "usage": {"inputTokens": 3000, "outputTokens": 20}}}]}
     project.write([codon("first", promptText="Name a fruit."),
                    codon("second", promptText="Repeat the fruit.",
                          continuationMode="continue-previous")], script)
@@ -127,12 +128,20 @@ def test_continue_previous_carries_the_first_codons_conversation(project: HankPr
 
     assert result.code == 0, result.stderr
     records = result.records()
-    assert records["second"]["claudeSessionId"] == records["first"]["claudeSessionId"]
+    # The second codon continued a fork of the first's session: a session id of its own.
+    assert records["second"]["previousSessionId"] == records["first"]["claudeSessionId"]
+    assert records["second"]["claudeSessionId"] != records["first"]["claudeSessionId"]
     second = next(r for r in project.model_requests() if r["rule"].endswith("(second)"))
     text = str(second["request"]["messages"])
     assert "Name a fruit." in text and "Quince, the golden one." in text
-    # The CLI reports the resumed session's whole cost; each codon is charged its own share.
-    assert records["second"]["finalCost"] == pytest.approx(records["first"]["finalCost"])
+    # The CLI reports the fork's whole cost, the first codon's included; each codon is charged
+    # its own share.
+    price = get_registry().resolve_model("haiku").cost
+    assert price is not None
+    assert records["first"]["finalCost"] == pytest.approx((1000 * price.input
+                                                          + 50 * price.output) / 1e6)
+    assert records["second"]["finalCost"] == pytest.approx((3000 * price.input
+                                                           + 20 * price.output) / 1e6)
     state_total = sum(r["finalCost"] for r in records.values())
     log = (project.execution / records["second"]["claudeLogPath"]).read_text().splitlines()
     result = json.loads(log[-1])
