@@ -143,7 +143,9 @@ def test_a_continue_previous_chain_round_trip(project, tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert_replays_the_recording(project, replayed, tmp_path)
-    assert {f["session"] for f in facts(state_of(replayed)).values()} == {"sess-1"}
+    # Each continuing codon forked the session of the one before, as recorded.
+    sessions = {codon_id: f["session"] for codon_id, f in facts(state_of(replayed)).items()}
+    assert sessions["a"] == "sess-1" and len(set(sessions.values())) == 3, sessions
 
 
 def test_an_execution_directory_replays_directly(project, tmp_path):
