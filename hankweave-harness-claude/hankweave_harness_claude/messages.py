@@ -58,7 +58,10 @@ class SessionCosts:
     result's ``total_cost_usd`` becomes the session's growth since the pass began; the CLI's own
     figure stays in ``session_total_cost_usd``.  The last total of every session is kept in the
     harness's folder (``sessions.json``), so a codon that continues an earlier codon's session,
-    in this run or after a restart, starts from it.
+    in this run or after a restart, starts from it.  A fork (``--fork-session``, every attempt
+    that resumes a session) reports a total that includes its parent's (measured with the
+    bundled CLI, also after another fork of the same parent failed), so its pass starts from
+    the parent's total, under the parent's id (``PassPlan.resume``).
     """
 
     FILE = "sessions.json"
