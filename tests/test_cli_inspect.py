@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,11 @@ from click.testing import CliRunner, Result
 
 from hankweave.checkpoints import Checkpoint, CheckpointStore
 from hankweave.cli import cli
+from hankweave.fsutil import utc_now_iso
 from hankweave.hookspecs import hookimpl
 from hankweave.plugins import get_plugin_manager
 from hankweave.registry import get_registry
+from hankweave.state.lock import RuntimeLock
 from hankweave.state.types import HankweaveState, dump_state
 from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
 from tests.state_builders import Scenario, plan, tokens, write_state
@@ -140,10 +143,33 @@ def test_seed_state_capture_loads_through_state_json(exec_dir: Path) -> None:
 # ----- inspect thread -----
 
 
+@contextmanager
+def live_runtime(exec_dir: Path, run_id: str) -> Iterator[None]:
+    """A live runtime's lock on the execution (this process, a fresh heartbeat)."""
+    lock = RuntimeLock(exec_dir / ".hankweave")
+    lock.acquire(run_id)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
 def test_thread_json_has_exactly_the_documented_shape(exec_dir: Path) -> None:
     resumed_execution().write(exec_dir)
 
-    result = inspect("thread", "-e", exec_dir, "--json")
+    with live_runtime(exec_dir, "r2"):
+        result = inspect("thread", "-e", exec_dir, "--json")
 
     assert result.exit_code == 0
     printed = json.loads(result.stdout)
@@ -164,6 +190,55 @@ def test_thread_json_has_exactly_the_documented_shape(exec_dir: Path) -> None:
     }
     assert printed["codons"][1]["codonId"] == "a"
     assert printed["codons"][1]["runIndex"] == 1
+
+
+@pytest.mark.parametrize("lock", ["absent", "dead process", "stale heartbeat"])
+def test_thread_shows_a_running_run_whose_runtime_is_gone_crashed(
+        exec_dir: Path, lock: str) -> None:
+    resumed_execution().write(exec_dir)
+    hankweave_dir = exec_dir / ".hankweave"
+    if lock != "absent":
+        pid = dead_pid() if lock == "dead process" else os.getpid()
+        beat = "2020-01-01T00:00:00.000Z" if lock == "stale heartbeat" else utc_now_iso()
+        (hankweave_dir / "runtime.lock").write_text(json.dumps(
+            {"pid": pid, "lockId": "x", "runId": "r2", "lastHeartbeat": beat}))
+    before = files_of(hankweave_dir)
+
+    result = inspect("thread", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert (printed["hasRunningCodon"], printed["failed"]) == (False, True)
+    newest = printed["codons"][0]
+    assert (newest["codonId"], newest["status"], newest["runStatus"]) == ("b", "failed", "crashed")
+    assert printed["codons"][1]["runStatus"] == "failed"  # r1 ended before: as recorded
+    table = inspect("thread", "-e", exec_dir)
+    rows = table.stdout.split("\n2 codons across")[0]
+    assert "crashed" in rows and "running" not in rows
+    assert files_of(hankweave_dir) == before  # read-only: the repair is only shown
+
+
+def test_execution_document_shows_a_run_whose_runtime_is_gone_crashed(exec_dir: Path) -> None:
+    resumed_execution().write(exec_dir)
+
+    gone = json.loads(inspect("execution", "-e", exec_dir, "--json").stdout)
+    with live_runtime(exec_dir, "r2"):
+        live = json.loads(inspect("execution", "-e", exec_dir, "--json").stdout)
+
+    assert (gone["execution"]["status"], gone["runs"][0]["status"]) == ("crashed", "crashed")
+    assert (live["execution"]["status"], live["runs"][0]["status"]) == ("running", "running")
+
+
+def test_thread_with_an_unreadable_lock_is_shown_as_stored_with_a_warning(
+        exec_dir: Path) -> None:
+    resumed_execution().write(exec_dir)
+    (exec_dir / ".hankweave" / "runtime.lock").write_text("not a lock")
+
+    result = inspect("thread", "-e", exec_dir, "--json")
+
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["codons"][0]["runStatus"] == "running"
+    assert "cannot tell whether a runtime still runs this execution" in result.stderr
 
 
 def test_thread_table_shows_codons_and_the_next_codon(exec_dir: Path) -> None:

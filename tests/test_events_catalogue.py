@@ -331,6 +331,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "interruptionId": "int-1796150000000-ab12c", "codonId": "deploy",
         "answer": "approve", "answeredBy": "cli:alice",
     },
+    "run.crashed": {
+        "runId": "r1", "detectedAt": "2026-12-02T09:00:00.000Z", "codonId": "review",
+        "codonStatus": "running", "endedAgentPids": [4242], "next": "rollback",
+        "afterCodonId": "plan",
+        "message": "Run r1 crashed while codon review was running; rolling back to the last"
+                   " successful codon, plan, and retrying codon review",
+    },
 }
 
 
@@ -355,13 +362,14 @@ def test_sample_payload_validates_and_round_trips_through_json(event_type: str) 
     assert json.loads(line)["data"] == payload
 
 
-def test_category_sets_hold_the_36_original_types_plus_four_of_ours() -> None:
-    ours = {"sink.failed", "budget.limits", "interruption.created", "interruption.answered"}
-    assert len(SERVER_STATE_EVENTS) == 24
+def test_category_sets_hold_the_36_original_types_plus_five_of_ours() -> None:
+    ours = {"sink.failed", "budget.limits", "interruption.created", "interruption.answered",
+            "run.crashed"}
+    assert len(SERVER_STATE_EVENTS) == 25
     assert len(AGENTIC_BACKBONE_EVENTS) == 7
     assert len(SENTINEL_EVENTS) == 5
     assert len(CONNECTION_EVENTS) == 4
-    assert len(ALL_EVENT_TYPES) == 40
+    assert len(ALL_EVENT_TYPES) == 41
     assert len(ALL_EVENT_TYPES - ours) == 36
     assert ours <= SERVER_STATE_EVENTS
 

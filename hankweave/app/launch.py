@@ -370,10 +370,8 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
             for sink in prepared.sinks:
                 _close_quietly(sink)
             return EXIT_SIGTERM
-        for run_id in owned.crashed_run_ids:
-            request.notify(f"Run {run_id} had crashed; marked crashed and resuming after it")
-            for pid in owned.ended_agents.get(run_id, []):
-                request.notify(f"Ended agent process {pid}, left running by crashed run {run_id}")
+        # A crashed run found here is told by the runtime's run.crashed event, with what
+        # happens next (hankweave/runtime/crashes.py).
         if _nothing_to_do(owned.store.state):
             request.notify(f"Nothing to do: every codon of {layout.path} has finished. Start"
                            " a new execution with -n (or roll back with `hankweave rollback`).")

@@ -1,7 +1,9 @@
 """``hankweave inspect``: read an execution's recorded state without changing anything.
 
 Both commands read ``<DIR>/.hankweave/state.json`` plus its transition log (``state.wal``), so
-they show every acknowledged transition even while a runtime is writing.  ``inspect thread`` also
+they show every acknowledged transition even while a runtime is writing.  ``inspect thread`` and
+``inspect execution`` show a ``running`` run whose runtime is gone (no live ``runtime.lock``)
+as ``crashed``, as the next start will record it.  ``inspect thread`` also
 lists the execution's checkpoint store (:meth:`CheckpointStore.list_read_only`) to show which
 recorded checkpoints can still be restored.  They take no lock and write no file.  Warnings go
 to stderr, so ``--json`` output on stdout stays pure JSON.
@@ -73,7 +75,7 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> No
     """
     from hankweave.state.thread import analyze_execution_thread
 
-    state = _load(execution_dir)
+    state = _as_found(execution_dir, _load(execution_dir))
     if run_id is not None and state.run_by_id(run_id) is None:
         raise CLIError(
             f"run {run_id!r} is not in {_state_path(execution_dir)}"
@@ -143,6 +145,29 @@ def _load(execution_dir: Path) -> HankweaveState:
     for issue in report.issues:
         _warn(f"state {issue.type}: {issue.message}")
     return state
+
+
+def _as_found(execution_dir: Path, state: HankweaveState) -> HankweaveState:
+    """``state`` with every ``running`` run whose runtime is gone shown ``crashed`` (its
+    unfinished codon ``failed``), as the next start will record it; in memory only.
+
+    A runtime is gone when no live one holds ``runtime.lock`` (the lock's own rule: its process
+    exists and its heartbeat is fresh).  An unreadable lock leaves the state as stored.
+    """
+    if not any(run.status == "running" for run in state.runs):
+        return state
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.fsutil import utc_now_iso
+    from hankweave.state.lock import LockCorruptError, live_runtime_lock
+    from hankweave.state.thread import with_dead_runs_crashed
+
+    try:
+        if live_runtime_lock(ExecutionLayout(execution_dir).hankweave_dir) is not None:
+            return state
+    except (LockCorruptError, OSError) as exc:
+        _warn(f"cannot tell whether a runtime still runs this execution: {exc}")
+        return state
+    return with_dead_runs_crashed(state, utc_now_iso())
 
 
 def _stored_checkpoints(execution_dir: Path, state: HankweaveState) -> CheckpointData | None:
@@ -397,7 +422,7 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
     if print_schema:
         click.echo(json.dumps(document_json_schema(), indent=2))
         return
-    state = _load(execution_dir)
+    state = _as_found(execution_dir, _load(execution_dir))
     document = document_of(execution_dir, state)
     if as_json:
         click.echo(document.model_dump_json(indent=2))

@@ -389,6 +389,8 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "interruption.answered": lambda d: (
         f"{d.get('interruptionId', '?')} {_clip(d.get('answer'))}"
         f"  by {d.get('answeredBy', '?')}"),
+    "run.crashed": lambda d: (
+        f"{d.get('runId', '?')} next: {d.get('next', '?')}  {_clip(d.get('message', ''))}"),
 }
 
 

@@ -137,6 +137,8 @@ class HeadlessLog:
             return f"loop {data.get('loopId')} iteration {data.get('iteration')} done"
         if kind == "sink.failed":
             return f"event sink {data.get('sink')} failed and was disabled: {data.get('error')}"
+        if kind == "run.crashed":
+            return str(data.get("message", ""))
         return None
 
 
@@ -170,7 +172,7 @@ class LiveView:
             label = _error_label(data)
             self.console.print(Text(f"{label}: {data.get('message')}",
                                     style="yellow" if label == "warning" else "red"))
-        elif kind == "server.idle":
+        elif kind in ("server.idle", "run.crashed"):
             self.console.print(Text(str(data.get("message", "")), style="yellow"))
         self._live.update(self._render())
 

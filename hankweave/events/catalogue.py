@@ -11,8 +11,8 @@ An event on the wire and in the journal is a :class:`ServerEvent` envelope::
 The 36 original event types fall into four categories that decide routing: server-state and
 agentic-backbone events are journaled, broadcast and routed to sentinels; sentinel events are
 journaled and broadcast but never routed back to sentinels (that would loop); connection events
-are never journaled and go to one client.  This runtime adds two server-state events,
-``sink.failed`` and ``budget.limits``.
+are never journaled and go to one client.  This runtime adds server-state events of its own:
+``sink.failed``, ``budget.limits``, the two ``interruption.*`` events and ``run.crashed``.
 
 Payload models are permissive (``extra="allow"``): a field a newer runtime adds survives a
 round trip.  Field names are camelCase on the wire and snake_case in Python.  Emitters validate
@@ -38,7 +38,13 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticSerializationError
 
 from hankweave.fsutil import utc_now_iso
-from hankweave.state.types import BudgetExceededData, CheckpointType, CodonStatus, FailureReason
+from hankweave.state.types import (
+    BudgetExceededData,
+    CheckpointType,
+    CodonStatus,
+    FailedDuring,
+    FailureReason,
+)
 
 __all__ = [
     "AGENTIC_BACKBONE_EVENTS",
@@ -103,6 +109,7 @@ __all__ = [
     "RollbackProgressData",
     "RollbackRigCleanupData",
     "RollbackStartedData",
+    "RunCrashedData",
     "SentinelErrorData",
     "SentinelLoadedData",
     "SentinelOutputData",
@@ -872,6 +879,34 @@ class SentinelTriggeredData(EventData):
 # ----- beyond the original -----
 
 
+class RunCrashedData(EventData):
+    """A start found that an earlier run's runtime died while the run was ``running``.
+
+    By the time it is emitted the crash repair is on disk: the run is ``crashed`` and its
+    in-flight codon ``failed`` (docs/state.md).  One per crashed run, before the new run's
+    ``RunStarted`` transition.
+    """
+
+    run_id: str
+    detected_at: str
+    codon_id: str | None = None
+    """The codon in flight when the runtime died (now failed); absent when it died between
+    codons."""
+    codon_status: FailedDuring | None = None
+    """The status that codon had then (its record's ``failedDuring``)."""
+    ended_agent_pids: list[int]
+    """Agent processes the dead run left running that this start ended (often none)."""
+    next: Literal["resume", "rollback", "continue"]
+    """What this start does: ``resume`` a run that waited for a person, ``rollback`` to the
+    last successful codon and retry (the thread failed), or ``continue`` after the newest
+    finished codon."""
+    after_codon_id: str | None = None
+    """The codon whose checkpoint the next run starts from (absent: from the start, or from
+    the retried codon's rig setup)."""
+    message: str
+    """The whole account in one line, as ``hankweave run`` prints it."""
+
+
 class SinkFailedData(EventData):
     """An event sink failed: it raised and was detached for the rest of the run
     (``disabled: true``), or it fell behind and lost its oldest queued events (``disabled:
@@ -924,10 +959,11 @@ SERVER_STATE_EVENTS: frozenset[str] = frozenset(
         "budget.limits",
         "interruption.created",
         "interruption.answered",
+        "run.crashed",
     }
 )
-"""The original's 20 server-state events plus ``sink.failed``, ``budget.limits`` and the two
-``interruption.*`` events."""
+"""The original's 20 server-state events plus ``sink.failed``, ``budget.limits``, the two
+``interruption.*`` events and ``run.crashed``."""
 
 AGENTIC_BACKBONE_EVENTS: frozenset[str] = frozenset(
     {
@@ -1005,6 +1041,7 @@ EVENT_DATA_MODELS: dict[str, type[EventData]] = {
     "budget.limits": BudgetLimitsData,
     "interruption.created": InterruptionCreatedData,
     "interruption.answered": InterruptionAnsweredData,
+    "run.crashed": RunCrashedData,
 }
 """Each event type's payload model (``serverEventDataSchemas`` in the original)."""
 

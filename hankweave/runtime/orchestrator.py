@@ -35,6 +35,7 @@ from hankweave.runtime.budget import RunBudget
 from hankweave.runtime.completion import CodonResult, expand_plan
 from hankweave.runtime.context import RunContext, RuntimeConfig
 from hankweave.runtime.control import LiveControl, Phase, StartRequest
+from hankweave.runtime.crashes import follow_up, report_crashes
 from hankweave.runtime.errors import RuntimeCommandError
 from hankweave.runtime.failures import (
     compute_retry_delay_ms,
@@ -141,6 +142,10 @@ class Runtime:
         await self.lifecycle.prepare_checkpoints()
         thread = self.ctx.thread()
         resumed = resumable_run(self.state) if self.config.humans else None
+        if self.owned.crashed_run_ids:  # repaired before the journal existed: said here
+            report_crashes(self.reporter, self.state, self.owned.crashed_run_ids,
+                           self.owned.ended_agents,
+                           follow_up(self.state, thread, resumed, self.lifecycle.resume_point))
         if resumed is not None:
             if not await self._resume(resumed, thread):
                 return

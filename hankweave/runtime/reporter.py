@@ -118,6 +118,17 @@ class Reporter:
             c.InterruptionAnsweredData, interruption_id=item.id, codon_id=item.codon_id,
             answer=item.answer, answered_by=item.answered_by or ""))
 
+    # ----- runs -----
+
+    def run_crashed(self, *, run_id: str, detected_at: str, codon_id: str | None,
+                    codon_status: str | None, ended_agent_pids: Sequence[int], next_step: str,
+                    after_codon_id: str | None, message: str) -> None:
+        """``run.crashed``: a start found that ``run_id``'s runtime had died (one per run)."""
+        self._send("run.crashed", payload(
+            c.RunCrashedData, run_id=run_id, detected_at=detected_at, codon_id=codon_id,
+            codon_status=codon_status, ended_agent_pids=list(ended_agent_pids), next=next_step,
+            after_codon_id=after_codon_id, message=message))
+
     # ----- state -----
 
     def transition(self, transition: StateTransition, state: HankweaveState) -> None:

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from hankweave.state.reducer import apply_transition
+from hankweave.state.transitions import RunCrashed, RunCrashedData
 from hankweave.state.types import (
     CheckpointInfo,
     CodonExecution,
@@ -446,6 +448,23 @@ def _validated_checkpoints(
                 )
             )
     return confirmed
+
+
+def with_dead_runs_crashed(state: HankweaveState, detected_at: str) -> HankweaveState:
+    """``state`` as the next start's crash repair will leave it, in memory only: every
+    ``running`` run marked ``crashed`` and its unfinished codon ``failed``.
+
+    For readers that found no live runtime on the execution (no ``runtime.lock``, or one whose
+    process is gone or whose heartbeat is stale: :func:`hankweave.state.lock.live_runtime_lock`),
+    so a dead run is not shown ``running`` until a new start repairs it.  The repair is the
+    reducer's own ``RunCrashed``; nothing is written.
+    """
+    for run in state.runs:
+        if run.status == "running":
+            last = run.codons[-1].status if run.codons else "unknown"
+            state = apply_transition(state, RunCrashed(data=RunCrashedData(
+                run_id=run.run_id, detected_at=detected_at, last_codon_status=last)))
+    return state
 
 
 def get_next_codon_id(thread: ExecutionThread) -> CodonId | None:

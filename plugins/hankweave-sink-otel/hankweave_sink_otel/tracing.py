@@ -483,6 +483,9 @@ _HANDLERS = {
     "sentinel.triggered": Tracing.sentinel_triggered,
     "sentinel.output": Tracing.sentinel_output,
     "sentinel.error": Tracing.sentinel_error,
+    # The start that finds a crash reports it (the RunCrashed transition is made before the
+    # runtime's event bus exists, so it is never an event).
+    "run.crashed": Tracing._run_crashed,
 }
 
 

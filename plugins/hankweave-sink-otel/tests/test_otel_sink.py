@@ -147,6 +147,20 @@ def test_sentinel_calls_are_spans_of_their_codon() -> None:
     assert (codon.context.trace_id, codon.parent.span_id) == run_ids("r-1")
 
 
+def test_a_crashed_run_is_a_failed_root_span_its_exported_codons_find() -> None:
+    # What the next start's sink sees first: its report of the crash (docs/events.md).
+    crashed = {"type": "run.crashed", "timestamp": "2026-12-01T10:05:00.000Z",
+               "data": {"runId": "r-1", "detectedAt": "2026-12-01T10:05:00.000Z",
+                        "codonId": "a", "codonStatus": "running", "endedAgentPids": [],
+                        "next": "rollback", "message": "Run r-1 had crashed"}}
+    spans, _ = fed([crashed])
+
+    (run,) = [s for s in spans if s.name == "hankweave.run"]
+    assert (run.context.trace_id, run.context.span_id) == run_ids("r-1")
+    assert run.attributes["hankweave.run.status"] == "crashed"
+    assert run.status.status_code is StatusCode.ERROR
+
+
 # ----- the wire -----
 
 
