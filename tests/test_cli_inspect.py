@@ -585,3 +585,20 @@ def test_a_cost_with_unpriced_usage_is_shown_as_a_lower_bound(exec_dir: Path) ->
     assert "$2.0000+" in result.output
     assert "lower bound" in result.output
     assert "costComplete" in result.output
+
+
+def test_the_document_every_reader_builds_shows_a_run_whose_runtime_is_gone_crashed(
+        exec_dir: Path) -> None:
+    """document_of is what the dashboard and an executor's status read, not only inspect."""
+    from hankweave.execution.document import document_of
+    from hankweave.state.store import load_state
+
+    resumed_execution().write(exec_dir)
+    state = load_state(exec_dir / ".hankweave")[0]
+
+    gone = document_of(exec_dir, state)
+    with live_runtime(exec_dir, "r2"):
+        live = document_of(exec_dir, state)
+
+    assert (gone.execution.status, gone.runs[0].status) == ("crashed", "crashed")
+    assert (live.execution.status, live.runs[0].status) == ("running", "running")

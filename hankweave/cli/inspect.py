@@ -148,26 +148,10 @@ def _load(execution_dir: Path) -> HankweaveState:
 
 
 def _as_found(execution_dir: Path, state: HankweaveState) -> HankweaveState:
-    """``state`` with every ``running`` run whose runtime is gone shown ``crashed`` (its
-    unfinished codon ``failed``), as the next start will record it; in memory only.
+    """``state`` with a run whose runtime is gone shown crashed (in memory only)."""
+    from hankweave.execution.document import as_found
 
-    A runtime is gone when no live one holds ``runtime.lock`` (the lock's own rule: its process
-    exists and its heartbeat is fresh).  An unreadable lock leaves the state as stored.
-    """
-    if not any(run.status == "running" for run in state.runs):
-        return state
-    from hankweave.execution.layout import ExecutionLayout
-    from hankweave.fsutil import utc_now_iso
-    from hankweave.state.lock import LockCorruptError, live_runtime_lock
-    from hankweave.state.thread import with_dead_runs_crashed
-
-    try:
-        if live_runtime_lock(ExecutionLayout(execution_dir).hankweave_dir) is not None:
-            return state
-    except (LockCorruptError, OSError) as exc:
-        _warn(f"cannot tell whether a runtime still runs this execution: {exc}")
-        return state
-    return with_dead_runs_crashed(state, utc_now_iso())
+    return as_found(execution_dir, state, warn=_warn)
 
 
 def _stored_checkpoints(execution_dir: Path, state: HankweaveState) -> CheckpointData | None:

@@ -9,6 +9,7 @@ models are its versioned format (:data:`DOCUMENT_VERSION`, JSON Schema from
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -124,12 +125,41 @@ def execution_document(state: HankweaveState, *, path: str, hank_path: str | Non
         interruptions=[_interruption(item) for item in state.interruptions])
 
 
+def as_found(execution_dir: Path, state: HankweaveState, *,
+             warn: Callable[[str], None] | None = None) -> HankweaveState:
+    """``state`` with every ``running`` run whose runtime is gone shown ``crashed`` (its
+    unfinished codon ``failed``), as the next start will record it; in memory only.
+
+    A runtime is gone when no live one holds ``runtime.lock`` (the lock's own rule: its process
+    exists and its heartbeat is fresh).  An unreadable lock leaves the state as stored, and
+    ``warn`` is told why.  Every reader of an execution it does not run (``inspect``, the
+    dashboard, an executor's status) sees it through this.
+    """
+    if not any(run.status == "running" for run in state.runs):
+        return state
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.fsutil import utc_now_iso
+    from hankweave.state.lock import LockCorruptError, live_runtime_lock
+    from hankweave.state.thread import with_dead_runs_crashed
+
+    try:
+        if live_runtime_lock(ExecutionLayout(execution_dir).hankweave_dir) is not None:
+            return state
+    except (LockCorruptError, OSError) as exc:
+        if warn is not None:
+            warn(f"cannot tell whether a runtime still runs this execution: {exc}")
+        return state
+    return with_dead_runs_crashed(state, utc_now_iso())
+
+
 def document_of(execution_dir: Path, state: HankweaveState) -> ExecutionDocument:
     """The document of the execution directory ``execution_dir`` whose state is ``state``
-    (the hank and data paths from ``execution-meta.json``; None when it is unreadable)."""
+    (the hank and data paths from ``execution-meta.json``; None when it is unreadable), with
+    a run whose runtime is gone shown crashed (:func:`as_found`)."""
     from hankweave.execution.layout import ExecutionLayout
     from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
 
+    state = as_found(execution_dir, state)
     try:
         meta = load_execution_meta(ExecutionLayout(execution_dir).meta_file)
         hank_path, data_path = meta.hank_path, meta.read_only_source_data_path
