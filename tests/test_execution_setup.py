@@ -467,6 +467,44 @@ def test_forced_start_new_backs_up_state_and_wipes_agent_root(
     assert new.meta.created_at != old.meta.created_at
 
 
+@pytest.mark.parametrize("force", [False, True], ids=["-n", "-n -f"])
+def test_start_new_refuses_a_directory_a_live_runtime_holds(
+    tmp_path: Path, request_for: Callable[..., SetupRequest], force: bool
+) -> None:
+    from hankweave.state.lock import LockHeldError, RuntimeLock
+
+    execution = tmp_path / "exec"
+    old = setup_execution(request_for(execution_path=execution))
+    (old.agent_root / "work.txt").write_text("old work")
+    lock = RuntimeLock(old.layout.hankweave_dir)
+    lock.acquire()
+    try:
+        with pytest.raises(LockHeldError, match="in use by another hankweave runtime"):
+            setup_execution(request_for(execution_path=execution, start_new=True, force=force))
+    finally:
+        lock.release()
+
+    assert (old.agent_root / "work.txt").read_text() == "old work"
+    assert old.layout.meta_file.is_file()
+    assert not list(execution.glob(".hankweave.backup-*"))
+
+
+def test_forced_start_new_reclaims_a_stale_lock_and_keeps_none_in_the_backup(
+    tmp_path: Path, request_for: Callable[..., SetupRequest]
+) -> None:
+    from hankweave.state.lock import LockInfo
+
+    execution = tmp_path / "exec"
+    old = setup_execution(request_for(execution_path=execution))
+    dead = LockInfo(pid=2**22 + 12345, lockId="gone", lastHeartbeat="2020-01-01T00:00:00.000Z")
+    (old.layout.hankweave_dir / "runtime.lock").write_bytes(dead.to_json_bytes())
+
+    new = setup_execution(request_for(execution_path=execution, start_new=True, force=True))
+
+    assert new.backup_path is not None
+    assert not (new.backup_path / "runtime.lock").exists()
+
+
 def test_no_wipe_keeps_the_old_agent_root(
     tmp_path: Path, request_for: Callable[..., SetupRequest]
 ) -> None:

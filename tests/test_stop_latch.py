@@ -41,8 +41,8 @@ def after(function):
         return result
     return wrapped
 
-async def owning(layout_dir):
-    owned = await real_take_ownership(layout_dir)
+async def owning(layout_dir, **options):
+    owned = await real_take_ownership(layout_dir, **options)
     terminate()
     return owned
 

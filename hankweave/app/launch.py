@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Mapping
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from hankweave.config.hank import HankFile
     from hankweave.config.settings import Settings
     from hankweave.events.sink import EventSink
+    from hankweave.execution.intent import GivenIntent, RunIntent
     from hankweave.execution.layout import ExecutionLayout
     from hankweave.execution.setup import ExecutionSetup
     from hankweave.harness import HarnessConfig
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
     from hankweave.runtime.orchestrator import Runtime
     from hankweave.state.boot import OwnedExecution
     from hankweave.state.lock import LockInfo
-    from hankweave.state.types import HankweaveState
+    from hankweave.state.types import HankweaveState, Interruption
 
 log = logging.getLogger("hankweave")
 
@@ -77,7 +79,8 @@ class LaunchRequest:
     max_cost: float | None = None
     max_time: float | None = None
     shim_idle_timeout: int | None = None
-    ignore_rig_failures: bool = False
+    ignore_rig_failures: bool | None = None
+    """True or False: given (``--[no-]ignore-rig-failures``); None: as recorded (a resume)."""
     overwrite_output: bool = False
     yes: bool = False
     replay: str | None = None
@@ -88,6 +91,11 @@ class LaunchRequest:
     mock_provider: str | None = None
     """A mock provider script: the run serves it on 127.0.0.1 and points every codon's agent
     at it (docs/testing-hanks.md)."""
+    no_mock_provider: bool = False
+    """Leave the mock provider an execution's earlier runs used (``--no-mock-provider``)."""
+    start_fresh: bool = False
+    """``--start-fresh``: the execution's state files are unreadable; move them to
+    ``.hankweave/damaged-<timestamp>/`` and start its state over (docs/state.md)."""
     cwd: Path = field(default_factory=Path.cwd)
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     stdin_text: bytes | None = None
@@ -111,6 +119,10 @@ class Prepared:
     recording: Playback | None = None
     mock_script: MockScript | None = None
     """The mock provider this run serves to its agents, if any."""
+    intent: RunIntent | None = None
+    """Where and how the run's agents run, recorded once the run owns the execution."""
+    intent_script: bytes | None = None
+    """The ``--mock-provider`` script given to this run, copied into the execution with it."""
 
     def release(self) -> None:
         """Give back what preparing took (sinks, an unpacked recording) if no run follows."""
@@ -127,14 +139,106 @@ def prepare(request: LaunchRequest) -> Prepared:
 
     registry = get_registry() if dict(request.env) == dict(os.environ) else Registry(
         make_plugin_manager(env=request.env))
+    given, (request, intent, script) = request, _with_intent(request)
     recording = (_open_recording(request, registry) if request.replay
                  else _kept_recording(request, registry))
     try:
-        return _prepare(request, registry, recording)
+        prepared = _prepare(request, registry, recording)
     except BaseException:
         if recording is not None:
             recording.close()
         raise
+    prepared.intent, prepared.intent_script = intent, script
+    if given.execution is None and prepared.setup.is_resuming and given.replay is None:
+        # Auto mode chose an execution to resume: its recorded intent applies as with -e (one
+        # more pass, only when it differs; a confirmation already given is not asked again).
+        from dataclasses import replace
+
+        from hankweave.execution.intent import RunIntentError, load_run_intent
+
+        try:
+            recorded = load_run_intent(prepared.setup.layout)
+        except RunIntentError as exc:
+            prepared.release()
+            raise LaunchError(str(exc)) from None
+        if recorded is not None and recorded != intent:
+            prepared.release()
+            return prepare(replace(given, execution=str(prepared.setup.layout.path), yes=True))
+    return prepared
+
+
+def _with_intent(request: LaunchRequest) -> tuple[LaunchRequest, RunIntent, bytes | None]:
+    """The request with the execution's recorded intent in every option its command line
+    leaves out (a resume with ``-e``: :mod:`hankweave.execution.intent`), the intent this run
+    records, and the ``--mock-provider`` script it was given (to copy into the execution)."""
+    from dataclasses import replace
+
+    from hankweave.execution.intent import (
+        GivenIntent,
+        RecordedScript,
+        RunIntentError,
+        load_run_intent,
+        merge_intent,
+        script_copy,
+    )
+    from hankweave.execution.layout import ExecutionLayout
+
+    # A replay refuses --mock-provider (_mock_script) before its script is read.
+    script = _given_script(request) if request.replay is None else None
+    given = GivenIntent(
+        mock_provider=(RecordedScript.of(Path(request.cwd, request.mock_provider or ""), script)
+                       if script is not None else None),
+        no_mock_provider=request.no_mock_provider, model=request.model,
+        max_cost=request.max_cost, max_time=request.max_time,
+        shim_idle_timeout=request.shim_idle_timeout,
+        ignore_rig_failures=request.ignore_rig_failures)
+    layout = ExecutionLayout(Path(request.cwd, request.execution or "."))
+    resumes = bool(request.execution) and not request.start_new and request.replay is None
+    try:
+        recorded = load_run_intent(layout) if resumes else None
+        intent = merge_intent(recorded, given)
+        mock = request.mock_provider if request.mock_provider is not None else (
+            str(script_copy(layout, intent)) if intent.mock_provider is not None else None)
+    except RunIntentError as exc:
+        raise LaunchError(str(exc)) from None
+    if recorded is not None:
+        _report_intent(request, layout, recorded, intent, given)
+    return replace(request, mock_provider=mock, model=intent.model, max_cost=intent.max_cost,
+                   max_time=intent.max_time, shim_idle_timeout=intent.shim_idle_timeout,
+                   ignore_rig_failures=intent.ignore_rig_failures), intent, script
+
+
+def _given_script(request: LaunchRequest) -> bytes | None:
+    """The bytes of the ``--mock-provider`` script given, if one is (checked as a script later,
+    with everything else, by :func:`_mock_script`)."""
+    if request.mock_provider is None:
+        return None
+    path = Path(request.cwd, request.mock_provider)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise LaunchError(f"Mock provider script not found: {path}") from None
+    except OSError as exc:
+        raise LaunchError(f"Cannot read mock provider script {path}:"
+                          f" {exc.strerror or exc}") from None
+
+
+def _report_intent(request: LaunchRequest, layout: ExecutionLayout, recorded: RunIntent,
+                   intent: RunIntent, given: GivenIntent) -> None:
+    """Say which recorded options a resume reuses, and which it changes."""
+    from hankweave.execution.intent import changes, reused
+
+    taken = reused(recorded, given)
+    if taken:
+        mock = "[MOCK] " if intent.mock_provider is not None and given.mock_provider is None \
+            else ""
+        request.notify(f"{mock}Resuming with the options recorded in {layout.path}: "
+                       f"{', '.join(taken)} (give an option again to replace it;"
+                       " --no-mock-provider leaves the mock provider)")
+    changed = changes(recorded, intent)
+    if changed:
+        request.notify("Run options changed since the last run of this execution (recorded"
+                       " for its next resume):\n" + "\n".join(f"  {line}" for line in changed))
 
 
 def _open_recording(request: LaunchRequest, registry: Registry) -> Playback:
@@ -145,7 +249,7 @@ def _open_recording(request: LaunchRequest, registry: Registry) -> Playback:
         if ExecutionLayout(Path(request.cwd, request.execution)).state_file.exists():
             raise LaunchError(f"{request.execution} already holds an execution; a replay always"
                               " starts a fresh one (omit -e, or give a new directory; to resume"
-                              f" a replay: hankweave run -e {request.execution})")
+                              f" a replay: hankweave run -e {shlex.quote(request.execution)})")
     recording = _play(request, registry, Path(request.cwd, request.replay or ""),
                       f"replay {request.replay}")
     request.notify(f"[REPLAY] Starting a fresh run from the recording {request.replay}")
@@ -203,6 +307,7 @@ def _prepare(request: LaunchRequest, registry: Registry,
         setup_execution,
     )
     from hankweave.plugins import strict_plugins
+    from hankweave.state.lock import LockError
 
     mock_script = _mock_script(request, recording)
     hank_arg, data_arg = request.hank, request.data
@@ -256,9 +361,11 @@ def _prepare(request: LaunchRequest, registry: Registry,
             data_hash_time_limit_ms=settings.data_hash_time_limit,
             confirm=request.confirm or decline, env=request.env,
             recording=to_keep.root if to_keep is not None else None))
-    except BaseException:
+    except BaseException as exc:
         for sink in sinks:
             _close_quietly(sink)
+        if isinstance(exc, LockError):  # -n -f on a directory a live runtime holds
+            raise _refusal(exc) from None
         raise
     for notice in setup.notices:
         request.notify(notice)
@@ -354,22 +461,46 @@ def _nothing_to_do(state: HankweaveState) -> bool:
     return not thread.failed and thread.next_codon_id is None and not thread.has_running_codon
 
 
+def _refusal(exc: Exception, execution: Path | None = None) -> LaunchError:
+    """A runtime lock held by a live runtime (or unreadable), or a state that cannot be
+    loaded, as the launch's one-paragraph refusal (exit 2)."""
+    from hankweave.state.store import StateUnreadableError
+
+    if isinstance(exc, StateUnreadableError) and execution is not None:
+        command = f"hankweave run -e {shlex.quote(str(execution))} --start-fresh"
+        return LaunchError(
+            f"Cannot resume {execution}: its state cannot be read ({exc}). Nothing was run,"
+            " changed or deleted; starting over from an empty state would run every codon"
+            f" again. To start over on purpose, keeping the damaged files: {command} (moves"
+            f" them to {exc.hankweave_dir}/damaged-<timestamp>/; agentRoot/ and the journal"
+            " are kept).")
+    return LaunchError(str(exc), held_by=getattr(exc, "holder", None))
+
+
 async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
     """Own the execution directory, run the hank, and give the directory back."""
     from hankweave.state.boot import take_ownership
     from hankweave.state.lock import LockError, heartbeat_forever
+    from hankweave.state.store import StateUnreadableError
 
     layout = prepared.setup.layout
     try:
-        owned = await take_ownership(layout.hankweave_dir)
-    except LockError as exc:
+        owned = await take_ownership(layout.hankweave_dir, start_fresh=request.start_fresh)
+    except (LockError, StateUnreadableError) as exc:
         prepared.release()
-        raise LaunchError(str(exc), held_by=getattr(exc, "holder", None)) from None
+        raise _refusal(exc, layout.path) from None
+    if owned.damaged_dir is not None:
+        request.notify(f"--start-fresh: moved the unreadable state files to {owned.damaged_dir}"
+                       " (kept); the execution's state starts over, agentRoot/ as it is.")
     try:
         if _stopped_early(request):
             for sink in prepared.sinks:
                 _close_quietly(sink)
             return EXIT_SIGTERM
+        if prepared.intent is not None:  # under the lock: a refused run records nothing
+            from hankweave.execution.intent import save_run_intent
+
+            save_run_intent(layout, prepared.intent, prepared.intent_script)
         # A crashed run found here is told by the runtime's run.crashed event, with what
         # happens next (hankweave/runtime/crashes.py).
         if _nothing_to_do(owned.store.state):
@@ -498,7 +629,7 @@ async def _start_mock_provider(prepared: Prepared, request: LaunchRequest) -> Mo
 
 def _waiting(state: HankweaveState, layout: ExecutionLayout,
              notify: Callable[[str], None]) -> None:
-    """What the run waits for, and how to answer it."""
+    """What the run waits for, and how to answer it: complete commands, ready to paste."""
     from hankweave.state.interruptions import pending
 
     lines = ["\nThe run waits for a person (exit 3). Pending interruptions:"]
@@ -507,16 +638,28 @@ def _waiting(state: HankweaveState, layout: ExecutionLayout,
         deadline = f" (default {item.default_answer!r} at {item.deadline})" if item.deadline \
             else ""
         lines.append(f"  {item.id}  {item.codon_id}: {item.question}{options}{deadline}")
-    approval = next((item for item in pending(state) if item.kind != "question"),
-                    None)
-    example = (f"hankweave answer -e {layout.path} {approval.id} --approve" if approval else
-               f"hankweave answer -e {layout.path} ID TEXT")
-    lines.append(f"Answer:  {example}\nResume:  hankweave run -e {layout.path}")
+    execution = shlex.quote(str(layout.path))
+    for n, item in enumerate(pending(state)):
+        lines.append(f"{'Answer:' if n == 0 else '':9}hankweave answer -e {execution}"
+                     f" {shlex.quote(item.id)} {_answer_placeholder(item)}")
+    # The execution's recorded intent (mock provider, model override, ...) comes with it.
+    lines.append(f"Resume:  hankweave run -e {execution}")
     notify("\n".join(lines))
+
+
+def _answer_placeholder(item: Interruption) -> str:
+    """The answer part of an ``answer`` hint: an approval's ``--approve``, a question's first
+    option, or a placeholder for free text (quoted: it pastes as one argument)."""
+    if item.kind != "question":
+        return "--approve"
+    answer = item.options[0] if item.options else "<your answer>"
+    # An answer that looks like an option is passed after `--`.
+    return f"-- {shlex.quote(answer)}" if answer.startswith("-") else shlex.quote(answer)
 
 
 def _where(layout: ExecutionLayout, notify: Callable[[str], None]) -> None:
     """Tell the user where everything this run recorded is, and how to look at it."""
+    execution = shlex.quote(str(layout.path))
     notify(
         f"\nExecution directory: {layout.path}\n"
         f"  state        {layout.state_file}\n"
@@ -524,9 +667,9 @@ def _where(layout: ExecutionLayout, notify: Callable[[str], None]) -> None:
         f"  codon logs   {layout.runs_dir}/<run>/<codon>-claude.log\n"
         f"  checkpoints  {layout.checkpoints_dir}\n"
         f"  workspace    {layout.agent_root}\n"
-        f"Inspect it:   hankweave inspect thread -e {layout.path}\n"
-        f"              hankweave inspect state -e {layout.path}\n"
-        f"              hankweave journal -e {layout.path}")
+        f"Inspect it:   hankweave inspect thread -e {execution}\n"
+        f"              hankweave inspect state -e {execution}\n"
+        f"              hankweave journal -e {execution}")
 
 
 def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Runtime) -> list[int]:

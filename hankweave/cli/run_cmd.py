@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,9 @@ def interactive() -> bool:
 @click.option("-f", "--force", is_flag=True, help="Override safety checks (changed data,"
               " existing state under -n, confirmations).")
 @click.option("--no-wipe", is_flag=True, help="With -n -f: keep the old agentRoot/.")
+@click.option("--start-fresh", is_flag=True, help="With -e, when the execution's state files"
+              " are unreadable: move them to .hankweave/damaged-<timestamp>/ (kept) and start"
+              " its state over; agentRoot/ and the journal are kept.")
 @click.option("--copy", is_flag=True, help="Copy the data source instead of linking it.")
 @click.option("-i", "--input", "input_text", metavar="TEXT", help="Use this text as the data"
               " source.")
@@ -65,8 +69,8 @@ def interactive() -> bool:
               help="Run-wide time ceiling.")
 @click.option("--shim-idle-timeout", type=click.IntRange(1, 1800), metavar="SECONDS",
               help="Abort an agent that sends nothing for this long.")
-@click.option("--ignore-rig-failures", is_flag=True, help="Treat every rig operation as"
-              " allowFailure.")
+@click.option("--ignore-rig-failures/--no-ignore-rig-failures", default=None, help="Treat"
+              " every rig operation as allowFailure (recorded for resumes; --no-... drops it).")
 @click.option("--overwrite-output", is_flag=True, help="Output copies replace existing files.")
 @click.option("-y", "--yes", is_flag=True, help="Answer yes to confirmations.")
 @click.option("--replay", metavar="SOURCE", help="Play a recording (.hwrec.tar.gz) or a recorded"
@@ -74,7 +78,9 @@ def interactive() -> bool:
               " hankweave-replay).")
 @click.option("--mock-provider", "mock_provider", metavar="SCRIPT", help="Dry run: serve this"
               " mock provider script on 127.0.0.1 and point every codon's agent at it, with"
-              " dummy keys (docs/testing-hanks.md).")
+              " dummy keys (docs/testing-hanks.md). Recorded: `run -e DIR` resumes on it.")
+@click.option("--no-mock-provider", is_flag=True, help="Resume an execution that ran on a"
+              " mock provider against the real providers.")
 @click.option("--replay-speed", type=click.Choice(["instant", "recorded"]), default="instant",
               show_default=True, help="With --replay: as fast as possible, or the recorded gaps"
               " (each capped by HANKWEAVE_REPLAY_MAX_DELAY_MS).")
@@ -83,32 +89,40 @@ def interactive() -> bool:
               " ending the run interrupted (exit 3).")
 @click.pass_context
 def run_command(ctx: click.Context, hank: str | None, data: str | None, execution: str | None,
-                start_new: bool, force: bool, no_wipe: bool, copy: bool,
+                start_new: bool, force: bool, no_wipe: bool, start_fresh: bool, copy: bool,
                 input_text: str | None, output: str | None, model: str | None,
                 port: int | None, host: str | None, headless: bool, json_events: bool,
                 no_autostart: bool,
                 max_cost: float | None, max_time: float | None,
-                shim_idle_timeout: int | None, ignore_rig_failures: bool,
+                shim_idle_timeout: int | None, ignore_rig_failures: bool | None,
                 overwrite_output: bool, yes: bool, replay: str | None,
-                mock_provider: str | None, replay_speed: str, wait_for_answers: bool) -> None:
+                mock_provider: str | None, no_mock_provider: bool, replay_speed: str,
+                wait_for_answers: bool) -> None:
     """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
     directory; - reads stdin).
 
     An execution directory that holds state is resumed: a crashed or failed run is rolled back
     to its last successful codon and continues from there; completed codons never run again.
     A run that ended waiting for a person (exit 3) resumes with their answers.
+    The options that decide where and how agents run (--mock-provider, -m, --max-cost,
+    --max-time, --shim-idle-timeout, --ignore-rig-failures) are recorded in the execution
+    and reused by a resume with -e unless given again.
     """
     from hankweave.app.launch import LaunchRequest
 
     if json_events and not headless:
         raise click.UsageError("--json needs --headless")
+    if mock_provider is not None and no_mock_provider:
+        raise click.UsageError("--mock-provider and --no-mock-provider contradict each other")
     stdin_text = sys.stdin.buffer.read() if data == "-" and not sys.stdin.isatty() else None
     can_ask = interactive()
     request = LaunchRequest(
         hank=hank, data=data, execution=execution, start_new=start_new, force=force,
-        no_wipe=no_wipe, copy=copy, input_text=input_text, output=output,
+        no_wipe=no_wipe, start_fresh=start_fresh, copy=copy, input_text=input_text,
+        output=output,
         model=model, port=port, host=host, replay=replay, replay_speed=replay_speed,
-        mock_provider=mock_provider, wait_for_answers=wait_for_answers,
+        mock_provider=mock_provider, no_mock_provider=no_mock_provider,
+        wait_for_answers=wait_for_answers,
         headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,
         max_cost=max_cost, max_time=max_time, shim_idle_timeout=shim_idle_timeout,
         ignore_rig_failures=ignore_rig_failures, overwrite_output=overwrite_output, yes=yes,
@@ -161,7 +175,8 @@ def storage_failure(exc: BaseException, execution: str | None) -> str | None:
         return None
     what = str(exc) if exc is not cause else (
         f"cannot write {cause.filename}: {cause.strerror}" if cause.filename else str(cause))
-    resume = f"hankweave run -e {execution}" if execution else "hankweave run -e <DIR>"
+    resume = (f"hankweave run -e {shlex.quote(execution)}" if execution else
+              "hankweave run -e <DIR>")
     return (f"The run's records could not be written: {what}. The run stopped; everything it"
             f" recorded before is kept. {_STORAGE_FIXES[cause.errno]}, then resume with"
             f" `{resume}`.")

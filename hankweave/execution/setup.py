@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shlex
 import shutil
 import stat
 import sys
@@ -49,6 +50,7 @@ from hankweave.execution.meta import (
     save_execution_meta,
 )
 from hankweave.fsutil import atomic_write_bytes, fsync_dir, utc_now_iso
+from hankweave.state.lock import LOCK_FILE_NAME, RuntimeLock, refuse_if_held
 
 MANAGED_ROOT_NAME = ".hankweave-executions"
 INPUT_CACHE_PATH = (".hankweave-cache", "inputs")
@@ -451,12 +453,14 @@ def _choose_fresh_start(request: SetupRequest, layout: ExecutionLayout) -> _Choi
     if not os.path.lexists(layout.hankweave_dir):
         _confirm_non_empty(request, path)
         return _Choice(path, is_new=True)
+    # A live runtime works in this directory: refused as a second `run` is (LockHeldError).
+    refuse_if_held(layout.hankweave_dir)
     if not request.force:
         raise ExecutionSetupError(
             f"Directory already contains execution state: {layout.hankweave_dir}. Options: "
-            f"resume it by leaving out -n (hankweave -e {path}); start fresh and back the state "
-            f"up to .hankweave.backup-<timestamp> with -n --force (add --no-wipe to keep "
-            f"agentRoot/); or pass -e with a different directory."
+            f"resume it by leaving out -n (hankweave run -e {shlex.quote(str(path))}); start"
+            " fresh and back the state up to .hankweave.backup-<timestamp> with -n --force (add"
+            " --no-wipe to keep agentRoot/); or pass -e with a different directory."
         )
     backup = _backup_state(layout)
     choice = _Choice(path, is_new=True, backup_path=backup)
@@ -479,7 +483,17 @@ def _backup_state(layout: ExecutionLayout) -> Path:
     while os.path.lexists(backup):
         suffix += 1
         backup = layout.backup_dir(f"{stamp}-{suffix}")
-    os.rename(layout.hankweave_dir, backup)
+    # Held across the move, so a runtime starting meanwhile is refused rather than moved aside
+    # (acquire raises LockHeldError for a live holder and reclaims a stale lock).
+    lock = RuntimeLock(layout.hankweave_dir)
+    lock.acquire()
+    try:
+        os.rename(layout.hankweave_dir, backup)
+    except BaseException:
+        lock.release()
+        raise
+    # The lock moved with the state; it guarded only the move.
+    (backup / LOCK_FILE_NAME).unlink(missing_ok=True)
     return backup
 
 

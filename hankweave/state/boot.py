@@ -10,9 +10,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hankweave.fsutil import process_running, utc_now_iso
+from hankweave.fsutil import fsync_dir, process_running, utc_now_iso
+from hankweave.state.files import (
+    BACKUP_FILE,
+    FOLD_MARKER_FILE,
+    FOLDING_WAL_FILE,
+    NEXT_WAL_FILE,
+    PREVIOUS_WAL_FILE,
+    STATE_FILE,
+    WAL_FILE,
+)
 from hankweave.state.lock import AcquireResult, RuntimeLock
-from hankweave.state.store import StateStore
+from hankweave.state.store import StateStore, StateUnreadableError
 from hankweave.state.transitions import RunCrashed, RunCrashedData
 
 
@@ -26,6 +35,8 @@ class OwnedExecution:
     crashed_run_ids: list[str] = field(default_factory=list)
     ended_agents: dict[str, list[int]] = field(default_factory=dict)
     """Per crashed run, the agent processes it left running that were ended."""
+    damaged_dir: Path | None = None
+    """With ``start_fresh``: where the unreadable state files were moved (kept, not deleted)."""
 
     async def release(self) -> None:
         """Fold the state into ``state.json`` and give the directory up."""
@@ -36,7 +47,8 @@ class OwnedExecution:
 
 
 async def take_ownership(
-    hankweave_dir: Path, *, alive: Callable[[int], bool] = process_running
+    hankweave_dir: Path, *, alive: Callable[[int], bool] = process_running,
+    start_fresh: bool = False,
 ) -> OwnedExecution:
     """Lock the execution directory, open its state and repair what a crash left.
 
@@ -48,17 +60,30 @@ async def take_ownership(
     The agent processes a crashed run left running (the Claude CLI keeps going after its host
     is killed) are ended next, before anything resumes (:mod:`hankweave.processes`).
 
+    A state that cannot be loaded at all (``state.json`` and its backup unreadable) is
+    refused with :class:`~hankweave.state.store.StateUnreadableError` before anything is
+    written, so no completed codon is run (and paid for) again by accident; with
+    ``start_fresh`` the damaged files are moved to ``damaged-<timestamp>/`` and the state
+    starts empty (the journal, checkpoints and ``agentRoot`` are kept).
+
     Raises :class:`~hankweave.state.lock.LockHeldError` when a live runtime holds the directory.
     """
     hankweave_dir = Path(hankweave_dir)
     lock = RuntimeLock(hankweave_dir)
     acquired = lock.acquire()
+    damaged: Path | None = None
     try:
-        store = StateStore.open(hankweave_dir)
+        try:
+            store = StateStore.open(hankweave_dir, refuse_unreadable=True)
+        except StateUnreadableError:
+            if not start_fresh:
+                raise
+            damaged = set_damaged_state_aside(hankweave_dir)
+            store = StateStore.open(hankweave_dir, refuse_unreadable=True)
     except BaseException:
         lock.release()
         raise
-    owned = OwnedExecution(lock=lock, store=store, acquired=acquired)
+    owned = OwnedExecution(lock=lock, store=store, acquired=acquired, damaged_dir=damaged)
     try:
         stale_run = store.state.run_by_id(acquired.reclaimed_run_id or "")
         if stale_run is not None and stale_run.status == "running":
@@ -86,3 +111,31 @@ async def _end_agents_left_running(owned: OwnedExecution) -> None:
         ended = await end_agents_of_crashed_run(run_id, recorded)
         if ended:
             owned.ended_agents[run_id] = ended
+
+
+DAMAGED_STATE_FILES = (STATE_FILE, BACKUP_FILE, WAL_FILE, PREVIOUS_WAL_FILE, FOLDING_WAL_FILE,
+                       NEXT_WAL_FILE, FOLD_MARKER_FILE)
+"""What ``--start-fresh`` moves aside: every file the state is loaded from."""
+
+
+def set_damaged_state_aside(hankweave_dir: Path) -> Path:
+    """Move the state files (and leftover ``state.json.tmp*``) into a new
+    ``damaged-<timestamp>/`` folder of ``hankweave_dir``, keeping them; return that folder.
+
+    Called under the runtime lock, after :class:`StateUnreadableError`.
+    """
+    stamp = utc_now_iso().replace(":", "-").replace(".", "-")[:19]
+    folder = hankweave_dir / f"damaged-{stamp}"
+    suffix = 1
+    while folder.exists():
+        suffix += 1
+        folder = hankweave_dir / f"damaged-{stamp}-{suffix}"
+    folder.mkdir(mode=0o700)
+    names = [*DAMAGED_STATE_FILES, *(p.name for p in hankweave_dir.glob(f"{STATE_FILE}.tmp*"))]
+    for name in names:
+        source = hankweave_dir / name
+        if source.exists():
+            source.rename(folder / name)
+    fsync_dir(folder)
+    fsync_dir(hankweave_dir)
+    return folder

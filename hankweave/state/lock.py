@@ -66,6 +66,7 @@ __all__ = [
     "lock_is_live",
     "lock_path",
     "read_lock",
+    "refuse_if_held",
     "this_host",
 ]
 
@@ -585,6 +586,20 @@ def live_runtime_lock(hankweave_dir: Path) -> LockInfo | None:
     """
     lock = read_lock(hankweave_dir)
     return lock if lock is not None and lock_is_live(lock) else None
+
+
+def refuse_if_held(hankweave_dir: Path) -> None:
+    """Raise what :meth:`RuntimeLock.acquire` would raise if a live runtime holds the lock,
+    taking and writing nothing (for commands that refuse, rather than act, on a held directory).
+
+    Raises:
+        LockHeldError: a live runtime holds the lock (the message a second ``run`` gets).
+        LockCorruptError: the lock file exists but cannot be read.
+    """
+    lock = RuntimeLock(hankweave_dir)
+    holder = _read(lock.path)
+    if holder is not None and lock._stale_reason(holder) is None:
+        raise LockHeldError(lock._held_message(holder), path=lock.path, holder=holder)
 
 
 async def heartbeat_forever(

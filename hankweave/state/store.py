@@ -116,6 +116,20 @@ class StateLoadError(StateError):
     """The state could not be read at all (raised by strict readers such as ``inspect``)."""
 
 
+class StateUnreadableError(StateLoadError):
+    """``state.json`` and its backup are both unreadable (or ``state.json`` is and there is no
+    backup): a runtime refuses to start rather than run every codon again from nothing.
+
+    Raised by :meth:`StateStore.open` with ``refuse_unreadable`` before anything is written;
+    ``problems`` are the loader's one-line findings, naming each file.
+    """
+
+    def __init__(self, hankweave_dir: Path, problems: list[str]) -> None:
+        self.hankweave_dir = Path(hankweave_dir)
+        self.problems = problems
+        super().__init__("; ".join(problems) or f"{hankweave_dir / STATE_FILE}: unreadable")
+
+
 def _digest(data: bytes | None) -> str:
     return ABSENT if data is None else hashlib.sha256(data).hexdigest()
 
@@ -435,12 +449,21 @@ class StateStore:
         self._keep_collections_short(opening=True)
 
     @classmethod
-    def open(cls, hankweave_dir: Path, **options: float) -> StateStore:
-        """Load the state (recovery ladder and log replay) and become its writer."""
+    def open(cls, hankweave_dir: Path, *, refuse_unreadable: bool = False,
+             **options: float) -> StateStore:
+        """Load the state (recovery ladder and log replay) and become its writer.
+
+        With ``refuse_unreadable``, a state the ladder cannot load at all (method ``fresh``)
+        raises :class:`StateUnreadableError` before anything is written: the writer's log
+        header would otherwise start a new history over the damaged one.
+        """
         hankweave_dir = Path(hankweave_dir)
         hankweave_dir.mkdir(parents=True, exist_ok=True)
         _wait_for_orphan_fold(hankweave_dir)
         state, report = load_state(hankweave_dir)
+        if refuse_unreadable and report.method == "fresh":
+            raise StateUnreadableError(hankweave_dir, [
+                issue.message for issue in report.issues if issue.type == "corrupted_data"])
         for warning in report.warnings:
             log.warning("state: %s", warning)
         return cls(hankweave_dir, state, report, **options)  # type: ignore[arg-type]
