@@ -9,6 +9,7 @@ on.
 from __future__ import annotations
 
 import getpass
+import shlex
 from pathlib import Path
 
 import click
@@ -59,8 +60,9 @@ def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str
         click.echo(f"Answered {interruption_id}: {answer!r} (sent to the running runtime)")
         return
     if submitter is None:
+        # The execution's recorded intent (a dry run's mock provider, -m) comes with -e.
         click.echo(f"Answered {interruption_id}: {answer!r}. Resume with: hankweave run -e"
-                   f" {layout.path}")
+                   f" {shlex.quote(str(layout.path))}")
         return
     click.echo(f"Answered {interruption_id}: {answer!r}. Queuing the resume:")
     ctx.invoke(submitter, execution=str(layout.path))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -57,4 +58,4 @@ def rollback_command(execution_dir: Path, codon_id: str) -> None:
     except (LockError, RuntimeCommandError, CheckpointError) as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
     click.echo(f"Rolled back to {codon_id} (checkpoint {sha[:12]}); recorded run {run_id}."
-               f" Continue with: hankweave run -e {execution_dir}")
+               f" Continue with: hankweave run -e {shlex.quote(str(execution_dir))}")

@@ -7,7 +7,8 @@
   rigArchive/                   archiveOnSuccess targets
   .hankweave/
     execution-meta.json  archive-manifest.json  state.json  state.json.bak  state.wal
-    state.wal.prev  output-copy.json  runtime.lock  events/events.jsonl
+    state.wal.prev  output-copy.json  run-intent.json  runtime.lock  events/events.jsonl
+    mock-provider/{script.json,requests.jsonl}
     runs/<runId>/<codonId>-claude.log  runs/<runId>/<codonId>-stderr.log  harnesses/<name>/
     logs/server.log  logs/websocket.log  checkpoints/  sentinels/
     recording/                  a replay's recording: the hank, data, logs and snapshots it plays
@@ -151,6 +152,17 @@ class ExecutionLayout:
     def mock_provider_log(self) -> Path:
         """The request log of a ``--mock-provider`` run's mock provider (JSONL)."""
         return self.hankweave_dir / "mock-provider" / "requests.jsonl"
+
+    @property
+    def mock_provider_script(self) -> Path:
+        """The copy of the mock provider script the execution's runs use (``run-intent.json``)."""
+        return self.hankweave_dir / "mock-provider" / "script.json"
+
+    @property
+    def run_intent_file(self) -> Path:
+        """`.hankweave/run-intent.json`: the options that decide where and how agents run,
+        reused by a resume (:mod:`hankweave.execution.intent`)."""
+        return self.hankweave_dir / "run-intent.json"
 
     @property
     def socket_log(self) -> Path:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -203,10 +204,16 @@ class Runtime:
             await self._stop_waiting()
             return False
         if outcome == "reject":
+            # Rolling back to the codon before it makes the next run redo it.
+            before = next((tc.codon.codon_id for tc in thread.codons[1:]
+                           if tc.codon.status == "completed"), None)
+            redo = (f"roll back to redo it (`hankweave rollback -e"
+                    f" {shlex.quote(str(self.execution_dir))} --to {shlex.quote(before)}`)"
+                    if before else "start a new execution with -n to redo it")
             self.reporter.error(
-                f"A person rejected the result of codon {newest.codon_id}; the run stops. Roll"
-                f" back to redo it (`hankweave rollback -e {self.execution_dir}`), or run again"
-                " to be asked again", codon=newest.codon_id, severity="codon")
+                f"A person rejected the result of codon {newest.codon_id}; the run stops."
+                f" To go on, {redo}, or run again to be asked again",
+                codon=newest.codon_id, severity="codon")
             await self.lifecycle.end_run(failed=True)
             await self.control.shutdown(CODON_FAILURE)
             return False
@@ -304,7 +311,8 @@ class Runtime:
             if action == "stay-active":
                 # An attended run keeps its server up so a person can retry the codon.
                 return (f"Codon {codon_id} failed with a retriable error; retry it with"
-                        f" `hankweave ctl -e {self.execution_dir} start {codon_id}`, roll back,"
+                        f" `hankweave ctl -e {shlex.quote(str(self.execution_dir))} start"
+                        f" {shlex.quote(codon_id)}`, roll back,"
                         " or stop with Ctrl-C")
             await self.lifecycle.end_run(failed=True)
             await control.shutdown(CODON_FAILURE)

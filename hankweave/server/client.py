@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import os
+import shlex
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -87,14 +88,15 @@ def server_address(execution_dir: Path | str, *, host: str = DEFAULT_HOST,
         raise NoServerError(f"Cannot read {path}: {exc}") from None
     if lock is None:
         raise NoServerError(f"No hankweave runtime is running on {execution_dir} (no"
-                            f" {path.name}); start one with `hankweave run -e {execution_dir}`")
+                            f" {path.name}); start one with `hankweave run -e"
+                            f" {shlex.quote(str(execution_dir))}`")
     if not lock.on_this_host:
         raise NoServerError(f"The runtime on {execution_dir} runs on host {lock.host} (pid"
                             f" {lock.pid}); its server listens on that machine only")
     if lock.pid != os.getpid() and not pid_alive(lock.pid):
         raise NoServerError(f"The runtime that wrote {path} (pid {lock.pid}) is no longer"
                             " running; start it again with `hankweave run -e"
-                            f" {execution_dir}`")
+                            f" {shlex.quote(str(execution_dir))}`")
     chosen = port if port is not None else lock.port
     if chosen is None:
         raise NoServerError(f"The runtime on {execution_dir} (pid {lock.pid}) has no WebSocket"

@@ -34,6 +34,7 @@ import ipaddress
 import json
 import logging
 import secrets
+import shlex
 import threading
 import weakref
 from collections import deque
@@ -1014,5 +1015,5 @@ async def serve_runtime(
         raise
     if notify is not None:
         notify(f"WebSocket server: {server.url} (watch: hankweave attach -e"
-               f" {runtime.execution_dir})")
+               f" {shlex.quote(str(runtime.execution_dir))})")
     return server

@@ -1,0 +1,245 @@
+"""`.hankweave/run-intent.json`: where and how an execution's agents run, kept for its resumes.
+
+A run's *intent* is the options of ``hankweave run`` that decide where and how its agents run:
+the mock provider (``--mock-provider SCRIPT``), the global model override (``-m``), and the
+harness and budget overrides given on the command line (``--max-cost``, ``--max-time``,
+``--shim-idle-timeout``, ``--ignore-rig-failures``).  They belong to the execution, not to one
+command line, so that a printed ``hankweave run -e DIR`` resumes the run that printed it:
+
+* every run records the intent it runs with, after it takes the execution's lock;
+* a resume (``-e DIR`` without ``-n``) reuses the recorded value of each option it is not given;
+  an option given again replaces it.  Leaving the mock provider takes ``--no-mock-provider``,
+  dropping ``--ignore-rig-failures`` takes ``--no-ignore-rig-failures``: a missing flag never
+  means "off", or a pasted hint would quietly move a dry run to a real, paid provider;
+* the mock provider's script is recorded as a copy, ``.hankweave/mock-provider/script.json``,
+  with the path it was given at and its sha256: a resume from another directory, or after the
+  script moved, plays the same script, and the execution says what it was made from.  Giving
+  ``--mock-provider`` again (the same file edited, or another) replaces the copy.
+
+Only these option values are kept, never an environment value or a key.  The file is written
+atomically with mode 0600; a field this version does not know is an error (a newer version's
+option must not be dropped silently).  Other run options (``-o``, ``--port``, ``--headless``,
+``--wait-for-answers``, ...) decide how this one process reports, not where agents run, and are
+not recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from hankweave.config.errors import ConfigError
+from hankweave.execution.layout import ExecutionLayout
+from hankweave.fsutil import atomic_write_bytes
+
+INTENT_FILE_MODE = 0o600
+
+T = TypeVar("T")
+
+
+class RunIntentError(ConfigError):
+    """`run-intent.json` (or the script copy it names) cannot be read or is not valid."""
+
+
+class _IntentModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel,
+                              populate_by_name=True, serialize_by_alias=True)
+
+
+class RecordedScript(_IntentModel):
+    """The mock provider script a run was given; its copy is
+    :attr:`ExecutionLayout.mock_provider_script`."""
+
+    source: str
+    """The script's absolute path when it was given (for messages; runs read the copy)."""
+    sha256: str
+    """The sha256 hex of the copy's bytes."""
+
+    @classmethod
+    def of(cls, source: Path, content: bytes) -> RecordedScript:
+        return cls(source=os.path.abspath(source), sha256=hashlib.sha256(content).hexdigest())
+
+
+class RunIntent(_IntentModel):
+    """The content of `.hankweave/run-intent.json`: each option as the runs use it (None, or
+    False: not given, the settings files and the hank decide)."""
+
+    version: Literal[1] = 1
+    mock_provider: RecordedScript | None = None
+    model: str | None = None
+    """``-m``: every codon runs with this model."""
+    max_cost: float | None = None
+    """``--max-cost``: the run-wide dollar ceiling."""
+    max_time: float | None = None
+    """``--max-time``: the run-wide time ceiling, in seconds."""
+    shim_idle_timeout: int | None = None
+    """``--shim-idle-timeout``: seconds an agent may send nothing."""
+    ignore_rig_failures: bool = False
+    """``--ignore-rig-failures``: every rig operation is ``allowFailure``."""
+
+    def to_json_bytes(self) -> bytes:
+        data = self.model_dump(by_alias=True, exclude_none=True)
+        return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class GivenIntent:
+    """The intent options one command line gives (None: not given)."""
+
+    mock_provider: RecordedScript | None = None
+    no_mock_provider: bool = False
+    model: str | None = None
+    max_cost: float | None = None
+    max_time: float | None = None
+    shim_idle_timeout: int | None = None
+    ignore_rig_failures: bool | None = None
+    """True: ``--ignore-rig-failures``; False: ``--no-ignore-rig-failures``."""
+
+
+def merge_intent(recorded: RunIntent | None, given: GivenIntent) -> RunIntent:
+    """The intent a run uses: each option given on its command line, else the recorded one.
+
+    Raises:
+        RunIntentError: both ``--mock-provider`` and ``--no-mock-provider`` are given.
+    """
+    if given.mock_provider is not None and given.no_mock_provider:
+        raise RunIntentError("--mock-provider and --no-mock-provider contradict each other:"
+                             " give one of them")
+    base = recorded or RunIntent()
+    mock = given.mock_provider or (None if given.no_mock_provider else base.mock_provider)
+    return RunIntent(
+        mock_provider=mock,
+        model=_given_or(given.model, base.model),
+        max_cost=_given_or(given.max_cost, base.max_cost),
+        max_time=_given_or(given.max_time, base.max_time),
+        shim_idle_timeout=_given_or(given.shim_idle_timeout, base.shim_idle_timeout),
+        ignore_rig_failures=_given_or(given.ignore_rig_failures, base.ignore_rig_failures))
+
+
+def _given_or(given: T | None, recorded: T) -> T:
+    return recorded if given is None else given
+
+
+_LABELS = {
+    "mock_provider": "mock provider (--mock-provider)",
+    "model": "model override (-m)",
+    "max_cost": "dollar ceiling (--max-cost)",
+    "max_time": "time ceiling (--max-time)",
+    "shim_idle_timeout": "agent idle timeout (--shim-idle-timeout)",
+    "ignore_rig_failures": "ignore rig failures (--ignore-rig-failures)",
+}
+"""How each option is named in messages, in the order they are listed."""
+
+
+def changes(old: RunIntent, new: RunIntent) -> list[str]:
+    """One line per option whose value differs: ``label: old -> new``."""
+    lines = []
+    for name, label in _LABELS.items():
+        before, after = _shown(old, name), _shown(new, name)
+        if getattr(old, name) != getattr(new, name):
+            if before == after:  # the same script path, edited since
+                before, after = f"{before} (sha256 {_sha(old)})", f"{after} (sha256 {_sha(new)})"
+            lines.append(f"{label}: {before} -> {after}")
+    return lines
+
+
+def reused(recorded: RunIntent, given: GivenIntent) -> list[str]:
+    """What a resume takes from the recorded intent: each option recorded with a value and not
+    given on the command line, as ``label value``."""
+    taken = []
+    for name, label in _LABELS.items():
+        if getattr(given, name) is None and getattr(recorded, name) not in (None, False) \
+                and not (name == "mock_provider" and given.no_mock_provider):
+            taken.append(f"{label.partition(' (')[0]} {_shown(recorded, name)}")
+    return taken
+
+
+def _shown(intent: RunIntent, name: str) -> str:
+    value = getattr(intent, name)
+    if value is None:
+        return "none"
+    if isinstance(value, RecordedScript):
+        return value.source
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if name == "max_cost":
+        return f"${value:g}"
+    if name in ("max_time", "shim_idle_timeout"):
+        return f"{value:g} s"
+    return str(value)
+
+
+def _sha(intent: RunIntent) -> str:
+    return intent.mock_provider.sha256[:12] if intent.mock_provider else "-"
+
+
+def load_run_intent(layout: ExecutionLayout) -> RunIntent | None:
+    """The intent recorded in the execution, or None when none is (an execution made before
+    intents were recorded resumes with what its command line gives).
+
+    Raises:
+        RunIntentError: the file cannot be read or is not a valid intent; the message names it
+            and says what to do.
+    """
+    path = layout.run_intent_file
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _unusable(path, str(exc)) from None
+    try:
+        return RunIntent.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}"
+                             for e in exc.errors())
+        raise _unusable(path, problems) from None
+
+
+def _unusable(path: Path, problem: str) -> RunIntentError:
+    return RunIntentError(
+        f"Cannot read the run options recorded in {path}: {problem}. They say where this"
+        " execution's agents run (the mock provider, the model override), so nothing was run."
+        " Repair the file, or remove it and give the options again on the command line (for a"
+        " dry run: --mock-provider SCRIPT); the next run records them.")
+
+
+def script_copy(layout: ExecutionLayout, intent: RunIntent) -> Path:
+    """The recorded mock provider script's copy, checked to be the one recorded.
+
+    Raises:
+        RunIntentError: the copy is missing or was changed since it was recorded.
+    """
+    recorded = intent.mock_provider
+    assert recorded is not None
+    path = layout.mock_provider_script
+    try:
+        content = path.read_bytes()
+    except OSError as exc:
+        problem = f"cannot read {path}: {exc.strerror or exc}"
+    else:
+        if hashlib.sha256(content).hexdigest() == recorded.sha256:
+            return path
+        problem = f"{path} was changed since it was recorded"
+    raise RunIntentError(
+        f"This execution's runs use a mock provider (the script {recorded.source}), but its"
+        f" recorded copy is unusable: {problem}. Nothing was run. Give the script again with"
+        " --mock-provider SCRIPT, or leave the mock provider with --no-mock-provider (the"
+        " agents then call the real providers).")
+
+
+def save_run_intent(layout: ExecutionLayout, intent: RunIntent,
+                    script: bytes | None = None) -> None:
+    """Record ``intent`` (and, when given, the mock provider script's new copy, first: the
+    intent names it), each atomically with mode 0600."""
+    if script is not None:
+        layout.mock_provider_script.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write_bytes(layout.mock_provider_script, script, mode=INTENT_FILE_MODE)
+    atomic_write_bytes(layout.run_intent_file, intent.to_json_bytes(), mode=INTENT_FILE_MODE)
