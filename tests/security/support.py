@@ -1,0 +1,88 @@
+"""Helpers of the attacker's suite (issue 34): each test is one way a recording, an execution
+directory or an export could be turned against the person who opens or shares it.
+
+Tests that need sibling packages (the git checkpoint backend, the replay plugin) ask for them
+with :func:`needs`; ``tox -e security`` installs them and sets ``HANKWEAVE_SECURITY_REQUIRED``,
+so there a missing package fails instead of skipping.  Every run is a real ``hankweave``
+process with FakeHarness agents, asserting on bytes on disk, never on log messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hankweave.registry import get_registry
+
+REQUIRED_ENV = "HANKWEAVE_SECURITY_REQUIRED"
+_PACKAGES = {
+    "git": ("checkpoint backend", "plugins/hankweave-checkpoint-git"),
+    "replay": ("harness", "hankweave-replay"),
+}
+
+
+def needs(*names: str) -> None:
+    """Skip (or fail, under ``tox -e security``) unless the named plugins are installed."""
+    registry = get_registry()
+    have = {**{n: True for n in registry.checkpoint_backends()},
+            **{n: True for n in registry.harnesses()}}
+    for name in names:
+        if name not in have:
+            kind, path = _PACKAGES[name]
+            message = f"needs the {name} {kind} (pip install -e {path}; tox -e security)"
+            if os.environ.get(REQUIRED_ENV):
+                pytest.fail(message)
+            pytest.skip(message)
+
+
+class Project:
+    """A hank directory, a data directory, a fake-agent script and an execution directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.hank_dir = root / "hank"
+        self.data = root / "data"
+        self.exec_dir = root / "exec"
+        self.script = root / "script.json"
+        for path in (self.hank_dir, self.data):
+            path.mkdir(parents=True)
+        (self.data / "input.txt").write_text("some input\n")
+        self.env = {
+            **os.environ,
+            "HANKWEAVE_HOME": str(root / "home"),
+            "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
+            "HANKWEAVE_FAKE_SCRIPT": str(self.script),
+            "HANKWEAVE_STRICT_PLUGINS": "1",
+        }
+        self.env.pop("CI", None)
+        self.write_script({})
+
+    def write_hank(self, items: list[dict[str, Any]], **root: Any) -> None:
+        (self.hank_dir / "hank.json").write_text(json.dumps({"hank": items, **root}, indent=2))
+
+    def write_script(self, codons: dict[str, Any]) -> None:
+        self.script.write_text(json.dumps({"codons": codons}))
+
+    def hw(self, *args: str, timeout: float = 120,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """``hankweave ARGS`` in a real process, no standard input."""
+        return subprocess.run([sys.executable, "-m", "hankweave", *args], cwd=self.root,
+                              env={**self.env, **(env or {})}, text=True, capture_output=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def run(self, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.hw("run", str(self.hank_dir), str(self.data), "-e", str(self.exec_dir),
+                       "--headless", *extra, timeout=timeout)
+
+
+def codon(codon_id: str, **fields: Any) -> dict[str, Any]:
+    """A codon running on the fake model."""
+    return {"id": codon_id, "name": f"Codon {codon_id}", "model": "fake",
+            "continuationMode": "fresh", "promptText": f"Do {codon_id}.", **fields}
+
