@@ -124,6 +124,7 @@ if TYPE_CHECKING:
     from hankweave.registry import Registry, get_registry
     from hankweave.runtime.budget_report import RecordedLimits, budget_report, read_recorded_limits
     from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
+    from hankweave.secrets import mask_url_credentials
     from hankweave.server.client import (
         CommandReply,
         ControlClient,
@@ -294,6 +295,7 @@ _EXPORTS: dict[str, str] = {
     "pid_alive": "hankweave.fsutil",
     "process_running": "hankweave.fsutil",
     "utc_now_iso": "hankweave.fsutil",
+    "mask_url_credentials": "hankweave.secrets",
     # test-only kill points (docs/crash-testing.md)
     "kill_point": "hankweave.faults",
     # agent processes: the marker they carry, ending them
@@ -472,6 +474,7 @@ __all__ = [
     "make_plugin_manager",
     "managed_executions_root",
     "marked_processes",
+    "mask_url_credentials",
     "parse_iso",
     "parse_record",
     "pid_alive",
