@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hankweave.mock_provider.body import MAX_BODY_BYTES, BodyError, parse_body, too_large
 from hankweave.mock_provider.requests import ConversationView, Protocol, RuleBook
 from hankweave.mock_provider.script import ErrorReply, MockScript, Reply
 from hankweave.mock_provider.wire import (
@@ -121,7 +122,7 @@ class MockProvider:
     async def start(self) -> None:
         from aiohttp import web
 
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_route("*", "/api/hello", self._hello)
@@ -164,16 +165,16 @@ class MockProvider:
     async def _count_tokens(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
-        raw = await request.read()
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
         entry: dict[str, Any] = {"protocol": "anthropic", **_request_facts(request)}
-        if isinstance(body, dict):
-            entry.update(model=str(body.get("model", "")), request=body)
+        try:
+            body = await _read_body(request)
+        except BodyError as exc:
+            error = ErrorReply(kind="invalid_request", message=str(exc))
+            return self._error_response("anthropic", error, ConversationView.of("anthropic", {}),
+                                        entry)
+        entry.update(model=str(body.get("model", "")), request=body)
         self.log.write({**entry, "status": 200})
-        return web.json_response({"input_tokens": max(1, len(raw) // 4)})
+        return web.json_response({"input_tokens": max(1, len(json.dumps(body)) // 4)})
 
     async def _hello(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
@@ -204,14 +205,11 @@ class MockProvider:
     async def _answer(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
         from aiohttp import web
 
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            body = None
         entry: dict[str, Any] = {"protocol": protocol, **_request_facts(request)}
-        if not isinstance(body, dict):
-            error = ErrorReply(kind="invalid_request",
-                               message="the request body is not a JSON object")
+        try:
+            body = await _read_body(request)
+        except BodyError as exc:
+            error = ErrorReply(kind="invalid_request", message=str(exc))
             return self._error_response(protocol, error, ConversationView.of(protocol, {}),
                                         entry)
         view = ConversationView.of(protocol, body)
@@ -300,6 +298,21 @@ class MockProvider:
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._closing.wait(), seconds)
+
+
+async def _read_body(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object (:func:`~hankweave.mock_provider.body.parse_body`); a declared
+    length over the limit is refused before anything is read, and aiohttp stops reading an
+    undeclared one at the same limit (``client_max_size``)."""
+    from aiohttp import web
+
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise too_large(request.content_length)
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise too_large() from None
+    return parse_body(raw)
 
 
 def _request_facts(request: web.Request) -> dict[str, Any]:
