@@ -50,7 +50,7 @@ import zlib
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import click
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -74,6 +74,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "RECORDING_SUFFIX",
+    "ArchiveLimits",
     "ExportResult",
     "RecordedCodon",
     "RecordingError",
@@ -878,27 +879,152 @@ def _archive_paths(root: Path) -> Iterator[Path]:
 # ----- unpacking --------------------------------------------------------------------------------
 
 
-def unpack_recording(archive: Path, target: Path) -> None:
+MAX_BYTES_ENV = "HANKWEAVE_REPLAY_MAX_BYTES"
+MAX_MEMBERS_ENV = "HANKWEAVE_REPLAY_MAX_MEMBERS"
+MAX_RATIO_ENV = "HANKWEAVE_REPLAY_MAX_RATIO"
+RATIO_FLOOR_BYTES = 1024 * 1024
+"""The compression ratio is checked only once this much is unpacked: a small archive of JSON
+can legitimately be 20x (or 200x) smaller than its content, and cannot fill a disk."""
+_CHUNK = 64 * 1024
+"""Members are unpacked in chunks of this size, each counted before it is written."""
+_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"),
+          (b"\x28\xb5\x2f\xfd", "zstandard"), (b"\x5d\x00\x00", "lzma"),
+          (b"PK\x03\x04", "zip"))
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """How much one recording archive may unpack to, checked while it streams, so a
+    decompression bomb is refused before it fills the disk.  Each limit is raised with its
+    environment variable (:meth:`from_env`)."""
+
+    max_bytes: int = 2 * 1024 ** 3
+    """Total unpacked bytes (the tar stream: headers and contents), ``HANKWEAVE_REPLAY_MAX_BYTES``."""
+    max_members: int = 100_000
+    """Members (files, directories, links), ``HANKWEAVE_REPLAY_MAX_MEMBERS``."""
+    max_ratio: float = 200.0
+    """Unpacked bytes per archive byte, once :data:`RATIO_FLOOR_BYTES` are unpacked,
+    ``HANKWEAVE_REPLAY_MAX_RATIO``."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ArchiveLimits:
+        """The defaults, with each limit its environment variable sets (a positive number)."""
+        default = cls()
+        return cls(max_bytes=int(_limit(env, MAX_BYTES_ENV, default.max_bytes)),
+                   max_members=int(_limit(env, MAX_MEMBERS_ENV, default.max_members)),
+                   max_ratio=_limit(env, MAX_RATIO_ENV, default.max_ratio))
+
+
+def _limit(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw) if name == MAX_RATIO_ENV else int(raw)
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise RecordingError(f"{name}={raw!r} is not a positive"
+                             f" {'number' if name == MAX_RATIO_ENV else 'whole number'}")
+    return value
+
+
+class _MeteredStream:
+    """The decompressed bytes of an archive, counted as the tar reader takes them: a read
+    that would pass :attr:`ArchiveLimits.max_bytes` or the ratio raises, so nothing past a
+    limit ever reaches the disk."""
+
+    def __init__(self, source: Any, name: str, packed: int, limits: ArchiveLimits) -> None:
+        self._source = source
+        self._name = name
+        self._packed = max(packed, 1)
+        self._limits = limits
+        self.unpacked = 0
+
+    def read(self, size: int = -1) -> bytes:
+        # Bounded whatever is asked: tarfile's stream reader loops over short reads.
+        data: bytes = self._source.read(_CHUNK if size is None or size < 0
+                                        else min(size, _CHUNK))
+        self.unpacked += len(data)
+        limits = self._limits
+        if self.unpacked > limits.max_bytes:
+            raise RecordingError(
+                f"refusing to unpack {self._name}: it unpacks to more than"
+                f" {_size(limits.max_bytes)} ({MAX_BYTES_ENV}={limits.max_bytes}; raise it to"
+                " open a recording this large); nothing of it was kept")
+        if self.unpacked > RATIO_FLOOR_BYTES and \
+                self.unpacked > limits.max_ratio * self._packed:
+            raise RecordingError(
+                f"refusing to unpack {self._name}: its compression ratio passes"
+                f" {limits.max_ratio:g}x ({_size(self._packed)} unpacking to more than"
+                f" {_size(self.unpacked)}; a decompression bomb?) ({MAX_RATIO_ENV}="
+                f"{limits.max_ratio:g}; raise it to open this recording); nothing of it was"
+                " kept")
+        return data
+
+
+def _compression(archive: Path) -> str:
+    """What ``archive`` is compressed with, from its first bytes."""
+    with open(archive, "rb") as handle:
+        head = handle.read(512)
+    for magic, name in _MAGIC:
+        if head.startswith(magic):
+            return name
+    if head[257:262] == b"ustar":
+        return "a plain tar (not compressed)"
+    return "not a known archive format"
+
+
+def unpack_recording(archive: Path, target: Path, *,
+                     limits: ArchiveLimits | None = None) -> None:
     """Extract a recording archive into the new directory ``target``, refusing anything unsafe.
 
-    Refused (the whole archive, with a message naming the member): absolute names, names with
-    ``..``, hard links, device files and FIFOs, symlinks outside ``snapshots/`` or pointing out
-    of their snapshot, and members that would be written through or over a symlink.
+    Only what ``hankweave export`` writes is accepted: a gzip-compressed tar.  It is read as
+    one stream, counted as it decompresses, within ``limits`` (default: from the environment,
+    :meth:`ArchiveLimits.from_env`).  Refused (the whole archive, with a message naming the
+    member): absolute names, names with ``..``, hard links, device files and FIFOs, symlinks
+    outside ``snapshots/`` or resolving (through the links before them, and once all are
+    unpacked) out of their snapshot, and members that would be written through or over a
+    symlink.  A refused archive leaves nothing behind: ``target`` is removed.
     """
+    archive = Path(archive)
+    limits = ArchiveLimits.from_env(os.environ) if limits is None else limits
     damaged = (tarfile.TarError, EOFError, OSError, zlib.error)
     try:
-        tar = tarfile.open(archive, mode="r:*")  # noqa: SIM115 - closed below, errors differ
-    except tarfile.ReadError as exc:
-        raise RecordingError(f"not a recording archive (a .tar.gz): {exc}") from None
-    except damaged as exc:
-        raise RecordingError(f"the archive is damaged: {exc}") from None
-    with tar:
-        target.mkdir(parents=True, exist_ok=False)
-        try:
-            for member in tar:
-                _extract_member(tar, member, target)
-        except damaged as exc:
+        found = _compression(archive)
+        packed = archive.stat().st_size
+    except OSError as exc:
+        raise RecordingError(f"cannot read {archive}: {exc.strerror or exc}") from None
+    if found != "gzip":
+        raise RecordingError(
+            f"{archive.name} is not a recording archive: recordings are gzip-compressed tar"
+            f" files (.hwrec.tar.gz, as hankweave export writes them), and this one is"
+            f" {found if found.startswith(('a ', 'not ')) else found + '-compressed'}")
+    target.mkdir(parents=True, exist_ok=False)
+    try:
+        with open(archive, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
+            stream = _MeteredStream(unzipped, archive.name, packed, limits)
+            try:
+                # Stream mode: one pass, no seeking back (which would unpack again).
+                tar = tarfile.open(  # noqa: SIM115 - closed below; its errors differ
+                    fileobj=cast("IO[bytes]", stream), mode="r|")
+            except tarfile.ReadError as exc:
+                raise RecordingError(f"not a recording archive (a .tar.gz): {exc}") from None
+            with tar:
+                for count, member in enumerate(tar, start=1):
+                    if count > limits.max_members:
+                        raise RecordingError(
+                            f"refusing to unpack {archive.name}: it holds more than"
+                            f" {limits.max_members} members ({MAX_MEMBERS_ENV}="
+                            f"{limits.max_members}; raise it to open a recording this"
+                            " large); nothing of it was kept")
+                    _extract_member(tar, member, target)
+        _check_snapshot_links(target)
+    except BaseException as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        if isinstance(exc, damaged) and not isinstance(exc, RecordingError):
             raise RecordingError(f"the archive is damaged: {exc}") from None
+        raise
 
 
 def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
@@ -926,7 +1052,8 @@ def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path)
         if source is None:
             raise refuse("has no content")
         with source, open(dest, "wb") as out:
-            shutil.copyfileobj(source, out)
+            while chunk := source.read(_CHUNK):
+                out.write(chunk)
         dest.chmod(0o755 if member.mode & 0o111 else 0o644)
     elif member.issym():
         if len(parts) < 3 or parts[0] != SNAPSHOTS_DIR:
@@ -934,6 +1061,11 @@ def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path)
         if not _link_stays_inside("/".join(parts[2:]), member.linkname):
             raise refuse(f"is a symlink pointing outside its snapshot ({member.linkname!r})")
         dest.parent.mkdir(parents=True, exist_ok=True)
+        # Followed through the links already unpacked (``q -> .`` then ``p -> q/q/../..``):
+        # the text alone says nothing about where a chain of links lands.
+        if not _resolves_inside(dest.parent / member.linkname, target / SNAPSHOTS_DIR / parts[1]):
+            raise refuse(f"is a symlink that resolves outside its snapshot"
+                         f" ({member.linkname!r}, through the links before it)")
         os.symlink(member.linkname, dest)
     elif member.islnk():
         raise refuse("is a hard link")
@@ -949,6 +1081,37 @@ def _check_parents(target: Path, parts: list[str], refuse: Any) -> None:
             raise refuse("would be written through a symlink")
         if os.path.lexists(current) and not current.is_dir():
             raise refuse("lies under a file")
+
+
+def _resolves_inside(path: Path, area: Path) -> bool:
+    """Whether ``path``, every symlink on it followed as the file system would, lands inside
+    ``area`` (or is ``area`` itself)."""
+    real, root = os.path.realpath(path), os.path.realpath(area)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _check_snapshot_links(root: Path) -> None:
+    """Refuse a recording (unpacked at ``root``) holding a symlink that, with every link of the
+    recording in place, resolves out of its snapshot: a later link can redirect an earlier
+    one, and an unpacked recording was never checked while it was unpacked."""
+    snapshots = root / SNAPSHOTS_DIR
+    if not snapshots.is_dir():
+        return
+    for snapshot in sorted(snapshots.iterdir()):
+        if snapshot.is_symlink() or not snapshot.is_dir():
+            if snapshot.is_symlink():
+                raise RecordingError(f"refusing the recording: {SNAPSHOTS_DIR}/{snapshot.name}"
+                                     " is a symlink")
+            continue
+        for directory, dirnames, filenames in os.walk(snapshot):
+            for entry in sorted(dirnames + filenames):
+                path = Path(directory, entry)
+                if path.is_symlink() and not _resolves_inside(path, snapshot):
+                    member = path.relative_to(root).as_posix()
+                    raise RecordingError(
+                        f"refusing the recording: member {member!r} is a symlink that resolves"
+                        f" outside its snapshot ({os.readlink(path)!r}, through the links of"
+                        " the recording)")
 
 
 # ----- opening ----------------------------------------------------------------------------------
@@ -1052,6 +1215,8 @@ def _open_unpacked(root: Path, *, harness: type[ReplayHarness], speed: str,
                    max_delay_ms: int, cleanup: Path | None) -> ReplayRecording:
     from hankweave.api import LogReadReport, UnknownRecord, read_log
 
+    # An unpacked recording (or an execution's kept copy) was not checked by unpack_recording.
+    _check_snapshot_links(root)
     manifest = read_manifest(root)
     hank_path = root / manifest.hank
     if not hank_path.is_file():
@@ -1269,8 +1434,15 @@ def apply_snapshot(snapshot: Path, patterns: Sequence[str], work_dir: Path) -> N
 
     work_dir = Path(work_dir)
     wanted = sorted(_snapshot_files(snapshot))
+    links = [rel for rel in wanted if (snapshot / rel).is_symlink()]
     for rel in wanted:
-        _install(snapshot / rel, work_dir, rel)
+        if rel not in links:
+            _install(snapshot / rel, work_dir, rel)
+    for rel in links:
+        _install_link(os.readlink(snapshot / rel), work_dir, rel)
+    # With every link in place: a later link can redirect an earlier one.
+    for rel in links:
+        _check_link(work_dir, rel, remove=True)
     keep = set(wanted)
     for rel in resolve_patterns(work_dir, patterns):
         if rel not in keep:
@@ -1287,15 +1459,35 @@ def _snapshot_files(root: Path) -> Iterator[str]:
             yield (base / name).relative_to(root).as_posix()
 
 
+def _install_link(link: str, work_dir: Path, rel: str) -> None:
+    """Make ``rel`` the symlink ``link``, unless it would resolve outside ``work_dir`` (the
+    snapshot stays inside its own tree, but ``work_dir`` may hold links it does not)."""
+    dest = _safe_parent(work_dir, rel) / PurePosixPath(rel).name
+    if dest.is_symlink() and os.readlink(dest) == link:
+        _check_link(work_dir, rel, remove=False)
+        return
+    if not _resolves_inside(dest.parent / link, work_dir):
+        raise _escaping_link(rel, link)
+    _clear(dest)
+    os.symlink(link, dest)
+
+
+def _check_link(work_dir: Path, rel: str, *, remove: bool) -> None:
+    path = work_dir.joinpath(*PurePosixPath(rel).parts)
+    if path.is_symlink() and not _resolves_inside(path, work_dir):
+        link = os.readlink(path)
+        if remove:
+            path.unlink()
+        raise _escaping_link(rel, link)
+
+
+def _escaping_link(rel: str, link: str) -> RecordingError:
+    return RecordingError(f"refusing to apply the recorded snapshot: the symlink {rel!r} ->"
+                          f" {link!r} would resolve outside agentRoot")
+
+
 def _install(source: Path, work_dir: Path, rel: str) -> None:
     dest = _safe_parent(work_dir, rel) / PurePosixPath(rel).name
-    if source.is_symlink():
-        link = os.readlink(source)
-        if dest.is_symlink() and os.readlink(dest) == link:
-            return
-        _clear(dest)
-        os.symlink(link, dest)
-        return
     data = source.read_bytes()
     mode = 0o755 if source.stat().st_mode & 0o111 else 0o644
     if dest.is_file() and not dest.is_symlink():
