@@ -28,12 +28,14 @@ import builtins
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import zlib
@@ -68,6 +70,8 @@ from hankweave.api import (
 
 __all__ = ["GIT_MISSING", "GitCheckpointStore", "register_checkpoint_backends"]
 
+log = logging.getLogger("hankweave.checkpoints.git")
+
 GIT_DIR_NAME = ".hankweavecheckpoints"
 LEGACY_GIT_DIR_NAME = ".git"
 """Where Hankweave before 0.10 kept the repository (moved into place on initialize)."""
@@ -79,32 +83,62 @@ RUN_BRANCHES = "refs/heads/run-"
 COVERED_PATHS = "hankweave/covered-paths"
 IDENTITY_NAME = "Hankweave Runtime"
 IDENTITY_EMAIL = "runtime@hankweave.invalid"
-LAYOUT_VERSION = "1"
-"""Bumped when :data:`REPOSITORY_CONFIG` changes, so existing repositories are re-configured."""
+LAYOUT_VERSION = "2"
+"""Written into the repository's config (``hankweave.layout``) and bumped when
+:func:`repository_config` changes.  A config without this version's line is an older layout,
+brought up to date without a warning; a changed config with it was changed by someone else."""
 
 GIT_MISSING = (
     "the git checkpoint backend needs the git executable; install git or choose "
     'checkpoints.backend = "snapshot"'
 )
 
-REPOSITORY_CONFIG: tuple[tuple[str, str], ...] = (
-    ("user.name", IDENTITY_NAME),
-    ("user.email", IDENTITY_EMAIL),
-    ("commit.gpgsign", "false"),
-    ("tag.gpgsign", "false"),
-    ("core.autocrlf", "false"),
-    ("core.symlinks", "true"),
-    # No reflogs: they would keep pruned checkpoints' objects alive.
-    ("core.logAllRefUpdates", "false"),
-    ("core.hooksPath", os.devnull),
-    ("core.fsmonitor", "false"),
-    ("core.untrackedCache", "false"),
-    ("core.quotePath", "false"),
-    # Garbage collection runs when prune() asks for it, never in the middle of a create().
-    ("gc.auto", "0"),
-    ("maintenance.auto", "false"),
-    ("hankweave.layout", LAYOUT_VERSION),  # last: a crash mid-configuration redoes it all
-)
+_CONFIG = """\
+# Written by hankweave. Any change to this file is undone before the next git command
+# (docs/checkpoints.md, "What is trusted").
+[core]
+\trepositoryformatversion = 0
+\tfilemode = {filemode}
+\tbare = false
+\tautocrlf = false
+\tsymlinks = true
+\tlogallrefupdates = false
+\thooksPath = {devnull}
+\tfsmonitor = false
+\tuntrackedCache = false
+\tquotePath = false
+{filesystem}[user]
+\tname = {name}
+\temail = {email}
+[commit]
+\tgpgsign = false
+[tag]
+\tgpgsign = false
+[gc]
+\tauto = 0
+[maintenance]
+\tauto = false
+[hankweave]
+\tlayout = {layout}
+"""
+_LAYOUT_LINE = f"[hankweave]\n\tlayout = {LAYOUT_VERSION}\n".encode()
+
+
+def repository_config(*, filemode: bool, ignorecase: bool, precomposeunicode: bool) -> bytes:
+    """The exact bytes of the repository's ``config``.
+
+    What the backend needs and nothing else: no include, no filter or diff driver, no program.
+    No reflogs (they would keep pruned checkpoints' objects alive); garbage collection only
+    when :meth:`GitCheckpointStore.prune` asks for it.  The three flags are what ``git init``
+    would have found out about the disk, found the same way (:func:`_probe_filesystem`).
+    """
+    filesystem = "".join(
+        f"\t{key} = true\n" for key, on in (("ignorecase", ignorecase),
+                                            ("precomposeunicode", precomposeunicode)) if on)
+    return _CONFIG.format(filemode=str(filemode).lower(), devnull=os.devnull,
+                          filesystem=filesystem, name=IDENTITY_NAME, email=IDENTITY_EMAIL,
+                          layout=LAYOUT_VERSION).encode()
+
 
 # info/attributes outranks every .gitattributes in agentRoot: the agent's eol, filter or
 # encoding attributes must not change the bytes we store and write back.
@@ -112,6 +146,40 @@ REPOSITORY_ATTRIBUTES = (
     "# hankweave: checkpoints store and restore files byte for byte\n"
     "* -text -eol -filter -ident -working-tree-encoding\n"
 )
+
+SAFE_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("core.attributesFile", os.devnull),
+    ("core.untrackedCache", "false"),
+    ("core.pager", "cat"),  # git's own name for "no pager"
+    ("core.editor", ":"),  # the shell's no-op: git runs an editor through the shell
+    ("sequence.editor", ":"),
+    ("core.askPass", ""),
+    ("core.sshCommand", ":"),
+    ("credential.helper", ""),  # an empty value empties the list of helpers
+    ("protocol.allow", "never"),  # no transport at all: no ssh, no remote helper, no fetch
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("log.showSignature", "false"),  # gpg.program only runs to sign or to verify
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+)
+"""Configuration every git process gets with command-line scope (``GIT_CONFIG_COUNT``), which
+outranks the repository's own ``config`` and every file it includes: whatever those say, no
+hook, file-system monitor, attributes file, pager, editor, password prompt, ssh command,
+credential helper, transport, signing program or background maintenance runs."""
+
+_DRIVER_OVERRIDES: dict[str, tuple[tuple[str, str], ...]] = {
+    "filter": (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")),
+    "diff": (("command", ""), ("textconv", ""), ("cachetextconv", "false")),
+    "merge": (("driver", ""),),
+}
+"""For each filter, diff or merge driver the repository's configuration defines, the values
+that take its programs away (git runs no filter whose command is empty)."""
+
+NO_PROGRAMS_IN_DIFFS = ("--no-ext-diff", "--no-textconv")
+"""Passed to every command that compares trees or files: no external diff, no textconv."""
 
 # Lock files git leaves behind when it is killed mid-operation.
 STALE_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock",
@@ -173,6 +241,132 @@ def _gitpython() -> ModuleType:
     return git
 
 
+def _command_line_config(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """``pairs`` as ``GIT_CONFIG_COUNT``/``KEY_<n>``/``VALUE_<n>`` variables: configuration
+    with command-line scope (git 2.31+), without touching the argument list."""
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for number, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{number}"] = key
+        env[f"GIT_CONFIG_VALUE_{number}"] = value
+    return env
+
+
+def _driver_overrides(drivers: Iterable[tuple[str, str]]) -> builtins.list[tuple[str, str]]:
+    """The :data:`_DRIVER_OVERRIDES` of each ``(section, name)`` driver."""
+    return [(f"{section}.{name}.{key}", value)
+            for section, name in sorted(set(drivers))
+            for key, value in _DRIVER_OVERRIDES[section]]
+
+
+def _driver_names(listed: bytes) -> set[tuple[str, str]]:
+    """The filter, diff and merge drivers named in ``git config --list --name-only -z``
+    output (sections and keys come lower-cased; a driver's name may hold dots)."""
+    found = set()
+    for entry in listed.split(b"\0"):
+        section, _, rest = os.fsdecode(entry).strip().partition(".")
+        name, dot, _ = rest.rpartition(".")
+        if section in _DRIVER_OVERRIDES and dot and name:
+            found.add((section, name))
+    return found
+
+
+def _probe_filesystem(directory: Path) -> dict[str, bool]:
+    """What ``git init`` finds out about the disk ``directory`` is on, found the same way: an
+    executable bit that sticks (``core.filemode``), a name that also answers in another
+    letter case (``core.ignorecase``), a precomposed name that answers decomposed (macOS,
+    ``core.precomposeunicode``)."""
+    probe = directory / f"hankweave-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    probe.write_bytes(b"")
+    try:
+        before = probe.stat().st_mode
+        probe.chmod(before ^ stat.S_IXUSR)
+        filemode = probe.stat().st_mode != before
+        ignorecase = os.path.exists(directory / probe.name.upper())
+    finally:
+        probe.unlink()
+    precompose = False
+    if sys.platform == "darwin":
+        composed = directory / f"hankweave-probe-{os.getpid()}-\u00c4"
+        composed.write_bytes(b"")
+        try:
+            precompose = os.path.exists(directory / composed.name.replace("\u00c4", "A\u0308"))
+        finally:
+            composed.unlink()
+    return {"filemode": filemode, "ignorecase": ignorecase, "precomposeunicode": precompose}
+
+
+def _read_plain(directory: Path, name: str, *, follow_directory: bool) -> bytes | None:
+    """The bytes of the regular file ``directory/name``; None when it is missing, is not a
+    regular file or a symlink, or (unless ``follow_directory``) ``directory`` is a symlink."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | (0 if follow_directory else nofollow)
+    try:
+        dir_fd = os.open(directory, flags)
+    except OSError:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | nofollow, dir_fd=dir_fd)
+        with open(fd, "rb") as fh:
+            return fh.read() if stat.S_ISREG(os.fstat(fh.fileno()).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(dir_fd)
+
+
+class _OwnedFiles:
+    """The repository's ``config`` and ``info/attributes``, kept exactly as the backend writes
+    them.
+
+    git reads both from the repository, and an agent can write both from ``agentRoot``: a
+    config names programs (``core.fsmonitor``, hooks, filter and diff drivers, included
+    files that name more) and the attributes pick the drivers.  :meth:`enforce` runs before
+    every git process of the store; it reads the two small files and, when either differs
+    from its canonical bytes, puts the canonical bytes back atomically and says so.
+    """
+
+    def __init__(self, git_dir: Path, config: bytes) -> None:
+        self.git_dir = git_dir
+        self.config = config
+        self._wanted = ((git_dir, "config", config),
+                        (git_dir / "info", "attributes", REPOSITORY_ATTRIBUTES.encode()))
+
+    def enforce(self) -> None:
+        """Restore whichever file differs; a repository not yet built is left alone."""
+        upgrading = False
+        for directory, name, wanted in self._wanted:
+            current = _read_plain(directory, name, follow_directory=name == "config")
+            if current == wanted:
+                continue
+            if name == "config":
+                if current is None and not self.git_dir.is_dir():
+                    return  # nothing built yet: _build_repository writes both files
+                # A config of an older layout (or Hankweave 0.10.0's) is brought up to date.
+                upgrading = current is not None and _LAYOUT_LINE not in current
+            _replace_file(directory, name, wanted)
+            if not upgrading:
+                log.warning(
+                    "the checkpoint repository's %s had been changed, probably by an agent; "
+                    "restored (%s)", "config" if name == "config" else "info/attributes",
+                    directory / name)
+
+
+def _replace_file(directory: Path, name: str, data: bytes) -> None:
+    """Write ``directory/name`` atomically; a symlink or file where ``directory`` should be
+    is replaced by a real directory first."""
+    try:
+        if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+            directory.unlink()
+        directory.mkdir(exist_ok=True)
+        tmp = directory / f"{name}.hankweave-{os.getpid()}-{secrets.token_hex(4)}"
+        tmp.write_bytes(data)
+        os.replace(tmp, directory / name)
+    except OSError as exc:
+        raise CheckpointStorageError(
+            f"the checkpoint repository's {directory / name} was changed and cannot be put "
+            f"back, so git is not run against it: {exc}") from exc
+
+
 class _GitCommands(abc.ABC):
     """git commands against one repository, isolated from everything else on the machine.
 
@@ -185,10 +379,13 @@ class _GitCommands(abc.ABC):
     git_dir: Path
 
     @staticmethod
-    def environment(git_dir: Path, work_tree: Path | None, home: Path, ceiling: Path
-                    ) -> dict[str, str]:
-        """The variables every call sets: this repository, no outside configuration."""
+    def environment(git_dir: Path, work_tree: Path | None, home: Path, ceiling: Path,
+                    drivers: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
+        """The variables every call sets: this repository, no outside configuration, and the
+        :data:`SAFE_CONFIG` (plus the overrides that empty each of ``drivers``, pairs of
+        section and driver name) with command-line scope."""
         return {
+            **_command_line_config([*SAFE_CONFIG, *_driver_overrides(drivers)]),
             "GIT_DIR": str(git_dir),
             **({"GIT_WORK_TREE": str(work_tree)} if work_tree is not None else {}),
             "GIT_COMMON_DIR": str(git_dir),
@@ -206,7 +403,6 @@ class _GitCommands(abc.ABC):
             "GIT_CONFIG_GLOBAL": os.devnull,
             "GIT_CONFIG_SYSTEM": os.devnull,
             "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_COUNT": "0",
             "GIT_CONFIG_PARAMETERS": "",
             "GIT_ATTR_NOSYSTEM": "1",
             "GIT_TEMPLATE_DIR": "",
@@ -217,6 +413,12 @@ class _GitCommands(abc.ABC):
             "GIT_NOGLOB_PATHSPECS": "0",
             "GIT_ICASE_PATHSPECS": "0",
             "GIT_TERMINAL_PROMPT": "0",
+            # The caller's own variables outrank the configuration; these are git's "none".
+            "GIT_PAGER": "cat",
+            "GIT_EDITOR": ":",
+            "GIT_SEQUENCE_EDITOR": ":",
+            "GIT_ASKPASS": "",
+            "SSH_ASKPASS": "",
             "GIT_AUTHOR_NAME": IDENTITY_NAME,
             "GIT_AUTHOR_EMAIL": IDENTITY_EMAIL,
             "GIT_COMMITTER_NAME": IDENTITY_NAME,
@@ -251,13 +453,19 @@ class _GitCommands(abc.ABC):
 
 
 class _Git(_GitCommands):
-    """Runs git commands through GitPython, which starts each process from ``os.environ``."""
+    """Runs git commands through GitPython, which starts each process from ``os.environ``.
 
-    def __init__(self, git_dir: Path, work_tree: Path, home: Path, ceiling: Path) -> None:
+    ``owned`` (the store's repository, not one being built) is enforced before every process,
+    so git only ever reads the backend's own config and attributes.
+    """
+
+    def __init__(self, git_dir: Path, work_tree: Path, home: Path, ceiling: Path,
+                 owned: _OwnedFiles | None = None) -> None:
         git = _gitpython()
         self._git_module = git
         self.git_dir = git_dir
         self.work_tree = work_tree
+        self._owned = owned
         self._env = self.environment(git_dir, work_tree, home, ceiling)
         self._in_home = git.Git(str(home))
         self._in_work_tree = git.Git(str(work_tree))
@@ -270,6 +478,8 @@ class _Git(_GitCommands):
         in_work_tree: bool = False,
     ) -> tuple[int, bytes, str]:
         """Run ``git <args>``; return ``(status, stdout, stderr)`` whatever the status."""
+        if self._owned is not None:
+            self._owned.enforce()
         runner = self._in_work_tree if in_work_tree else self._in_home
         command = [self._git_module.Git.GIT_PYTHON_GIT_EXECUTABLE, *args]
         full_env = {**self._env, **env} if env else self._env
@@ -301,6 +511,11 @@ class _GitReader(_GitCommands):
     is the one GitPython would run (``GIT_PYTHON_GIT_EXECUTABLE``, else ``git`` on ``PATH``),
     in the same locale.  No work tree is named: reading needs none, and git refuses a
     ``GIT_WORK_TREE`` that does not exist, which the reader must not create.
+
+    The reader writes nothing, so it cannot put the repository's config back as the store
+    does: every filter, diff and merge driver that config (or a file it includes) defines is
+    emptied on each command line instead, beside the :data:`SAFE_CONFIG`.  Listing the
+    configuration runs no program.
     """
 
     def __init__(self, git_dir: Path, home: Path, ceiling: Path) -> None:
@@ -311,6 +526,9 @@ class _GitReader(_GitCommands):
         self._env = {**inherited, "LANGUAGE": "C", "LC_ALL": "C",
                      **self.environment(git_dir, None, home, ceiling)}
         self._executable = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+        # A config git cannot read fails the listing itself, with git's message.
+        _, listed, _ = self.call("config", "--list", "--includes", "--name-only", "-z")
+        self._env.update(self.environment(git_dir, None, home, ceiling, _driver_names(listed)))
 
     def call(
         self,
@@ -352,6 +570,7 @@ class GitCheckpointStore(CheckpointStore):
         self.checkpoints_dir = self.execution_dir / ".hankweave" / "checkpoints"
         self.git_dir = self.checkpoints_dir / GIT_DIR_NAME
         self._git: _Git | None = None
+        self._owned: _OwnedFiles | None = None
         self._initial: str | None = None
         self._sequence = 0
         self._covered: set[str] | None = None
@@ -393,7 +612,8 @@ class GitCheckpointStore(CheckpointStore):
                 shutil.rmtree(self.git_dir)
         if not self.git_dir.exists():
             self._build_repository()
-        self._configure_once(git)
+        # The config and attributes are put right (an older layout brought up to date) by
+        # the first git command below, as before every git command.
         self._initial = self._find_initial(git)
         self._check_index(git)
         self._covered = None
@@ -549,7 +769,8 @@ class GitCheckpointStore(CheckpointStore):
         git, _ = self._ready()
         old = self._resolve_record(from_id).checkpoint.id
         new = self._resolve_record(to_id).checkpoint.id
-        out = git.run("diff-tree", "-r", "-z", "--no-renames", "--name-status", old, new)
+        out = git.run("diff-tree", *NO_PROGRAMS_IN_DIFFS, "-r", "-z", "--no-renames",
+                      "--name-status", old, new)
         fields = out.split(b"\0")
         changes = []
         for status, path in zip(fields[0::2], fields[1::2], strict=False):
@@ -599,7 +820,8 @@ class GitCheckpointStore(CheckpointStore):
     def _differing_by_stat(git: _Git, sha: str, target: frozenset[str]) -> builtins.list[str]:
         """The target's files that the work tree holds otherwise, as git finds them from the
         index's stat data (``diff-index``; a file missing from the index differs too)."""
-        out = git.run("diff-index", "-z", "--name-only", "--no-renames", sha, in_work_tree=True)
+        out = git.run("diff-index", *NO_PROGRAMS_IN_DIFFS, "-z", "--name-only", "--no-renames",
+                      sha, in_work_tree=True)
         return [p for p in (os.fsdecode(p) for p in out.split(b"\0") if p) if p in target]
 
     def _differing_by_hint(self, git: _Git, sha: str, base_tree: str, paths: frozenset[str],
@@ -732,10 +954,19 @@ class GitCheckpointStore(CheckpointStore):
     def _runner(self, git_dir: Path) -> _Git:
         if self._git is not None and git_dir == self.git_dir:
             return self._git
-        runner = _Git(git_dir, self.work_tree, self.checkpoints_dir, self.execution_dir)
+        owned = self._owned_files() if git_dir == self.git_dir else None
+        runner = _Git(git_dir, self.work_tree, self.checkpoints_dir, self.execution_dir, owned)
         if git_dir == self.git_dir:
             self._git = runner
         return runner
+
+    def _owned_files(self) -> _OwnedFiles:
+        """The repository's config and attributes as this store keeps them; the disk is
+        probed once per store (the checkpoints directory exists by then)."""
+        if self._owned is None:
+            config = repository_config(**_probe_filesystem(self.checkpoints_dir))
+            self._owned = _OwnedFiles(self.git_dir, config)
+        return self._owned
 
     def _ready(self) -> tuple[_Git, str]:
         if self._initial is None or self._git is None:
@@ -811,11 +1042,12 @@ class GitCheckpointStore(CheckpointStore):
             git = self._runner(build)
             git.run("init", "--quiet", "--template=", f"--initial-branch={INITIAL_BRANCH}",
                     "--object-format=sha1", str(build))
-            # init records GIT_WORK_TREE as core.worktree; the path is always passed instead,
-            # so the execution directory can move.
-            git.run("config", "--file", str(build / "config"), "--unset-all", "core.worktree",
-                    ok=(0, 5))
-            self._configure(git, build)
+            # The config init wrote (with core.worktree: the path is always passed instead,
+            # so the execution directory can move) is replaced by the one the store owns.
+            owned = self._owned_files()
+            (build / "config").write_bytes(owned.config)
+            (build / "info").mkdir(exist_ok=True)
+            (build / "info" / "attributes").write_text(REPOSITORY_ATTRIBUTES, encoding="utf-8")
             empty_tree = git.run("mktree", stdin=b"").decode().strip()
             timestamp = utc_now_iso()
             initial = git.run("commit-tree", empty_tree, "-m", f"{INITIAL_MESSAGE}\n",
@@ -834,21 +1066,6 @@ class GitCheckpointStore(CheckpointStore):
             fsync_dir(self.checkpoints_dir)
         finally:
             shutil.rmtree(build, ignore_errors=True)
-
-    def _configure(self, git: _Git, git_dir: Path) -> None:
-        config = str(git_dir / "config")
-        for key, value in REPOSITORY_CONFIG:
-            git.run("config", "--file", config, key, value)
-        info = git_dir / "info"
-        info.mkdir(exist_ok=True)
-        (info / "attributes").write_text(REPOSITORY_ATTRIBUTES, encoding="utf-8")
-
-    def _configure_once(self, git: _Git) -> None:
-        """Bring a repository made by Hankweave 0.10.0 or an older layout up to date."""
-        status, out, _ = git.call("config", "--file", str(self.git_dir / "config"), "--get",
-                                  "hankweave.layout")
-        if status != 0 or out.decode().strip() != LAYOUT_VERSION:
-            self._configure(git, self.git_dir)
 
     def _find_initial(self, git: _Git) -> str:
         recorded = _recorded_initial(git)
@@ -931,7 +1148,8 @@ class GitCheckpointStore(CheckpointStore):
         """Paths whose work-tree file differs from the index entry (modified, deleted, a new
         mode or kind), found by git from the index's stat data and, for entries changed in
         the index's own timestamp tick, by content."""
-        out = git.run("diff-files", "-z", "--name-only", "--no-renames", in_work_tree=True)
+        out = git.run("diff-files", *NO_PROGRAMS_IN_DIFFS, "-z", "--name-only", "--no-renames",
+                      in_work_tree=True)
         return [os.fsdecode(p) for p in out.split(b"\0") if p]
 
     # ----- internals: the index (a stat cache of the last tree written or checked out) -----
@@ -1011,7 +1229,8 @@ class GitCheckpointStore(CheckpointStore):
 
     def _rebuild_covered(self, git: _Git, path: Path) -> bytes:
         """Every path any reachable commit added, i.e. every path a checkpoint held."""
-        out = git.run("log", "--all", "--no-renames", "--name-only", "-z", "--format=")
+        out = git.run("log", *NO_PROGRAMS_IN_DIFFS, "--all", "--no-renames", "--name-only", "-z",
+                      "--format=")
         paths = sorted({p for p in out.split(b"\0") if p})
         data = b"".join(p + b"\0" for p in paths)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -1081,7 +1300,8 @@ def _recorded_initial(git: _GitCommands) -> str | None:
 
 def _original_initial(git: _GitCommands) -> str | None:
     """The initial checkpoint of a repository made by Hankweave 0.10.0: its root commit."""
-    roots = git.run("log", "--all", "--max-parents=0", "--format=%H %s").decode()
+    roots = git.run("log", *NO_PROGRAMS_IN_DIFFS, "--all", "--max-parents=0",
+                    "--format=%H %s").decode()
     for line in roots.splitlines():
         sha, _, subject = line.partition(" ")
         if subject == INITIAL_MESSAGE:
@@ -1091,7 +1311,8 @@ def _original_initial(git: _GitCommands) -> str | None:
 
 def _read_records(git: _GitCommands, initial: str | None) -> list[_Record]:
     """Every checkpoint reachable from a ref, newest first (``initial``: the initial commit)."""
-    out = git.run("log", "--all", "--date-order", "-z", "--format=%H%x1f%ct%x1f%B")
+    out = git.run("log", *NO_PROGRAMS_IN_DIFFS, "--all", "--date-order", "-z",
+                  "--format=%H%x1f%ct%x1f%B")
     records: dict[str, _Record] = {}
     entries = [e for e in out.decode("utf-8", errors="replace").split("\0") if e]
     for position, entry in enumerate(entries):
