@@ -246,3 +246,21 @@ def test_copy_error_names_its_group(agent_root: Path, output_dir: Path) -> None:
 
     with pytest.raises(OutputCopyError, match=r"^Copy group 0 failed with: "):
         copy([group("reports/summary.md")], agent_root, output_dir)
+
+
+def test_skipped_before_copy_commands_do_not_run_and_the_copy_goes_on(
+    agent_root: Path, output_dir: Path, tmp_path: Path
+) -> None:
+    from hankweave.runtime.rig import CommandPolicy
+
+    notices: list[str] = []
+    result = asyncio.run(copy_outputs(
+        [group("notes.txt", before=[f"touch {tmp_path / 'ran'}", "exit 4"])],
+        agent_root=agent_root, output_dir=output_dir, env={}, overwrite=False,
+        commands=CommandPolicy.SKIP, on_notice=notices.append))
+
+    assert not (tmp_path / "ran").exists()
+    assert result.copied == [output_dir / "notes.txt"]
+    assert len(notices) == 2 and notices[1] == (
+        "output group 0 beforeCopy: `exit 4` skipped: a recording's commands are its author's"
+        " code; pass --allow-commands to run them")

@@ -15,7 +15,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from hankweave.config.hank import RigOperation
-from hankweave.runtime.rig import RigFailure, RigResult, run_command, run_rig
+from hankweave.runtime.rig import CommandPolicy, RigFailure, RigResult, run_command, run_rig
 
 OPS = TypeAdapter(list[RigOperation])
 
@@ -321,3 +321,41 @@ def test_run_command_does_not_hang_on_a_background_process_holding_the_pipe(
     os.kill(int((tmp_path / "bg.pid").read_text()), signal.SIGKILL)
     assert result.ok
     assert time.monotonic() - started < 10
+
+
+# ----- a replay's commands (CommandPolicy) -----
+
+
+def test_skipped_commands_do_not_run_and_are_no_failure(layout: Layout) -> None:
+    marker = layout.agent_root.parent / "ran"
+    notices: list[str] = []
+    result = asyncio.run(run_rig(
+        ops(command_op(f"touch {marker}"), copy_op("templates/readme.md", "README.md"),
+            command_op("exit 3")),
+        agent_root=layout.agent_root, hank_dir=layout.hank_dir, env={},
+        ignore_failures=False, timeout_s=None, on_output=lambda *a: None,
+        on_operation=lambda *a: None, on_failure=lambda f: None,
+        commands=CommandPolicy.SKIP, on_notice=notices.append))
+
+    assert result.ok and result.failed_count == 0
+    assert [o.skipped for o in result.outcomes] == [True, False, True]
+    assert not marker.exists()
+    assert (layout.agent_root / "README.md").read_text() == "# Readme\n"  # copies still run
+    assert notices == [
+        f"rig operation 1/3: `touch {marker}` skipped: a recording's commands are its"
+        " author's code; pass --allow-commands to run them",
+        "rig operation 3/3: `exit 3` skipped: a recording's commands are its author's code;"
+        " pass --allow-commands to run them"]
+
+
+def test_announced_commands_are_printed_then_run(layout: Layout) -> None:
+    marker = layout.agent_root.parent / "ran"
+    notices: list[str] = []
+    result = asyncio.run(run_rig(
+        ops(command_op(f"touch {marker}")), agent_root=layout.agent_root,
+        hank_dir=layout.hank_dir, env={}, ignore_failures=False, timeout_s=None,
+        on_output=lambda *a: None, on_operation=lambda *a: None, on_failure=lambda f: None,
+        commands=CommandPolicy.ANNOUNCE, on_notice=notices.append))
+
+    assert result.ok and marker.exists()
+    assert notices == [f"rig operation 1/1: running `touch {marker}` (--allow-commands)"]

@@ -108,7 +108,8 @@ def test_the_intent_and_the_script_copy_are_written_private_and_read_back(tmp_pa
     assert json.loads(layout.run_intent_file.read_text()) == {
         "version": 1, "mockProvider": {"source": str(tmp_path / "s.json"),
                                        "sha256": intent.mock_provider.sha256},
-        "model": "haiku", "maxCost": 2.5, "shimIdleTimeout": 60, "ignoreRigFailures": True}
+        "model": "haiku", "maxCost": 2.5, "shimIdleTimeout": 60, "ignoreRigFailures": True,
+        "allowCommands": False}
 
 
 def test_no_file_means_nothing_recorded(tmp_path):

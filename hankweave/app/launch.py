@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from hankweave.mock_provider.server import MockProvider
     from hankweave.registry import Registry
     from hankweave.runtime.orchestrator import Runtime
+    from hankweave.runtime.rig import CommandPolicy
     from hankweave.state.boot import OwnedExecution
     from hankweave.state.lock import LockInfo
     from hankweave.state.types import HankweaveState, Interruption
@@ -86,6 +87,9 @@ class LaunchRequest:
     replay: str | None = None
     """A recorded execution directory or exported recording to play back (no provider)."""
     replay_speed: str = "instant"
+    allow_commands: bool | None = None
+    """A replay runs its recording's shell commands (``--allow-commands``); False:
+    ``--no-allow-commands``; None: as recorded (a resume), else not."""
     wait_for_answers: bool = False
     """Stay up while an interruption waits for a person (``--wait-for-answers``)."""
     mock_provider: str | None = None
@@ -149,6 +153,7 @@ def prepare(request: LaunchRequest) -> Prepared:
             recording.close()
         raise
     prepared.intent, prepared.intent_script = intent, script
+    _list_recorded_commands(prepared, request)
     if given.execution is None and prepared.setup.is_resuming and given.replay is None:
         # Auto mode chose an execution to resume: its recorded intent applies as with -e (one
         # more pass, only when it differs; a confirmation already given is not asked again).
@@ -191,7 +196,7 @@ def _with_intent(request: LaunchRequest) -> tuple[LaunchRequest, RunIntent, byte
         no_mock_provider=request.no_mock_provider, model=request.model,
         max_cost=request.max_cost, max_time=request.max_time,
         shim_idle_timeout=request.shim_idle_timeout,
-        ignore_rig_failures=request.ignore_rig_failures)
+        ignore_rig_failures=request.ignore_rig_failures, allow_commands=request.allow_commands)
     layout = ExecutionLayout(Path(request.cwd, request.execution or "."))
     resumes = bool(request.execution) and not request.start_new and request.replay is None
     try:
@@ -205,7 +210,51 @@ def _with_intent(request: LaunchRequest) -> tuple[LaunchRequest, RunIntent, byte
         _report_intent(request, layout, recorded, intent, given)
     return replace(request, mock_provider=mock, model=intent.model, max_cost=intent.max_cost,
                    max_time=intent.max_time, shim_idle_timeout=intent.shim_idle_timeout,
-                   ignore_rig_failures=intent.ignore_rig_failures), intent, script
+                   ignore_rig_failures=intent.ignore_rig_failures,
+                   allow_commands=intent.allow_commands), intent, script
+
+
+def command_policy(prepared: Prepared) -> CommandPolicy:
+    """What the run does with its hank's shell commands: a replay's hank is its recording
+    author's code, so a replay skips them unless ``--allow-commands`` (recorded in the run
+    intent, so a resume keeps the choice) asks to run them, each printed first."""
+    from hankweave.runtime.rig import CommandPolicy
+
+    if prepared.recording is None:
+        return CommandPolicy.RUN
+    allowed = prepared.intent is not None and prepared.intent.allow_commands
+    return CommandPolicy.ANNOUNCE if allowed else CommandPolicy.SKIP
+
+
+def _list_recorded_commands(prepared: Prepared, request: LaunchRequest) -> None:
+    """Before a replay starts: one notice listing every command its hank would run, and
+    whether they run."""
+    from hankweave.config.hank import RigCommand
+    from hankweave.runtime.rig import CommandPolicy
+
+    policy = command_policy(prepared)
+    if policy is CommandPolicy.RUN:
+        return
+    lines = []
+    for codon_id, codon in prepared.hank.codon_configs().items():
+        for op in codon.rig_setup or ():
+            if isinstance(op, RigCommand):
+                lines.append(f"  codon {codon_id}, rig setup: {op.command.run}")
+        for index, group in enumerate(codon.output_files or ()):
+            for before in group.before_copy or ():
+                lines.append(f"  codon {codon_id}, output group {index} beforeCopy:"
+                             f" {before.command.run}")
+    if not lines:
+        return
+    if policy is CommandPolicy.SKIP:
+        head = (f"[REPLAY] The recording's hank holds {len(lines)} shell command(s). None of"
+                " them runs: a recording's commands are its author's code; pass"
+                " --allow-commands to run them (rig copies and the recorded file changes still"
+                " apply):")
+    else:
+        head = (f"[REPLAY] --allow-commands: the recording's {len(lines)} shell command(s) run"
+                " on this machine as you, each printed before it runs:")
+    request.notify("\n".join([head, *lines]))
 
 
 def _given_script(request: LaunchRequest) -> bytes | None:
@@ -547,7 +596,7 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
         checkpoint_change_hints=settings.checkpoints.change_hints, env=request.env,
         harness_override=prepared.recording.harness if prepared.recording else None,
         harness_configs=prepared.harness_configs,
-        wait_for_answers=request.wait_for_answers,
+        wait_for_answers=request.wait_for_answers, commands=command_policy(prepared),
         # A replay runs no sentinels and asks no one.
         sentinels=prepared.recording is None, humans=prepared.recording is None)
     return Runtime(

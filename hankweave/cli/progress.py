@@ -172,7 +172,9 @@ class LiveView:
             label = _error_label(data)
             self.console.print(Text(f"{label}: {data.get('message')}",
                                     style="yellow" if label == "warning" else "red"))
-        elif kind in ("server.idle", "run.crashed"):
+        elif kind in ("server.idle", "run.crashed") or (
+                kind == "info" and str(data.get("message", "")).startswith("[REPLAY]")):
+            # A replay's skipped or allowed commands are seen in the live view too.
             self.console.print(Text(str(data.get("message", "")), style="yellow"))
         self._live.update(self._render())
 

@@ -84,6 +84,9 @@ def interactive() -> bool:
 @click.option("--replay-speed", type=click.Choice(["instant", "recorded"]), default="instant",
               show_default=True, help="With --replay: as fast as possible, or the recorded gaps"
               " (each capped by HANKWEAVE_REPLAY_MAX_DELAY_MS).")
+@click.option("--allow-commands/--no-allow-commands", default=None, help="A replay (--replay,"
+              " or -e resuming one) runs its recording's rig and beforeCopy commands, each"
+              " printed first; without it they are skipped (recorded for resumes).")
 @click.option("--wait-for-answers", is_flag=True, help="Stay up while an interruption waits"
               " for a person (answer through the WebSocket or `hankweave answer`), instead of"
               " ending the run interrupted (exit 3).")
@@ -97,7 +100,7 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
                 shim_idle_timeout: int | None, ignore_rig_failures: bool | None,
                 overwrite_output: bool, yes: bool, replay: str | None,
                 mock_provider: str | None, no_mock_provider: bool, replay_speed: str,
-                wait_for_answers: bool) -> None:
+                allow_commands: bool | None, wait_for_answers: bool) -> None:
     """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
     directory; - reads stdin).
 
@@ -121,6 +124,7 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
         no_wipe=no_wipe, start_fresh=start_fresh, copy=copy, input_text=input_text,
         output=output,
         model=model, port=port, host=host, replay=replay, replay_speed=replay_speed,
+        allow_commands=allow_commands,
         mock_provider=mock_provider, no_mock_provider=no_mock_provider,
         wait_for_answers=wait_for_answers,
         headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,

@@ -3,14 +3,18 @@
 A run's *intent* is the options of ``hankweave run`` that decide where and how its agents run:
 the mock provider (``--mock-provider SCRIPT``), the global model override (``-m``), and the
 harness and budget overrides given on the command line (``--max-cost``, ``--max-time``,
-``--shim-idle-timeout``, ``--ignore-rig-failures``).  They belong to the execution, not to one
+``--shim-idle-timeout``, ``--ignore-rig-failures``), and whether a replay runs its recording's
+shell commands (``--allow-commands``).  They belong to the execution, not to one
 command line, so that a printed ``hankweave run -e DIR`` resumes the run that printed it:
 
 * every run records the intent it runs with, after it takes the execution's lock;
 * a resume (``-e DIR`` without ``-n``) reuses the recorded value of each option it is not given;
   an option given again replaces it.  Leaving the mock provider takes ``--no-mock-provider``,
   dropping ``--ignore-rig-failures`` takes ``--no-ignore-rig-failures``: a missing flag never
-  means "off", or a pasted hint would quietly move a dry run to a real, paid provider;
+  means "off", or a pasted hint would quietly move a dry run to a real, paid provider.  The
+  one exception is safe by construction: a replay started without ``--allow-commands`` records
+  ``false``, so its resumes never run the recording's commands unless ``--allow-commands`` is
+  given again;
 * the mock provider's script is recorded as a copy, ``.hankweave/mock-provider/script.json``,
   with the path it was given at and its sha256: a resume from another directory, or after the
   script moved, plays the same script, and the execution says what it was made from.  Giving
@@ -83,6 +87,10 @@ class RunIntent(_IntentModel):
     """``--shim-idle-timeout``: seconds an agent may send nothing."""
     ignore_rig_failures: bool = False
     """``--ignore-rig-failures``: every rig operation is ``allowFailure``."""
+    allow_commands: bool = False
+    """``--allow-commands``: a replay runs its recording's rig ``command`` operations and
+    ``beforeCopy`` commands (without it they are skipped; runs of one's own hank always run
+    them)."""
 
     def to_json_bytes(self) -> bytes:
         data = self.model_dump(by_alias=True, exclude_none=True)
@@ -101,6 +109,8 @@ class GivenIntent:
     shim_idle_timeout: int | None = None
     ignore_rig_failures: bool | None = None
     """True: ``--ignore-rig-failures``; False: ``--no-ignore-rig-failures``."""
+    allow_commands: bool | None = None
+    """True: ``--allow-commands``; False: ``--no-allow-commands``."""
 
 
 def merge_intent(recorded: RunIntent | None, given: GivenIntent) -> RunIntent:
@@ -120,7 +130,8 @@ def merge_intent(recorded: RunIntent | None, given: GivenIntent) -> RunIntent:
         max_cost=_given_or(given.max_cost, base.max_cost),
         max_time=_given_or(given.max_time, base.max_time),
         shim_idle_timeout=_given_or(given.shim_idle_timeout, base.shim_idle_timeout),
-        ignore_rig_failures=_given_or(given.ignore_rig_failures, base.ignore_rig_failures))
+        ignore_rig_failures=_given_or(given.ignore_rig_failures, base.ignore_rig_failures),
+        allow_commands=_given_or(given.allow_commands, base.allow_commands))
 
 
 def _given_or(given: T | None, recorded: T) -> T:
@@ -134,6 +145,7 @@ _LABELS = {
     "max_time": "time ceiling (--max-time)",
     "shim_idle_timeout": "agent idle timeout (--shim-idle-timeout)",
     "ignore_rig_failures": "ignore rig failures (--ignore-rig-failures)",
+    "allow_commands": "a replay runs its recording's commands (--allow-commands)",
 }
 """How each option is named in messages, in the order they are listed."""
 

@@ -284,7 +284,9 @@ class CodonAttempt:
                 codon_id, index, stream, line),
             on_operation=lambda index, total, description: reporter.info(
                 f"Rig operation {index + 1}/{total}: {description}"),
-            on_failure=lambda failure: reporter.rig_failed(codon_id, failure)))
+            on_failure=lambda failure: reporter.rig_failed(codon_id, failure),
+            commands=ctx.config.commands,
+            on_notice=lambda line: reporter.info(f"[REPLAY] codon {codon_id}: {line}")))
         try:
             result = await self._rig
         except asyncio.CancelledError:

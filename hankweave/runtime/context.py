@@ -21,6 +21,7 @@ from hankweave.harness import AttemptPolicy, Harness, HarnessConfig
 from hankweave.runtime.checkpointing import KnownCheckpoints
 from hankweave.runtime.errors import RuntimeCommandError
 from hankweave.runtime.humans import HumanLoop
+from hankweave.runtime.rig import CommandPolicy
 from hankweave.runtime.sentinels import SentinelManager
 from hankweave.state.thread import ExecutionThread, ThreadTracker
 from hankweave.state.transitions import (
@@ -80,6 +81,9 @@ class RuntimeConfig:
     """Whether codons' sentinels run (a replay runs none)."""
     humans: bool = True
     """Whether approval gates apply and interrupted runs resume (a replay asks no one)."""
+    commands: CommandPolicy = CommandPolicy.RUN
+    """What happens to rig ``command`` operations and ``beforeCopy`` commands: a replay skips
+    them (its hank is the recording author's code) unless ``--allow-commands`` was given."""
 
 
 class RunContext:

@@ -25,7 +25,7 @@ import os
 import posixpath
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from hankweave.config.hank import OutputFileGroup
 from hankweave.faults import disk_write, kill_point
 from hankweave.fsutil import atomic_write_bytes
-from hankweave.runtime.rig import CommandRunner, run_command
+from hankweave.runtime.rig import CommandPolicy, CommandRunner, run_command
 from hankweave.workspace import DATA_LINK, glob_regex
 
 if TYPE_CHECKING:
@@ -247,6 +247,8 @@ async def copy_outputs(
     overwrite: bool,
     run_command: CommandRunner = run_command,
     resume: bool = False,
+    commands: CommandPolicy = CommandPolicy.RUN,
+    on_notice: Callable[[str], None] = lambda line: None,
 ) -> OutputCopyResult:
     """Run every output group: its ``beforeCopy`` commands, then its copy.
 
@@ -260,6 +262,9 @@ async def copy_outputs(
         run_command: the shell command runner (:func:`hankweave.runtime.rig.run_command`).
         resume: finish a copy a crash interrupted: a destination that already holds its
             source is left as it is, a directory is merged into.
+        commands: whether ``beforeCopy`` commands run, are announced then run, or are skipped
+            (a skipped command is not a failure: the copy goes on).
+        on_notice: the line :meth:`CommandPolicy.notice` gives for a command.
 
     Raises:
         OutputCopyError: a command failed or a copy raised; later groups are not run.
@@ -268,6 +273,11 @@ async def copy_outputs(
     total = OutputCopyResult()
     for index, group in enumerate(groups):
         for before in group.before_copy or ():
+            notice = commands.notice(f"output group {index} beforeCopy", before.command.run)
+            if notice is not None:
+                on_notice(notice)
+            if commands is CommandPolicy.SKIP:
+                continue
             try:
                 outcome = await run_command(before.command.run, cwd=agent_root, env=command_env)
             except OSError as exc:
@@ -306,7 +316,9 @@ async def copy_codon_outputs(ctx: RunContext, codon_id: str, *, run_id: str | No
     try:
         copied = await copy_outputs(
             codon.output_files, agent_root=ctx.layout.agent_root, output_dir=output_dir,
-            env=ctx.prompts.env(codon), overwrite=ctx.config.overwrite_output, resume=resume)
+            env=ctx.prompts.env(codon), overwrite=ctx.config.overwrite_output, resume=resume,
+            commands=ctx.config.commands,
+            on_notice=lambda line: ctx.reporter.info(f"[REPLAY] codon {codon_id}: {line}"))
     except OutputCopyError as exc:
         ctx.reporter.error(f"{exc} (the next run of this execution copies the outputs of"
                            f" {codon_id} again)", codon=codon_id, fatal=True,

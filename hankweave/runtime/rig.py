@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import enum
 import logging
 import os
 import posixpath
@@ -42,6 +43,7 @@ from hankweave.fsutil import remove_path
 __all__ = [
     "OUTPUT_LINE_MAX_CHARS",
     "OUTPUT_THROTTLE_S",
+    "CommandPolicy",
     "CommandResult",
     "CommandRunner",
     "OutputCallback",
@@ -82,6 +84,29 @@ OutputCallback = Callable[[Stream, str], None]
 # --------------------------------------------------------------------------------------------
 # Shell commands
 # --------------------------------------------------------------------------------------------
+
+
+class CommandPolicy(enum.Enum):
+    """What a run does with the hank's shell commands: rig ``command`` operations and
+    ``outputFiles[].beforeCopy``.  A replay's hank comes from a recording, that is from its
+    author: its commands are their code, which the person replaying never agreed to run."""
+
+    RUN = "run"
+    """Run them (a run of the person's own hank)."""
+    ANNOUNCE = "announce"
+    """Print each, then run it (a replay with ``--allow-commands``)."""
+    SKIP = "skip"
+    """Skip each with a notice; a skipped rig command is not a failure (a replay)."""
+
+    def notice(self, where: str, command: str) -> str | None:
+        """The line a person sees before ``command`` (at ``where``, e.g. ``rig operation
+        1/2``) runs or is skipped; None when it simply runs."""
+        if self is CommandPolicy.SKIP:
+            return (f"{where}: `{command}` skipped: a recording's commands are its author's"
+                    " code; pass --allow-commands to run them")
+        if self is CommandPolicy.ANNOUNCE:
+            return f"{where}: running `{command}` (--allow-commands)"
+        return None
 
 
 @dataclass(frozen=True)
@@ -380,6 +405,8 @@ class RigOpOutcome:
     exit_code: int | None = None
     """For a command that ran: its exit status."""
     failure: RigFailure | None = None
+    skipped: bool = False
+    """A command not run (:attr:`CommandPolicy.SKIP`); counted as done, never as a failure."""
 
 
 @dataclass(frozen=True)
@@ -520,6 +547,8 @@ async def run_rig(
     on_output: Callable[[int, str, str], None],
     on_operation: Callable[[int, int, str], None],
     on_failure: Callable[[RigFailure], None],
+    commands: CommandPolicy = CommandPolicy.RUN,
+    on_notice: Callable[[str], None] = lambda line: None,
 ) -> RigResult:
     """Run a codon's rig setup operations in order.
 
@@ -538,6 +567,10 @@ async def run_rig(
         on_operation: ``(index, total, description)`` before each operation, with ``index``
             counted from 0 and ``description`` from :func:`describe_operation`.
         on_failure: called for every failed operation, ignored or not (``rig.setup.failed``).
+        commands: whether ``command`` operations run, are announced then run, or are skipped
+            (copies always run: they are confined to agentRoot).
+        on_notice: the line :meth:`CommandPolicy.notice` gives for a command, before it runs or
+            instead of running.
     """
     started = time.monotonic()
     command_env = {**os.environ, **env}
@@ -557,6 +590,13 @@ async def run_rig(
                 last_copied = target
                 created.append(target)
             else:
+                notice = commands.notice(f"rig operation {index + 1}/{total}", op.command.run)
+                if notice is not None:
+                    on_notice(notice)
+                if commands is CommandPolicy.SKIP:
+                    outcomes.append(RigOpOutcome(index=index, op_type=op.type, ok=True,
+                                                 duration_ms=0, skipped=True))
+                    continue
                 if op.command.working_directory == "lastCopied" and last_copied is not None:
                     cwd = last_copied
                 else:

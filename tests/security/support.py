@@ -13,6 +13,9 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +89,30 @@ def codon(codon_id: str, **fields: Any) -> dict[str, Any]:
     return {"id": codon_id, "name": f"Codon {codon_id}", "model": "fake",
             "continuationMode": "fresh", "promptText": f"Do {codon_id}.", **fields}
 
+
+
+def record_and_export(project: Project, items: list[dict[str, Any]],
+                      script: dict[str, Any]) -> Path:
+    """Run ``items`` with the fake agent playing ``script``, export it; the archive's path."""
+    project.write_hank(items)
+    project.write_script(script)
+    ran = project.run()
+    assert ran.returncode == 0, ran.stderr
+    archive = project.root / "rec.hwrec.tar.gz"
+    exported = project.hw("export", "-e", str(project.exec_dir), "-o", str(archive))
+    assert exported.returncode == 0, exported.stderr
+    return archive
+
+
+def repack_recording(source: Path, target: Path, edit: Callable[[Path], None]) -> Path:
+    """What an attacker does to a recording: unpack ``source`` (trusted: our own export),
+    let ``edit`` change the unpacked tree, and pack it again as export does (gzip)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        with tarfile.open(source, "r:gz") as tar:
+            tar.extractall(root, filter="tar")
+        edit(root)
+        with tarfile.open(target, "w:gz") as tar:
+            for path in sorted(root.rglob("*")):
+                tar.add(path, arcname=path.relative_to(root).as_posix(), recursive=False)
+    return target
