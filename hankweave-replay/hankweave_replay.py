@@ -15,9 +15,12 @@ Two things, one module:
 
 Snapshots are written by the execution's own checkpoint backend
 (:meth:`~hankweave.checkpoints.CheckpointStore.materialize`), so the archive never holds a
-nested git repository.  Secrets are never included: no ``runtime.lock`` (the control token), no
-``logs/server.log``, no event journal, no environment; every file written is scrubbed of the
-values of secret-looking environment variables and of common API-key shapes.
+nested git repository.  Secrets are left out or redacted: no ``runtime.lock`` (the control
+token), no ``logs/server.log``, no event journal, no environment; in every file written, the
+values of the recorded ``env`` maps, of provider-key variables (those of the exporting shell and
+those assigned anywhere in the recording), of secret-looking shell variables and the
+``HANKWEAVE_<X>`` passthrough, and common token shapes become ``[REDACTED:<kind>]``
+(:class:`hankweave.api.Redactor`; ``--no-redact`` opts out).
 
 **Replay.** :class:`ReplayHarness` is the harness registered as ``replay``.  The kernel's
 ``--replay SOURCE`` (and ``hankweave replay SOURCE``) calls :meth:`ReplayHarness.open_recording`
@@ -47,6 +50,7 @@ import stat
 import tarfile
 import tempfile
 import zlib
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -68,6 +72,7 @@ if TYPE_CHECKING:
         CodonExecution,
         CodonRequest,
         HankweaveState,
+        Redactor,
     )
 
 __all__ = [
@@ -81,7 +86,6 @@ __all__ = [
     "RecordingManifest",
     "ReplayHarness",
     "ReplayRecording",
-    "SecretScrubber",
     "apply_snapshot",
     "export_command",
     "export_recording",
@@ -116,23 +120,6 @@ MINIMAL_STATE_TIME = "1970-01-01T00:00:00.000Z"
 ``createdAt`` either."""
 _NO_CHECKPOINT = "none"
 """The original's ``completionCheckpoint`` placeholder: no checkpoint to restore."""
-
-REDACTED = b"[REDACTED]"
-MIN_SECRET_LENGTH = 8
-"""Shorter environment values are not scrubbed: they are rarely secrets, and replacing a short
-common string everywhere would mangle the recording."""
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
-# Provider key shapes, anchored so that words merely containing "sk-" ("task-...") survive.
-_KEY_SHAPES = re.compile(
-    rb"(?<![A-Za-z0-9])(?:"
-    rb"sk-ant-[A-Za-z0-9_\-]{4,}"
-    rb"|sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"
-    rb"|AKIA[0-9A-Z]{16}"
-    rb"|gh[pousr]_[A-Za-z0-9]{30,}"
-    rb"|github_pat_[A-Za-z0-9_]{30,}"
-    rb"|AIza[0-9A-Za-z_\-]{35}"
-    rb"|xox[abprs]-[A-Za-z0-9\-]{10,}"
-    rb")")
 
 
 class RecordingError(ValueError):
@@ -195,7 +182,10 @@ class RecordingManifest(_Model):
     notes: list[str] = Field(default_factory=list)
     """What was left out or changed while exporting (large files, redactions, ...)."""
     redactions: int = 0
-    """How many secret values were replaced with ``[REDACTED]`` (the notes say where)."""
+    """How many secrets were replaced with ``[REDACTED:<kind>]`` (the notes say where)."""
+    redactions_by_kind: dict[str, int] = Field(default_factory=dict)
+    """:attr:`redactions` by kind (``env``, ``provider-key``, ``token``, ``url-credentials``:
+    :data:`hankweave.api.REDACTION_KINDS`)."""
 
 
 def read_manifest(root: Path) -> RecordingManifest:
@@ -226,35 +216,49 @@ def read_manifest(root: Path) -> RecordingManifest:
 # ----- secrets ----------------------------------------------------------------------------------
 
 
-class SecretScrubber:
-    """Replaces secrets with ``[REDACTED]`` in the bytes of every file a recording holds.
+_ENV_MAP_KEYS = frozenset({"env", "environment", "envVars"})
+"""The key of a codon's ``env`` map, and the spellings the hank loader corrects to it."""
 
-    Secrets are the values of environment variables whose names contain ``KEY``, ``TOKEN``,
-    ``SECRET`` or ``PASSWORD`` (at least :data:`MIN_SECRET_LENGTH` characters; also in their
-    JSON-escaped form, as they appear inside log lines), and anything shaped like a common API
-    key (``sk-ant-...``, ``sk-...``, AWS, GitHub, Google, Slack).  The replacement contains no
-    character JSON escapes, so a scrubbed JSON line stays valid JSON.
+
+def _env_maps(value: Any) -> Iterator[Mapping[str, str]]:
+    """Every ``env`` map (an object of strings under an ``env`` key) in parsed JSON: the codons'
+    in the hank file and in the state's recorded plan, and any other a later format adds."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in _ENV_MAP_KEYS and isinstance(item, dict) and \
+                    all(isinstance(v, str) for v in item.values()):
+                yield item
+            else:
+                yield from _env_maps(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _env_maps(item)
+
+
+def _export_redactor(files: Mapping[str, Path], env: Mapping[str, str]) -> Redactor:
+    """The redactor of one recording, told every secret it must find before it redacts.
+
+    Known before reading: the values of every ``env`` map in the staged hank directory's JSON
+    files, ``state.json`` and ``execution-meta.json`` (whatever the variable's name), and the
+    exporting shell's ``HANKWEAVE_<X>`` passthrough values and secret-looking variables.  Then
+    this first pass over every staged file learns the values assigned to provider-key variables
+    in it (``OPENAI_API_KEY=...`` an agent printed), so they are redacted everywhere, not only
+    where they were assigned.
     """
+    from hankweave.api import Redactor, hankweave_passthrough
 
-    def __init__(self, env: Mapping[str, str]) -> None:
-        forms: set[bytes] = set()
-        for name, value in env.items():
-            value = value.strip()
-            if _SECRET_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH:
-                forms.add(value.encode())
-                forms.add(json.dumps(value, ensure_ascii=False)[1:-1].encode())
-                forms.add(json.dumps(value)[1:-1].encode())
-        # Longest first, so a secret containing another is replaced whole.
-        ordered = sorted(forms, key=len, reverse=True)
-        self._values = re.compile(b"|".join(map(re.escape, ordered))) if ordered else None
-
-    def scrub(self, data: bytes) -> tuple[bytes, int]:
-        """``data`` with every secret replaced, and how many replacements were made."""
-        count = 0
-        if self._values is not None:
-            data, count = self._values.subn(REDACTED, data)
-        data, shaped = _KEY_SHAPES.subn(REDACTED, data)
-        return data, count + shaped
+    redactor = Redactor()
+    for relative, path in files.items():
+        if relative in (STATE_FILE, META_FILE) or (
+                relative.startswith(f"{HANK_DIR}/") and relative.endswith(".json")):
+            with contextlib.suppress(ValueError):
+                for env_map in _env_maps(json.loads(path.read_bytes())):
+                    redactor.add_env(env_map)
+    redactor.add_env(hankweave_passthrough(env).set)
+    redactor.add_env(env, secret_names_only=True)
+    for path in files.values():  # one file in memory at a time: snapshots may be large
+        redactor.learn(path.read_bytes().decode("utf-8", "surrogateescape"))
+    return redactor
 
 
 @dataclass
@@ -262,33 +266,34 @@ class _Staging:
     """What one export collects while it writes the staging directory."""
 
     root: Path
-    scrubber: SecretScrubber
     notes: list[str] = field(default_factory=list)
-    redactions: int = 0
+    redactions: Counter[str] = field(default_factory=Counter)
     redacted_files: list[str] = field(default_factory=list)
 
     def write(self, relative: str, data: bytes, *, executable: bool = False) -> None:
-        """Write one archive member (scrubbed)."""
-        data, count = self.scrubber.scrub(data)
-        if count:
-            self.redactions += count
-            self.redacted_files.append(relative)
+        """Write one archive member (redacted later, once every member is known)."""
         path = self.root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         path.chmod(0o755 if executable else 0o644)
 
-    def scrub_in_place(self, relative: str) -> None:
-        """Scrub a file already written (a materialized snapshot file)."""
-        path = self.root / relative
-        data = path.read_bytes()
-        scrubbed, count = self.scrubber.scrub(data)
-        if count:
-            mode = stat.S_IMODE(path.stat().st_mode)
-            path.write_bytes(scrubbed)
-            path.chmod(mode)
-            self.redactions += count
-            self.redacted_files.append(relative)
+    def redact(self, env: Mapping[str, str]) -> None:
+        """Replace every secret in every staged file (symlinks of snapshots are not files)."""
+        files: dict[str, Path] = {}
+        for directory, _, names in os.walk(self.root):  # never follows a link
+            for name in names:
+                path = Path(directory, name)
+                if not path.is_symlink():
+                    files[path.relative_to(self.root).as_posix()] = path
+        redactor = _export_redactor(files, env)
+        for relative, path in sorted(files.items()):
+            redacted, counts = redactor.redact_bytes(path.read_bytes())
+            if counts:
+                mode = stat.S_IMODE(path.stat().st_mode)
+                path.write_bytes(redacted)
+                path.chmod(mode)
+                self.redactions.update(counts)
+                self.redacted_files.append(relative)
 
 
 # ----- export -----------------------------------------------------------------------------------
@@ -303,18 +308,19 @@ class ExportResult:
     size: int
     """The archive's size in bytes."""
     redactions: int
-    """How many secret values were replaced with ``[REDACTED]``."""
+    """How many secrets were replaced with ``[REDACTED:<kind>]`` (by kind: the manifest's
+    ``redactions_by_kind``)."""
 
 
 def export_recording(execution_dir: Path, output: Path | None = None, *,
                      env: Mapping[str, str] | None = None, cwd: Path | None = None,
-                     backend: str | None = None) -> ExportResult:
+                     backend: str | None = None, redact: bool = True) -> ExportResult:
     """Write the recording of ``execution_dir`` to one ``.tar.gz`` archive.
 
     ``output`` defaults to ``<execution dir name>.hwrec.tar.gz`` in ``cwd``; an existing file
     is replaced (atomically: a reader sees the old or the new archive).  ``env`` (default: this
-    process's environment) selects the checkpoint backend like the runtime does and names the
-    secrets to scrub; ``backend`` overrides the backend name.
+    process's environment) selects the checkpoint backend like the runtime does and names
+    secrets to redact (see :func:`stage_recording`); ``backend`` overrides the backend name.
 
     Raises :class:`RecordingError` when the directory is not a finished execution, a runtime
     holds its lock, its hank is gone, or a checkpoint cannot be read.
@@ -330,7 +336,7 @@ def export_recording(execution_dir: Path, output: Path | None = None, *,
     with tempfile.TemporaryDirectory(prefix="hankweave-export-") as scratch:
         staging = Path(scratch) / "recording"
         manifest = stage_recording(execution_dir, staging, env=env, cwd=cwd, backend=backend,
-                                   exclude=(target,))
+                                   exclude=(target,), redact=redact)
         partial = target.with_name(f".{target.name}.tmp-{os.getpid()}")
         try:
             _write_archive(staging, partial, manifest.created_at)
@@ -343,7 +349,7 @@ def export_recording(execution_dir: Path, output: Path | None = None, *,
 
 def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str],
                     cwd: Path, backend: str | None = None, exclude: Sequence[Path] = (),
-                    minimal: bool = False) -> RecordingManifest:
+                    minimal: bool = False, redact: bool = True) -> RecordingManifest:
     """Write the unpacked recording of ``execution_dir`` into the new directory ``target``.
 
     This is the one way a recording is made: :func:`export_recording` archives the result, and
@@ -355,8 +361,20 @@ def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str]
     their ``codonId`` and ``claudeLogPath``, and an ``execution-meta.json`` naming the hank
     (see :func:`_complete_minimal_state`).  Such an execution has no checkpoints, so its file
     changes are not replayed (a note says so).
+
+    With ``redact`` (the default), once every file is staged each one has its secrets replaced
+    with ``[REDACTED:<kind>]`` (:meth:`_Staging.redact`): the values of the recorded ``env``
+    maps, of provider-key variables assigned anywhere in the recording, of ``env``'s
+    passthrough and secret-looking variables, and token shapes.  Opening an execution directory
+    for replay redacts too, so the copy a replayed execution keeps holds no secret either.
     """
-    from hankweave.api import ExecutionLayout, analyze_execution_thread, dump_state, utc_now_iso
+    from hankweave.api import (
+        REDACTION_KINDS,
+        ExecutionLayout,
+        analyze_execution_thread,
+        dump_state,
+        utc_now_iso,
+    )
 
     layout = ExecutionLayout(Path(execution_dir))
     hw = layout.hankweave_dir
@@ -370,7 +388,7 @@ def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str]
     if target.exists() and any(target.iterdir()):
         raise RecordingError(f"{target}: the staging directory is not empty")
     target.mkdir(parents=True, exist_ok=True)
-    staging = _Staging(target, SecretScrubber(env), notes=state_notes)
+    staging = _Staging(target, notes=state_notes)
     skip = {Path(os.path.abspath(p)) for p in exclude} | {layout.path}
 
     hank_member = _stage_hank(staging, hank_file, skip)
@@ -385,15 +403,22 @@ def stage_recording(execution_dir: Path, target: Path, *, env: Mapping[str, str]
         run.run_folder = f".hankweave/runs/{run.run_id}"
     staging.write(STATE_FILE, dump_state(state) + b"\n")
     staging.write(META_FILE, _neutral_meta(meta_raw, hank_member, data_member))
-    if staging.redactions:
+    if redact:
+        staging.redact(env)
+    else:
+        staging.notes.append("secrets were not redacted (exported with --no-redact)")
+    total = sum(staging.redactions.values())
+    if total:
         shown = ", ".join(staging.redacted_files[:10])
         more = len(staging.redacted_files) - 10
-        staging.notes.append(f"{staging.redactions} secret value(s) replaced with [REDACTED] in"
+        staging.notes.append(f"{total} secret(s) replaced with [REDACTED:<kind>] in"
                              f" {shown}{f' and {more} more file(s)' if more > 0 else ''}")
     manifest = RecordingManifest(
         created_at=utc_now_iso(), hankweave_version=hankweave_version, hank=hank_member,
         data=data_member, checkpoint_backend=backend_name, complete=complete, codons=codons,
-        notes=staging.notes, redactions=staging.redactions)
+        notes=staging.notes, redactions=total,
+        redactions_by_kind={kind: staging.redactions[kind] for kind in REDACTION_KINDS
+                            if staging.redactions[kind]})
     (target / MANIFEST_FILE).write_text(
         json.dumps(manifest.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n",
         encoding="utf-8")
@@ -805,18 +830,15 @@ def _open_store(name: str, execution_dir: Path, env: Mapping[str, str]) -> Check
 def _stage_snapshot(staging: _Staging, store: CheckpointStore, checkpoint_id: str) -> None:
     member = f"{SNAPSHOTS_DIR}/{checkpoint_id}"
     root = staging.root / member
-    for rel in store.materialize(checkpoint_id, root):
+    for rel in store.materialize(checkpoint_id, root):  # redacted with every other file
         path = root / rel
-        if path.is_symlink():
-            if not _link_stays_inside(rel, os.readlink(path)):
-                # Unpacking refuses links that leave their snapshot, so such a link could
-                # never be replayed; the note keeps the loss visible (its target, a path of
-                # this machine, stays out).
-                path.unlink()
-                staging.notes.append(f"left out the symlink {rel} of checkpoint"
-                                     f" {checkpoint_id}: it points outside the workspace")
-            continue
-        staging.scrub_in_place(f"{member}/{rel}")
+        if path.is_symlink() and not _link_stays_inside(rel, os.readlink(path)):
+            # Unpacking refuses links that leave their snapshot, so such a link could never be
+            # replayed; the note keeps the loss visible (its target, a path of this machine,
+            # stays out).
+            path.unlink()
+            staging.notes.append(f"left out the symlink {rel} of checkpoint"
+                                 f" {checkpoint_id}: it points outside the workspace")
 
 
 def _link_stays_inside(rel: str, target: str) -> bool:
@@ -1539,19 +1561,33 @@ def _remove(work_dir: Path, rel: str) -> None:
 # ----- command line (the command itself is in hankweave_replay_plugin) -------------------
 
 
-def run_export_command(execution_dir: Path, output: Path | None, backend: str | None) -> None:
-    """What ``hankweave export`` does: write the recording and say where it is."""
+def run_export_command(execution_dir: Path, output: Path | None, backend: str | None,
+                       redact: bool = True) -> None:
+    """What ``hankweave export`` does: write the recording and say where it is and what it
+    redacted."""
     from hankweave.api import CLIError
 
+    if not redact:
+        click.echo("Warning: --no-redact: the recording will hold the execution's secrets"
+                   " verbatim (env values, provider keys, tokens printed in logs); share it only"
+                   " with people who may see them.", err=True)
     try:
-        result = export_recording(execution_dir, output, backend=backend)
+        result = export_recording(execution_dir, output, backend=backend, redact=redact)
     except RecordingError as exc:
         raise CLIError(f"Cannot export {execution_dir}: {exc}") from None
     manifest = result.manifest
     snapshots = len({c.snapshot for c in manifest.codons if c.snapshot})
     click.echo(f"Wrote {result.path} ({result.size / 1024:.1f} KiB): {len(manifest.codons)}"
                f" codon(s), {snapshots} workspace snapshot(s)")
+    if redact:
+        click.echo(_redaction_summary(manifest))
     for note in manifest.notes:
         click.echo(f"  note: {note}")
     click.echo(f"Replay it offline:  hankweave replay {result.path}")
 
+
+def _redaction_summary(manifest: RecordingManifest) -> str:
+    """``Redacted 3 secrets: 1 env, 1 provider-key, 1 token``."""
+    total = manifest.redactions
+    kinds = ", ".join(f"{count} {kind}" for kind, count in manifest.redactions_by_kind.items())
+    return f"Redacted {total} secret{'' if total == 1 else 's'}{f': {kinds}' if kinds else ''}"

@@ -27,17 +27,22 @@ RECORDING_SUFFIX = ".hwrec.tar.gz"
 @click.option("--checkpoint-backend", "backend", metavar="NAME",
               help="The checkpoint backend that holds the snapshots (default: from settings,"
                    " as the runtime chooses it).")
-def export_command(execution_dir: Path, output: Path | None, backend: str | None) -> None:
+@click.option("--no-redact", "no_redact", is_flag=True,
+              help="Keep secrets verbatim (env values, provider keys, tokens): only for a"
+                   " recording that stays with people who may see them.")
+def export_command(execution_dir: Path, output: Path | None, backend: str | None,
+                   no_redact: bool) -> None:
     """Write a portable recording of an execution: one archive that replays offline.
 
     The archive holds the state, the execution metadata, the hank directory, the data source
     (when under 10 MiB), the codon logs and each codon's end-of-codon workspace snapshot.
-    Secrets are left out or replaced with [REDACTED]. Replay it with
-    `hankweave replay FILE`.
+    Secrets are left out (the control token, the server log, the journal) or replaced with
+    [REDACTED:<kind>] in every file: env values, provider keys, token shapes and URL
+    passwords; it prints how many of each kind. Replay it with `hankweave replay FILE`.
     """
     from hankweave_replay import run_export_command
 
-    run_export_command(execution_dir, output, backend)
+    run_export_command(execution_dir, output, backend, redact=not no_redact)
 
 
 @hookimpl

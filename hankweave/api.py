@@ -61,7 +61,12 @@ if TYPE_CHECKING:
     )
     from hankweave.config.errors import ConfigError
     from hankweave.config.hank import HankFile, base_codon_id, load_hank, runtime_codon_id
-    from hankweave.config.settings import RUNTIME_CONFIG_FILE, load_runtime_config, resolve_settings
+    from hankweave.config.settings import (
+        RUNTIME_CONFIG_FILE,
+        hankweave_passthrough,
+        load_runtime_config,
+        resolve_settings,
+    )
     from hankweave.events.catalogue import ServerEvent
     from hankweave.events.journal import JournalReadReport, journal_last_seq, read_journal
     from hankweave.events.sink import (
@@ -124,7 +129,7 @@ if TYPE_CHECKING:
     from hankweave.registry import Registry, get_registry
     from hankweave.runtime.budget_report import RecordedLimits, budget_report, read_recorded_limits
     from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
-    from hankweave.secrets import mask_url_credentials
+    from hankweave.secrets import REDACTION_KINDS, Redactor, mask_url_credentials, redact_text
     from hankweave.server.client import (
         CommandReply,
         ControlClient,
@@ -296,6 +301,9 @@ _EXPORTS: dict[str, str] = {
     "process_running": "hankweave.fsutil",
     "utc_now_iso": "hankweave.fsutil",
     "mask_url_credentials": "hankweave.secrets",
+    "REDACTION_KINDS": "hankweave.secrets",
+    "Redactor": "hankweave.secrets",
+    "redact_text": "hankweave.secrets",
     # test-only kill points (docs/crash-testing.md)
     "kill_point": "hankweave.faults",
     # agent processes: the marker they carry, ending them
@@ -316,6 +324,7 @@ _EXPORTS: dict[str, str] = {
     "runtime_codon_id": "hankweave.config.hank",
     "resolve_settings": "hankweave.config.settings",
     "load_runtime_config": "hankweave.config.settings",
+    "hankweave_passthrough": "hankweave.config.settings",
     "RUNTIME_CONFIG_FILE": "hankweave.config.settings",
     "checkpoint_patterns_through": "hankweave.runtime.planner",
     "expected_codon_ids": "hankweave.runtime.planner",
@@ -353,6 +362,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "NO_HUMAN_MESSAGE",
+    "REDACTION_KINDS",
     "REPLAY_HARNESS",
     "RUNTIME_CONFIG_FILE",
     "AgentStartError",
@@ -410,6 +420,7 @@ __all__ = [
     "ProviderOptions",
     "RecordedAnswer",
     "RecordedLimits",
+    "Redactor",
     "Registry",
     "RetentionPolicy",
     "Route",
@@ -460,6 +471,7 @@ __all__ = [
     "fsync_dir",
     "get_registry",
     "glob_regex",
+    "hankweave_passthrough",
     "hookimpl",
     "init_record",
     "journal_last_seq",
@@ -485,6 +497,7 @@ __all__ = [
     "read_recorded_limits",
     "read_state_strict",
     "record_checkpoints",
+    "redact_text",
     "resolve_patterns",
     "resolve_settings",
     "result_record",

@@ -103,11 +103,12 @@ def test_secrets_are_scrubbed_from_every_file(project):
         for leaked in (secret_key, other, "sk-proj-abcdefghijklmnopqrst"):
             assert leaked.encode() not in (data or b""), f"{leaked} in {name}"
     assert result.redactions >= 4
-    assert any("[REDACTED]" in note for note in result.manifest.notes)
+    assert result.redactions == sum(result.manifest.redactions_by_kind.values())
+    assert any("[REDACTED:<kind>]" in note for note in result.manifest.notes)
     log = next(data for name, data in files.items() if name.endswith("a-claude.log"))
     for line in log.decode().splitlines():
         json.loads(line)  # still one JSON object per line
-    assert b"[REDACTED]" in log
+    assert b"[REDACTED:provider-key]" in log and b"[REDACTED:env]" in log
 
 
 def test_words_containing_sk_survive(project):
