@@ -88,10 +88,14 @@ if TYPE_CHECKING:
     from hankweave.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
     from hankweave.faults import kill_point
     from hankweave.fsutil import (
+        PRIVATE_DIR_MODE,
+        PRIVATE_FILE_MODE,
         atomic_write_bytes,
         fsync_dir,
+        open_private,
         parse_iso,
         pid_alive,
+        private_dir,
         process_running,
         utc_now_iso,
     )
@@ -110,6 +114,7 @@ if TYPE_CHECKING:
         StderrLog,
         ToolDecision,
     )
+    from hankweave.hosts import LOCAL_HOST_NAMES, host_allowed, host_name, local_host_names
     from hankweave.lazy import lazy_exports
     from hankweave.models import (
         CatalogueSnapshot,
@@ -300,6 +305,16 @@ _EXPORTS: dict[str, str] = {
     "pid_alive": "hankweave.fsutil",
     "process_running": "hankweave.fsutil",
     "utc_now_iso": "hankweave.fsutil",
+    # .hankweave/ is private: 0700 directories, 0600 files (docs/state.md)
+    "PRIVATE_DIR_MODE": "hankweave.fsutil",
+    "PRIVATE_FILE_MODE": "hankweave.fsutil",
+    "open_private": "hankweave.fsutil",
+    "private_dir": "hankweave.fsutil",
+    # local HTTP servers: the Host rule against DNS rebinding
+    "LOCAL_HOST_NAMES": "hankweave.hosts",
+    "host_allowed": "hankweave.hosts",
+    "host_name": "hankweave.hosts",
+    "local_host_names": "hankweave.hosts",
     "mask_url_credentials": "hankweave.secrets",
     "REDACTION_KINDS": "hankweave.secrets",
     "Redactor": "hankweave.secrets",
@@ -361,7 +376,10 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "LOCAL_HOST_NAMES",
     "NO_HUMAN_MESSAGE",
+    "PRIVATE_DIR_MODE",
+    "PRIVATE_FILE_MODE",
     "REDACTION_KINDS",
     "REPLAY_HARNESS",
     "RUNTIME_CONFIG_FILE",
@@ -473,6 +491,8 @@ __all__ = [
     "glob_regex",
     "hankweave_passthrough",
     "hookimpl",
+    "host_allowed",
+    "host_name",
     "init_record",
     "journal_last_seq",
     "kill_point",
@@ -483,14 +503,17 @@ __all__ = [
     "load_hank",
     "load_runtime_config",
     "load_state",
+    "local_host_names",
     "make_plugin_manager",
     "managed_executions_root",
     "marked_processes",
     "mask_url_credentials",
+    "open_private",
     "parse_iso",
     "parse_record",
     "pid_alive",
     "prepare",
+    "private_dir",
     "process_running",
     "read_journal",
     "read_log",

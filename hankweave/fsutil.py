@@ -17,14 +17,56 @@ from pathlib import Path
 from hankweave.faults import disk_write, kill_point
 
 __all__ = [
+    "PRIVATE_DIR_MODE",
+    "PRIVATE_FILE_MODE",
     "atomic_write_bytes",
     "fsync_dir",
     "last_line_start",
+    "open_private",
     "parse_iso",
     "pid_alive",
+    "private_dir",
     "remove_path",
     "utc_now_iso",
 ]
+
+PRIVATE_DIR_MODE = 0o700
+"""``.hankweave/`` and every directory in it: state, journal and codon logs hold codon ``env``
+values and agent output, for the user alone whatever the umask (docs/state.md)."""
+PRIVATE_FILE_MODE = 0o600
+"""Every file the runtime writes in ``.hankweave/``."""
+
+
+def private_dir(path: Path | str) -> Path:
+    """Make ``path`` (and any missing parents) a directory only its owner can enter: 0700.
+
+    Created with that mode and then ``chmod``-ed, because the umask could only take bits away
+    and an existing directory (an execution from before) keeps whatever it had.  Parents that
+    already exist are left as they are: they may be the user's own folders."""
+    path = Path(path)
+    missing = [path, *(parent for parent in path.parents if not parent.exists())]
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(PRIVATE_DIR_MODE)
+            os.chmod(folder, PRIVATE_DIR_MODE)
+    if stat.S_IMODE(path.stat().st_mode) != PRIVATE_DIR_MODE:
+        with contextlib.suppress(PermissionError):  # someone else's: leave it be
+            os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def open_private(path: Path | str, flags: int) -> int:
+    """``os.open(path, flags | O_CREAT)`` for a file only its owner can read: 0600 whatever the
+    umask, and an older file of ours with wider bits is narrowed too."""
+    fd = os.open(path, flags | os.O_CREAT, PRIVATE_FILE_MODE)
+    try:
+        if stat.S_IMODE(os.fstat(fd).st_mode) != PRIVATE_FILE_MODE:
+            with contextlib.suppress(PermissionError):
+                os.fchmod(fd, PRIVATE_FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def fsync_dir(path: Path | str) -> None:

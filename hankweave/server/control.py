@@ -60,6 +60,7 @@ from hankweave.events.catalogue import (
 from hankweave.events.journal import encode_event, read_journal
 from hankweave.execution.layout import ExecutionLayout
 from hankweave.fsutil import utc_now_iso
+from hankweave.hosts import host_allowed, host_name, local_host_names
 from hankweave.server.protocol import (
     CONTROL_COMMANDS,
     DEFAULT_MAX_FRAME,
@@ -336,6 +337,7 @@ class ControlServer:
         self._server_info = dict(server_info or _bare_server_info(bus))
         self._ready_frame: _Frame | None = None
         self._origins: list[Any] = [None, *allowed_origins]
+        self._host_names = local_host_names(host)
         journal = bus.journal
         self._journal_path: Path | None = journal.path if journal is not None else None
         self._server: Server | None = None
@@ -462,7 +464,15 @@ class ControlServer:
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         """A plain HTTP request gets a JSON explanation instead of a WebSocket, except the
-        read-only ``GET /api/execution`` (the execution document)."""
+        read-only ``GET /api/execution`` (the execution document).  Either needs a ``Host``
+        this server is known by (:mod:`hankweave.hosts`): a page that rebinds its own name to
+        this address reads nothing."""
+        host = request.headers.get("Host")
+        if not host_allowed(host, self._host_names):
+            return _json_response(connection, HTTPStatus.FORBIDDEN, {
+                "error": "Forbidden host",
+                "message": f"this server answers to {', '.join(sorted(self._host_names))} (or"
+                           f" an IP address) only, not to the host {host_name(host or '')!r}"})
         if request.headers.get("Upgrade", "").lower() == "websocket":
             return None
         path = request.path.split("?", 1)[0]

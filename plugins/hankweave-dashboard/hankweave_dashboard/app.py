@@ -35,6 +35,7 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hankweave.api import host_allowed, host_name
 from hankweave_dashboard import actions, pages
 from hankweave_dashboard.budgets import BudgetCache
 from hankweave_dashboard.catalog import BadRequest, Catalog, NotFound
@@ -202,29 +203,22 @@ def create_app(settings: Settings) -> Starlette:
 
 
 class HostCheck:
-    """Refuse a request whose ``Host`` is not one of the dashboard's own names (400)."""
+    """Refuse a request whose ``Host`` is not one of the dashboard's own names (400); the rule
+    is the kernel's (``hankweave.api.host_allowed``), shared with the run's WebSocket server."""
 
     def __init__(self, app: Any, allowed: list[str]) -> None:
         self.app = app
-        self.allowed = {name.strip("[]").lower() for name in allowed}
+        self.allowed = frozenset(host_name(name) for name in allowed)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            host = _host_name(dict(scope["headers"]).get(b"host", b"").decode("latin-1"))
-            if host not in self.allowed:
+            header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if not host_allowed(header, self.allowed):
                 response = _error(400, f"this dashboard answers to {', '.join(sorted(self.allowed))}"
-                                       f" only, not to the host {host!r}")
+                                       f" only, not to the host {host_name(header)!r}")
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def _host_name(header: str) -> str:
-    """``Host`` without its port: ``[::1]:8765`` is ``::1``, ``localhost:8765`` is ``localhost``."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def _json(data: Any, status: int = 200) -> Response:

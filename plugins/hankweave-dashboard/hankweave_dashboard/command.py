@@ -9,7 +9,6 @@ import click
 from hankweave.api import EXIT_USAGE, CLIError
 
 DEFAULT_PORT = 8765
-LOCAL_NAMES = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
 @click.command("dashboard")
@@ -35,10 +34,11 @@ def dashboard_command(directories: tuple[Path, ...], home: Path | None, host: st
     import secrets
     import socket
 
+    from hankweave.api import local_host_names
+
     roots = _roots(directories, home)
     key = None if read_only else secrets.token_urlsafe(18)
-    hosts = sorted({*LOCAL_NAMES, host, socket.gethostname()}) if host not in LOCAL_NAMES \
-        else LOCAL_NAMES
+    hosts = sorted(local_host_names(host))
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
