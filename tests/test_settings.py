@@ -429,6 +429,9 @@ def test_runtime_sentinel_and_control_variables_are_not_passed_through() -> None
         "HANKWEAVE_TRACE_PLUGINS": "1",
         "HANKWEAVE_STRICT_PLUGINS": "1",
         "HANKWEAVE_REPLAY_MAX_DELAY_MS": "5",
+        "HANKWEAVE_REPLAY_MAX_BYTES": "5",
+        "HANKWEAVE_REPLAY_MAX_MEMBERS": "5",
+        "HANKWEAVE_REPLAY_MAX_RATIO": "5",
     }
 
     passthrough = hankweave_passthrough(env)

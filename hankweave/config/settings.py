@@ -76,6 +76,9 @@ CONTROL_ENV_VARS = frozenset(
         "HANKWEAVE_TRACE_PLUGINS",
         "HANKWEAVE_STRICT_PLUGINS",
         "HANKWEAVE_REPLAY_MAX_DELAY_MS",
+        "HANKWEAVE_REPLAY_MAX_BYTES",
+        "HANKWEAVE_REPLAY_MAX_MEMBERS",
+        "HANKWEAVE_REPLAY_MAX_RATIO",
         "HANKWEAVE_PLUGIN_MODULES",
         "HANKWEAVE_FAKE_SCRIPT",
         # test-only fault injection (docs/crash-testing.md)
