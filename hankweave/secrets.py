@@ -16,6 +16,7 @@ without known values.  docs/api.md says what is covered and what is not.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -27,9 +28,11 @@ __all__ = [
     "PROVIDER_KEY_VARIABLES",
     "REDACTION_KINDS",
     "TOKEN_SHAPES",
+    "MaskingFormatter",
     "Redactor",
     "is_provider_key_name",
     "is_secret_name",
+    "mask_log_output",
     "mask_url_credentials",
     "redact_text",
     "redaction_marker",
@@ -54,6 +57,22 @@ def mask_url_credentials(text: str) -> str:
     if "@" not in text:
         return text
     return _URL_USERINFO.sub(_mask, text)
+
+
+class MaskingFormatter(logging.Formatter):
+    """A formatter whose every line has its URL credentials masked: the net under the handlers
+    the project owns (``server.log``, the last-resort handler that prints other libraries'
+    warnings on stderr), for a library's message or traceback that quotes a URL."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return mask_url_credentials(super().format(record))
+
+
+def mask_log_output(handler: logging.Handler) -> None:
+    """Give ``handler`` a :class:`MaskingFormatter` in place of its formatter (same format)."""
+    current = handler.formatter
+    handler.setFormatter(MaskingFormatter(current._fmt if current else None,
+                                          current.datefmt if current else None))
 
 
 # ----- redaction: secrets replaced in text shared with others (exports, logs) -----------------

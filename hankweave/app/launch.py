@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from hankweave.app.playback import REPLAY_HARNESS, Playback
 from hankweave.config.errors import ConfigError
 from hankweave.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGTERM, EXIT_USAGE
+from hankweave.fsutil import open_private, private_dir
+from hankweave.secrets import MaskingFormatter
 
 if TYPE_CHECKING:
     from hankweave.checkpoints import CheckpointStore
@@ -733,9 +735,11 @@ def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Runtime) -> list[
 
 
 def _server_log(path: Path) -> logging.Handler:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
+    os.close(open_private(path, os.O_WRONLY | os.O_APPEND))  # 0600 before the handler opens it
     handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("[%(asctime)s] [%(levelname)s] %(name)s: %(message)s"))
+    # Masks URL credentials in every line, whatever logged it (a library's error text too).
+    handler.setFormatter(MaskingFormatter("[%(asctime)s] [%(levelname)s] %(name)s: %(message)s"))
     logger = logging.getLogger("hankweave")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)

@@ -49,8 +49,13 @@ _register_commands()
 
 def main() -> None:
     """Console-script entry point."""
-    from hankweave.cli.plugins_cmd import install_plugin_commands
+    import logging
 
+    from hankweave.cli.plugins_cmd import install_plugin_commands
+    from hankweave.secrets import mask_log_output
+
+    if logging.lastResort is not None:  # other libraries' warnings reach stderr through it
+        mask_log_output(logging.lastResort)
     try:
         install_plugin_commands(cli)
     except CLIError as exc:

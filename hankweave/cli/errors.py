@@ -6,11 +6,13 @@ one paragraph and the process exits with :data:`EXIT_USAGE`.
 
 from __future__ import annotations
 
+import io
 import sys
 
 import click
 
 from hankweave.exitcodes import EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_USAGE
+from hankweave.secrets import mask_url_credentials
 
 
 class CLIError(click.ClickException):
@@ -34,7 +36,10 @@ def run_cli(group: click.Group) -> int:
         click.echo("Aborted.", err=True)
         return EXIT_SIGINT
     except click.ClickException as exc:
-        exc.show()
+        # A message may quote a URL a library put in its own text: its password stays hidden.
+        shown = io.StringIO()
+        exc.show(file=shown)
+        click.echo(mask_url_credentials(shown.getvalue()), err=True, nl=False)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -43,6 +48,7 @@ def run_cli(group: click.Group) -> int:
     except Exception as exc:
         if debug:
             raise
-        click.echo(f"Error: {type(exc).__name__}: {exc} (run with --debug for details)", err=True)
+        click.echo(mask_url_credentials(f"Error: {type(exc).__name__}: {exc} (run with --debug"
+                                        " for details)"), err=True)
         return EXIT_FAILED
     return code if isinstance(code, int) else EXIT_OK

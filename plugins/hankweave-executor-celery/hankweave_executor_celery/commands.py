@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hankweave.api import EXIT_FAILED, EXIT_USAGE, CLIError
+from hankweave.api import EXIT_FAILED, EXIT_USAGE, CLIError, mask_url_credentials
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -153,7 +153,8 @@ def _submit_one(app: Celery, ledger: Ledger, settings: CelerySettings, *, hank: 
         _undo(directory, created)
         with contextlib.suppress(BrokerError):
             ledger.remove(directory)
-        raise CLIError(f"Could not queue {directory}: {exc}", EXIT_FAILED) from None
+        raise CLIError(mask_url_credentials(f"Could not queue {directory}: {exc}"),
+                       EXIT_FAILED) from None
     return directory
 
 

@@ -134,9 +134,13 @@ class Ledger:
             raise BrokerError(self._unreachable(exc)) from None
 
     def _unreachable(self, exc: Exception) -> str:
+        from hankweave.api import mask_url_credentials
+
         reason = str(exc).rstrip(".")  # redis-py's messages end with one already
-        return (f"Cannot reach the Celery broker at {self.url}: {reason}. Start Redis there, or"
-                " point HANKWEAVE_CELERY_BROKER (or --broker) at yours.")
+        # The URL's password is a credential: masked here and in redis-py's own text.
+        return mask_url_credentials(
+            f"Cannot reach the Celery broker at {self.url}: {reason}. Start Redis there, or"
+            " point HANKWEAVE_CELERY_BROKER (or --broker) at yours.")
 
 
 def now() -> str:

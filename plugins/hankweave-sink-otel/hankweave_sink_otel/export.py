@@ -19,6 +19,8 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from hankweave.api import mask_url_credentials
+
 log = logging.getLogger("hankweave.sink.otel")
 
 BATCH = 512
@@ -100,7 +102,7 @@ class BoundedExport(SpanProcessor):
             try:
                 result = self._exporter.export(batch)
             except Exception as exc:  # an exporter bug must not end the thread
-                log.debug("otel export raised: %s", exc)
+                log.debug("otel export raised: %s", mask_url_credentials(str(exc)))
                 result = SpanExportResult.FAILURE
             with self._lock:
                 self._busy = False

@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from hankweave.api import __version__
+from hankweave.api import __version__, mask_url_credentials
 
 RUN_ENDS = {"RunCompleted": StatusCode.OK, "RunFailed": StatusCode.ERROR,
             "RunInterrupted": StatusCode.UNSET}
@@ -496,7 +496,8 @@ def _context(trace_id: int, span_id: int) -> SpanContext:
 
 def _span_exporter(config: Any) -> tuple[Any, str]:
     exporter = _otlp_exporter(config, "traces")
-    return exporter, str(getattr(exporter, "_endpoint", None) or config.endpoint or "default")
+    where = str(getattr(exporter, "_endpoint", None) or config.endpoint or "default")
+    return exporter, mask_url_credentials(where)  # named in warnings: its password is not
 
 
 def _otlp_exporter(config: Any, signal: str) -> Any:

@@ -257,6 +257,27 @@ def test_an_unreachable_collector_neither_slows_nor_fails_a_run(tmp_path: Path) 
     assert timings[dead] < timings[baseline] + 4.0
 
 
+def test_the_collectors_credentials_appear_in_no_output(tmp_path: Path) -> None:
+    """Issue 34 item 6: an endpoint's userinfo (``http://user:secret@host``) is a credential;
+    the drop warnings name the collector with it masked, on stderr, in ``server.log`` and in
+    the journal alike."""
+    secret = "s3cret-collector-pass"
+    project = Project(tmp_path, sink={
+        "endpoint": f"http://tracer:{secret}@127.0.0.1:{closed_port()}", "timeoutS": 1,
+        "closeTimeoutS": 1})
+    project.write({"a": {"messages": 2, "delayMs": 50}})
+    done = project.run()
+    assert done.returncode == 0, done.stderr
+    hankweave = project.root / "exec" / ".hankweave"
+    server_log = (hankweave / "logs" / "server.log").read_text()
+    assert "otel sink: dropping spans" in server_log  # the collector was named...
+    assert "tracer:***@127.0.0.1" in server_log + done.stderr  # ...with its password masked
+    outputs = {"stdout": done.stdout, "stderr": done.stderr, "server.log": server_log,
+               "journal": (hankweave / "events" / "events.jsonl").read_text()}
+    for name, text in outputs.items():
+        assert secret not in text, name
+
+
 # ----- the contract, and imports -----
 
 
