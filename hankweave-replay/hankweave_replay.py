@@ -216,43 +216,46 @@ def read_manifest(root: Path) -> RecordingManifest:
 # ----- secrets ----------------------------------------------------------------------------------
 
 
-_ENV_MAP_KEYS = frozenset({"env", "environment", "envVars"})
-"""The key of a codon's ``env`` map, and the spellings the hank loader corrects to it."""
+_HANK_ENV_KEYS = frozenset({"env", "environment", "envVars"})
+"""The key of a codon's ``env`` map, and the spellings the hank loader corrects to it (only in
+hank files: ``execution-meta.json``'s ``environment`` describes the machine)."""
 
 
-def _env_maps(value: Any) -> Iterator[Mapping[str, str]]:
-    """Every ``env`` map (an object of strings under an ``env`` key) in parsed JSON: the codons'
-    in the hank file and in the state's recorded plan, and any other a later format adds."""
+def _env_maps(value: Any, keys: frozenset[str]) -> Iterator[Mapping[str, str]]:
+    """Every ``env`` map (an object of strings under one of ``keys``) in parsed JSON: the
+    codons' in the hank file and in the state's recorded plan, and any other a later format
+    adds."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in _ENV_MAP_KEYS and isinstance(item, dict) and \
+            if key in keys and isinstance(item, dict) and \
                     all(isinstance(v, str) for v in item.values()):
                 yield item
             else:
-                yield from _env_maps(item)
+                yield from _env_maps(item, keys)
     elif isinstance(value, list):
         for item in value:
-            yield from _env_maps(item)
+            yield from _env_maps(item, keys)
 
 
 def _export_redactor(files: Mapping[str, Path], env: Mapping[str, str]) -> Redactor:
     """The redactor of one recording, told every secret it must find before it redacts.
 
     Known before reading: the values of every ``env`` map in the staged hank directory's JSON
-    files, ``state.json`` and ``execution-meta.json`` (whatever the variable's name), and the
-    exporting shell's ``HANKWEAVE_<X>`` passthrough values and secret-looking variables.  Then
-    this first pass over every staged file learns the values assigned to provider-key variables
-    in it (``OPENAI_API_KEY=...`` an agent printed), so they are redacted everywhere, not only
-    where they were assigned.
+    files and ``state.json`` (whatever the variable's name), and the exporting shell's
+    ``HANKWEAVE_<X>`` passthrough values and secret-looking variables.  Then this first pass
+    over every staged file learns the values assigned to provider-key variables in it
+    (``OPENAI_API_KEY=...`` an agent printed), so they are redacted everywhere, not only where
+    they were assigned.
     """
     from hankweave.api import Redactor, hankweave_passthrough
 
     redactor = Redactor()
     for relative, path in files.items():
-        if relative in (STATE_FILE, META_FILE) or (
-                relative.startswith(f"{HANK_DIR}/") and relative.endswith(".json")):
+        in_hank = relative.startswith(f"{HANK_DIR}/") and relative.endswith(".json")
+        if in_hank or relative == STATE_FILE:
             with contextlib.suppress(ValueError):
-                for env_map in _env_maps(json.loads(path.read_bytes())):
+                keys = _HANK_ENV_KEYS if in_hank else frozenset({"env"})
+                for env_map in _env_maps(json.loads(path.read_bytes()), keys):
                     redactor.add_env(env_map)
     redactor.add_env(hankweave_passthrough(env).set)
     redactor.add_env(env, secret_names_only=True)

@@ -115,6 +115,8 @@ def test_export_prints_and_records_how_many_of_each_kind_it_redacted(recorded):
 
 def test_redacted_export_still_parses_and_replays(recorded):
     archive, _ = export(recorded, "replayable")
+    # The machine description (execution-meta.json's "environment") is not an env map.
+    assert b"[REDACTED" not in members(archive)["execution-meta.json"]
     for name, data in members(archive).items():
         if name.endswith(".json"):
             json.loads(data)
