@@ -40,9 +40,11 @@ __all__ = [
 
 MASK = "***"
 
-# scheme://userinfo@ where userinfo holds no '/', '@' or whitespace; the scheme is RFC 3986's.
+# scheme://userinfo@ (the scheme RFC 3986's), the userinfo stopping at whitespace, '/', '@', quotes, backslashes, commas and angle brackets
+# too, so masking never eats into the JSON around a URL ("https://a.example","mail":"x@y").
 _URL_USERINFO = re.compile(
-    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/@:?#]*)(?::(?P<password>[^\s/@?#]*))?@")
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/@:?#\"'\\,<>]*)"
+    r"(?::(?P<password>[^\s/@?#\"'\\,<>]*))?@")
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -131,11 +133,6 @@ _BEARER = re.compile(r"(?P<word>\b[Bb]earer\s+)(?!\[REDACTED)"
                      r"(?P<token>(?=[A-Za-z0-9._~+/\-]*[0-9])[A-Za-z0-9._~+/\-]{12,}=*)")
 _LONE_URL_TOKEN = re.compile(r"[A-Za-z0-9_\-]{20,}")
 """A URL's lone user name this long is a token (``https://TOKEN@host``), not a user name."""
-# Like _URL_USERINFO, but stopping at quotes, backslashes and commas, so a redaction never eats
-# into the JSON around a URL (compact log lines: "https://a.example","mail":"x@y").
-_URL_CREDENTIALS = re.compile(
-    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/@:?#\"'\\,<>]*)"
-    r"(?::(?P<password>[^\s/@?#\"'\\,<>]*))?@")
 
 _STRONG_SECRET_WORDS = re.compile(
     r"SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|APIKEY|ACCESSKEY|PRIVATE_?KEY", re.IGNORECASE)
@@ -268,7 +265,7 @@ class Redactor:
         text = TOKEN_SHAPES.sub(lambda m: self._replace(m[0], "token", counts), text)
         text = _BEARER.sub(lambda m: m["word"] + self._replace(m["token"], "token", counts), text)
         if "@" in text:
-            text = _URL_CREDENTIALS.sub(lambda m: _url_redacted(m, counts), text)
+            text = _URL_USERINFO.sub(lambda m: _url_redacted(m, counts), text)
         return text, counts
 
     def redact_bytes(self, data: bytes) -> tuple[bytes, Counter[str]]:
