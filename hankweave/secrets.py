@@ -40,8 +40,9 @@ __all__ = [
 
 MASK = "***"
 
-# scheme://userinfo@ (the scheme RFC 3986's), the userinfo stopping at whitespace, '/', '@', quotes, backslashes, commas and angle brackets
-# too, so masking never eats into the JSON around a URL ("https://a.example","mail":"x@y").
+# scheme://userinfo@ (the scheme RFC 3986's), the userinfo stopping at whitespace, '/', '@',
+# quotes, backslashes, commas and angle brackets, so masking never eats into the JSON around a
+# URL ("https://a.example","mail":"x@y").
 _URL_USERINFO = re.compile(
     r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/@:?#\"'\\,<>]*)"
     r"(?::(?P<password>[^\s/@?#\"'\\,<>]*))?@")
