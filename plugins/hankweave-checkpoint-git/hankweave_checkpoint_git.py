@@ -64,6 +64,7 @@ from hankweave.api import (
     kill_point,
     parse_iso,
     pid_alive,
+    private_dir,
     run_branch,
     utc_now_iso,
 )
@@ -268,6 +269,14 @@ def _driver_names(listed: bytes) -> set[tuple[str, str]]:
         if section in _DRIVER_OVERRIDES and dot and name:
             found.add((section, name))
     return found
+
+
+def _may_define_drivers(config: bytes) -> bool:
+    """Whether a config's bytes could define a driver or include a file that does: git
+    spells section names literally (any letter case, no escapes), so a config without these
+    words defines none, and listing it (one more git process) can be skipped."""
+    lowered = config.lower()
+    return any(word in lowered for word in (b"filter", b"diff", b"merge", b"include"))
 
 
 def _probe_filesystem(directory: Path) -> dict[str, bool]:
@@ -526,9 +535,15 @@ class _GitReader(_GitCommands):
         self._env = {**inherited, "LANGUAGE": "C", "LC_ALL": "C",
                      **self.environment(git_dir, None, home, ceiling)}
         self._executable = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
-        # A config git cannot read fails the listing itself, with git's message.
-        _, listed, _ = self.call("config", "--list", "--includes", "--name-only", "-z")
-        self._env.update(self.environment(git_dir, None, home, ceiling, _driver_names(listed)))
+        try:
+            config = (git_dir / "config").read_bytes()
+        except OSError:
+            config = None  # git says what is wrong when the listing runs
+        if config is None or _may_define_drivers(config):
+            # A config git cannot read fails the listing itself, with git's message.
+            _, listed, _ = self.call("config", "--list", "--includes", "--name-only", "-z")
+            self._env.update(
+                self.environment(git_dir, None, home, ceiling, _driver_names(listed)))
 
     def call(
         self,
@@ -589,7 +604,8 @@ class GitCheckpointStore(CheckpointStore):
         directory, an unreadable index (it is only a cache here).  A repository whose HEAD does
         not resolve is rebuilt when it holds no checkpoint, and refused otherwise.
         """
-        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        # 0700 (an older one narrowed): git's own files inside keep git's modes, out of reach.
+        private_dir(self.checkpoints_dir, tighten=True)
         # git refuses a GIT_WORK_TREE that does not exist, even for commands that never read it.
         self.work_tree.mkdir(parents=True, exist_ok=True)
         self._git = None

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hankweave.api import RetentionPolicy
 
+import hankweave_checkpoint_git as backend
 from hankweave_checkpoint_git import GitCheckpointStore
 
 HOOKS = ("reference-transaction", "post-checkout", "post-index-change", "pre-auto-gc",
@@ -223,4 +224,36 @@ def test_the_read_only_listing_writes_nothing_even_when_the_config_was_changed(p
     assert [c.id for c in GitCheckpointStore(planted.execution_dir).list_read_only()][:2] == [
         planted.second, planted.first]
     assert (planted.git_dir / "config").read_bytes() == before
+    assert planted.ran() == ""
+
+
+def test_the_read_only_listing_asks_git_for_the_drivers_only_when_the_config_may_name_one(
+        planted, monkeypatch):
+    """Listing the config costs a git process; the backend's own config names no driver."""
+    calls: list[tuple[str, ...]] = []
+    real_call = backend._GitReader.call
+
+    def counted(self, *args, **kwargs):
+        calls.append(args)
+        return real_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(backend._GitReader, "call", counted)
+    store = GitCheckpointStore(planted.execution_dir)
+    store.list_read_only()
+    assert not [c for c in calls if c[0] == "config"]
+    plant_filter(planted)
+    calls.clear()
+    store.list_read_only()
+    assert [c for c in calls if c[0] == "config"]
+    assert planted.ran() == ""
+
+
+@pytest.mark.parametrize("plant", ["smudge/clean filter", "include.path"])
+def test_the_read_only_reader_empties_every_driver_the_config_defines(planted, plant):
+    """``cat-file --filters`` applies smudge filters; through the reader it applies none."""
+    PLANTS[plant](planted)
+    checkpoints = planted.execution_dir / ".hankweave" / "checkpoints"
+    reader = backend._GitReader(planted.git_dir, checkpoints, planted.execution_dir)
+    shown = reader.run("cat-file", "--filters", f"{planted.second}:a.txt")
+    assert shown == b"two\n"
     assert planted.ran() == ""
