@@ -26,7 +26,9 @@ from __future__ import annotations
 import abc
 import builtins
 import contextlib
+import functools
 import io
+import itertools
 import json
 import logging
 import os
@@ -323,6 +325,16 @@ def _read_plain(directory: Path, name: str, *, follow_directory: bool) -> bytes 
         os.close(dir_fd)
 
 
+@functools.cache
+def _canonical_configs() -> frozenset[bytes]:
+    """Every config the backend may have written: one per combination of the disk's flags.
+    Accepting any of them gives nothing away (they are booleans about the disk), and spares
+    probing the disk, or writing, on every store opened on a disk that cannot be written."""
+    return frozenset(
+        repository_config(filemode=a, ignorecase=b, precomposeunicode=c)
+        for a, b, c in itertools.product((False, True), repeat=3))
+
+
 class _OwnedFiles:
     """The repository's ``config`` and ``info/attributes``, kept exactly as the backend writes
     them.
@@ -334,30 +346,40 @@ class _OwnedFiles:
     from its canonical bytes, puts the canonical bytes back atomically and says so.
     """
 
-    def __init__(self, git_dir: Path, config: bytes) -> None:
+    def __init__(self, git_dir: Path) -> None:
         self.git_dir = git_dir
-        self.config = config
-        self._wanted = ((git_dir, "config", config),
-                        (git_dir / "info", "attributes", REPOSITORY_ATTRIBUTES.encode()))
+        self._config: bytes | None = None
+
+    @property
+    def config(self) -> bytes:
+        """The config to write: probed (:func:`_probe_filesystem`) the first time it is
+        needed, beside the repository."""
+        if self._config is None:
+            self._config = repository_config(**_probe_filesystem(self.git_dir.parent))
+        return self._config
 
     def enforce(self) -> None:
         """Restore whichever file differs; a repository not yet built is left alone."""
+        config = _read_plain(self.git_dir, "config", follow_directory=True)
         upgrading = False
-        for directory, name, wanted in self._wanted:
-            current = _read_plain(directory, name, follow_directory=name == "config")
-            if current == wanted:
-                continue
-            if name == "config":
-                if current is None and not self.git_dir.is_dir():
-                    return  # nothing built yet: _build_repository writes both files
-                # A config of an older layout (or Hankweave 0.10.0's) is brought up to date.
-                upgrading = current is not None and _LAYOUT_LINE not in current
-            _replace_file(directory, name, wanted)
-            if not upgrading:
-                log.warning(
-                    "the checkpoint repository's %s had been changed, probably by an agent; "
-                    "restored (%s)", "config" if name == "config" else "info/attributes",
-                    directory / name)
+        if config not in _canonical_configs():
+            if config is None and not self.git_dir.is_dir():
+                return  # nothing built yet: _build_repository writes both files
+            # A config of an older layout (or Hankweave 0.10.0's) is brought up to date.
+            upgrading = config is not None and _LAYOUT_LINE not in config
+            self._restore(self.git_dir, "config", self.config, quietly=upgrading)
+        info = self.git_dir / "info"
+        attributes = REPOSITORY_ATTRIBUTES.encode()
+        if _read_plain(info, "attributes", follow_directory=False) != attributes:
+            self._restore(info, "attributes", attributes, quietly=upgrading)
+
+    @staticmethod
+    def _restore(directory: Path, name: str, data: bytes, *, quietly: bool) -> None:
+        _replace_file(directory, name, data)
+        if not quietly:
+            what = "config" if name == "config" else "info/attributes"
+            log.warning("the checkpoint repository's %s had been changed, probably by an "
+                        "agent; restored (%s)", what, directory / name)
 
 
 def _replace_file(directory: Path, name: str, data: bytes) -> None:
@@ -585,7 +607,7 @@ class GitCheckpointStore(CheckpointStore):
         self.checkpoints_dir = self.execution_dir / ".hankweave" / "checkpoints"
         self.git_dir = self.checkpoints_dir / GIT_DIR_NAME
         self._git: _Git | None = None
-        self._owned: _OwnedFiles | None = None
+        self._owned = _OwnedFiles(self.git_dir)
         self._initial: str | None = None
         self._sequence = 0
         self._covered: set[str] | None = None
@@ -970,19 +992,11 @@ class GitCheckpointStore(CheckpointStore):
     def _runner(self, git_dir: Path) -> _Git:
         if self._git is not None and git_dir == self.git_dir:
             return self._git
-        owned = self._owned_files() if git_dir == self.git_dir else None
+        owned = self._owned if git_dir == self.git_dir else None
         runner = _Git(git_dir, self.work_tree, self.checkpoints_dir, self.execution_dir, owned)
         if git_dir == self.git_dir:
             self._git = runner
         return runner
-
-    def _owned_files(self) -> _OwnedFiles:
-        """The repository's config and attributes as this store keeps them; the disk is
-        probed once per store (the checkpoints directory exists by then)."""
-        if self._owned is None:
-            config = repository_config(**_probe_filesystem(self.checkpoints_dir))
-            self._owned = _OwnedFiles(self.git_dir, config)
-        return self._owned
 
     def _ready(self) -> tuple[_Git, str]:
         if self._initial is None or self._git is None:
@@ -1060,8 +1074,7 @@ class GitCheckpointStore(CheckpointStore):
                     "--object-format=sha1", str(build))
             # The config init wrote (with core.worktree: the path is always passed instead,
             # so the execution directory can move) is replaced by the one the store owns.
-            owned = self._owned_files()
-            (build / "config").write_bytes(owned.config)
+            (build / "config").write_bytes(self._owned.config)
             (build / "info").mkdir(exist_ok=True)
             (build / "info" / "attributes").write_text(REPOSITORY_ATTRIBUTES, encoding="utf-8")
             empty_tree = git.run("mktree", stdin=b"").decode().strip()

@@ -257,3 +257,15 @@ def test_the_read_only_reader_empties_every_driver_the_config_defines(planted, p
     shown = reader.run("cat-file", "--filters", f"{planted.second}:a.txt")
     assert shown == b"two\n"
     assert planted.ran() == ""
+
+
+def test_a_config_written_on_another_disk_is_kept_as_it_is(planted, caplog):
+    """The disk's flags (what git init probes) are the backend's own values either way: a
+    repository moved from a disk without executable bits is neither rewritten nor warned of."""
+    config = planted.git_dir / "config"
+    config.write_bytes(backend.repository_config(filemode=False, ignorecase=True,
+                                                 precomposeunicode=False))
+    before = config.stat().st_ino
+    with caplog.at_level(logging.WARNING, logger="hankweave.checkpoints.git"):
+        GitCheckpointStore(planted.execution_dir).list()
+    assert config.stat().st_ino == before and not caplog.records
