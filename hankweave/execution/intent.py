@@ -145,7 +145,7 @@ _LABELS = {
     "max_time": "time ceiling (--max-time)",
     "shim_idle_timeout": "agent idle timeout (--shim-idle-timeout)",
     "ignore_rig_failures": "ignore rig failures (--ignore-rig-failures)",
-    "allow_commands": "a replay runs its recording's commands (--allow-commands)",
+    "allow_commands": "allow a replay's commands (--allow-commands)",
 }
 """How each option is named in messages, in the order they are listed."""
 
