@@ -56,7 +56,7 @@ from pydantic import (
 )
 
 from hankweave.faults import disk_write
-from hankweave.fsutil import last_line_start, utc_now_iso, write_fully
+from hankweave.fsutil import last_line_start, open_private, private_dir, utc_now_iso, write_fully
 from hankweave.state.types import TokenUsage
 
 if TYPE_CHECKING:
@@ -1156,10 +1156,11 @@ class CodonLogWriter:
 
     def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Appending reads the tail back to repair it, hence read-write.
-        flags = os.O_CREAT | (os.O_RDWR | os.O_APPEND if append else os.O_WRONLY | os.O_TRUNC)
-        self._fd: int | None = os.open(self.path, flags, 0o644)
+        private_dir(self.path.parent)
+        # Appending reads the tail back to repair it, hence read-write.  0600: the log holds
+        # the agent's output, and tool results may hold anything (docs/state.md, "File modes").
+        flags = os.O_RDWR | os.O_APPEND if append else os.O_WRONLY | os.O_TRUNC
+        self._fd: int | None = open_private(self.path, flags)
         if append:
             try:
                 _repair_tail(self._fd, self.path)

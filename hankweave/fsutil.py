@@ -26,6 +26,7 @@ __all__ = [
     "parse_iso",
     "pid_alive",
     "private_dir",
+    "private_tree",
     "remove_path",
     "utc_now_iso",
 ]
@@ -37,22 +38,37 @@ PRIVATE_FILE_MODE = 0o600
 """Every file the runtime writes in ``.hankweave/``."""
 
 
-def private_dir(path: Path | str) -> Path:
-    """Make ``path`` (and any missing parents) a directory only its owner can enter: 0700.
+def private_dir(path: Path | str, *, tighten: bool = False) -> Path:
+    """Make ``path`` (and any missing parents) directories only their owner can enter: 0700.
 
-    Created with that mode and then ``chmod``-ed, because the umask could only take bits away
-    and an existing directory (an execution from before) keeps whatever it had.  Parents that
-    already exist are left as they are: they may be the user's own folders."""
+    What is created gets that mode exactly (then ``chmod``-ed: the umask can only take bits
+    away, and an unusual one could take the owner's).  An existing directory is left as it is
+    unless ``tighten``: an execution's ``.hankweave/`` made by an older version is narrowed
+    when it is opened, while a parent that may be the user's own folder is never touched."""
     path = Path(path)
     missing = [path, *(parent for parent in path.parents if not parent.exists())]
     for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
+        try:
             folder.mkdir(PRIVATE_DIR_MODE)
-            os.chmod(folder, PRIVATE_DIR_MODE)
-    if stat.S_IMODE(path.stat().st_mode) != PRIVATE_DIR_MODE:
+        except FileExistsError:
+            continue
+        os.chmod(folder, PRIVATE_DIR_MODE)
+    if tighten and stat.S_IMODE(path.stat().st_mode) != PRIVATE_DIR_MODE:
         with contextlib.suppress(PermissionError):  # someone else's: leave it be
             os.chmod(path, PRIVATE_DIR_MODE)
     return path
+
+
+def private_tree(root: Path | str) -> None:
+    """Narrow a tree copied into ``.hankweave/`` (a recording kept for a replay): directories
+    0700, regular files 0600; symbolic links are not followed (their own modes mean nothing)."""
+    for folder, directories, files in os.walk(root):
+        os.chmod(folder, PRIVATE_DIR_MODE)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, PRIVATE_FILE_MODE)
+        directories[:] = [d for d in directories if not os.path.islink(os.path.join(folder, d))]
 
 
 def open_private(path: Path | str, flags: int) -> int:

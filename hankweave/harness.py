@@ -35,6 +35,8 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeAlias
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from hankweave.fsutil import open_private, private_dir
+
 if TYPE_CHECKING:
     from hankweave.codonlog import LogModel
     from hankweave.models import ModelEntry
@@ -205,8 +207,9 @@ class StderrLog:
 
     def _open(self) -> IO[bytes]:
         if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+            private_dir(self.path.parent)
+            fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+            self._file = os.fdopen(fd, "ab", buffering=0)  # closed in close()
         return self._file
 
     def write(self, text: str | bytes) -> int:
@@ -270,8 +273,7 @@ class AttemptContext:
     def state_dir(self) -> Path:
         """This harness's own folder, ``.hankweave/harnesses/<name>/``, kept across runs and
         resumes (the pi harness keeps its sessions there).  Created on first access."""
-        self._state_dir.mkdir(parents=True, exist_ok=True)
-        return self._state_dir
+        return private_dir(self._state_dir)
 
     @property
     def reported_pids(self) -> tuple[int, ...]:

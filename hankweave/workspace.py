@@ -166,7 +166,7 @@ def trusted_before(clock_file: str | os.PathLike[str], work_tree: str | os.PathL
     try:
         os.utime(clock_file)
     except FileNotFoundError:
-        os.close(os.open(clock_file, os.O_WRONLY | os.O_CREAT, 0o644))
+        os.close(os.open(clock_file, os.O_WRONLY | os.O_CREAT, 0o600))
     marker = os.stat(clock_file)
     try:
         same_device = marker.st_dev == os.stat(work_tree).st_dev

@@ -94,8 +94,10 @@ class SessionCosts:
                 "session_total_cost_usd": total}
 
     def _remember(self, session_id: str, total: float) -> None:
-        from hankweave.api import atomic_write_bytes
+        from hankweave.api import PRIVATE_FILE_MODE, atomic_write_bytes
 
         totals = self._read()
         totals[session_id] = total
-        atomic_write_bytes(self.path, json.dumps(totals, indent=1).encode())
+        # Under .hankweave/harnesses/: private, as everything there (docs/state.md).
+        atomic_write_bytes(self.path, json.dumps(totals, indent=1).encode(),
+                           mode=PRIVATE_FILE_MODE)

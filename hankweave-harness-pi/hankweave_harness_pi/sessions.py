@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hankweave.api import atomic_write_bytes, utc_now_iso
+from hankweave.api import PRIVATE_FILE_MODE, atomic_write_bytes, private_dir, utc_now_iso
 
 
 class SessionNotFoundError(LookupError):
@@ -132,9 +132,10 @@ class SessionStore:
         if session.origins:
             data["forkedFrom"] = [{"id": origin, "messages": copied}
                                   for origin, copied in session.origins]
-        self.folder.mkdir(parents=True, exist_ok=True)
+        private_dir(self.folder)  # sessions hold the whole conversation: docs/state.md
         atomic_write_bytes(self.path(session.id),
-                           json.dumps(data, ensure_ascii=False).encode("utf-8"))
+                           json.dumps(data, ensure_ascii=False).encode("utf-8"),
+                           mode=PRIVATE_FILE_MODE)
 
 
 def _origins(value: Any) -> list[tuple[str, int]]:

@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from hankweave.events.catalogue import EventError, ServerEvent, is_journaled
 from hankweave.faults import disk_write
-from hankweave.fsutil import fsync_dir, write_fully
+from hankweave.fsutil import fsync_dir, open_private, private_dir, write_fully
 
 __all__ = [
     "JOURNAL_RELATIVE_PATH",
@@ -124,10 +124,11 @@ class EventJournal:
         """Problems found and repaired on open (a torn last line), already logged."""
         self._lock = threading.Lock()
         _refuse_dieted_journal(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         created = not self.path.exists()
         # Read access too: finding the last seq reads the file through the same descriptor.
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # 0600: events carry agent output (docs/state.md, "File modes").
+        fd = open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from hankweave import __version__
 from hankweave.config.errors import ConfigError
-from hankweave.fsutil import atomic_write_bytes
+from hankweave.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes
 
 META_VERSION = "1.1.0"
 
@@ -125,4 +125,4 @@ def load_execution_meta(path: Path) -> ExecutionMeta:
 
 def save_execution_meta(path: Path, meta: ExecutionMeta) -> None:
     """Write `execution-meta.json` atomically (a reader sees the old or the new file)."""
-    atomic_write_bytes(path, meta.to_json_bytes())
+    atomic_write_bytes(path, meta.to_json_bytes(), mode=PRIVATE_FILE_MODE)

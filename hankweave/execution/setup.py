@@ -49,7 +49,14 @@ from hankweave.execution.meta import (
     load_execution_meta,
     save_execution_meta,
 )
-from hankweave.fsutil import atomic_write_bytes, fsync_dir, utc_now_iso
+from hankweave.fsutil import (
+    PRIVATE_FILE_MODE,
+    atomic_write_bytes,
+    fsync_dir,
+    private_dir,
+    private_tree,
+    utc_now_iso,
+)
 from hankweave.state.lock import LOCK_FILE_NAME, RuntimeLock, refuse_if_held
 
 MANAGED_ROOT_NAME = ".hankweave-executions"
@@ -629,10 +636,11 @@ def _prepare(
     else:
         link_type = previous.link_type if previous is not None else _detect_link_type(layout)
 
-    layout.hankweave_dir.mkdir(exist_ok=True)
-    layout.logs_dir.mkdir(exist_ok=True)
+    private_dir(layout.hankweave_dir, tighten=True)  # docs/state.md, "File modes"
+    private_dir(layout.logs_dir)
     if not layout.archive_manifest.exists():
-        atomic_write_bytes(layout.archive_manifest, EMPTY_ARCHIVE_MANIFEST)
+        atomic_write_bytes(layout.archive_manifest, EMPTY_ARCHIVE_MANIFEST,
+                           mode=PRIVATE_FILE_MODE)
 
     now = utc_now_iso()
     meta = ExecutionMeta(
@@ -671,7 +679,7 @@ def _keep_recording(
     where the data and the hank are in the copy (a path from outside the recording stays)."""
     source = Path(os.path.abspath(recording))
     kept = layout.recording_dir
-    layout.hankweave_dir.mkdir(exist_ok=True)
+    private_dir(layout.hankweave_dir, tighten=True)
 
     def ignore(directory: str, names: list[str]) -> list[str]:
         # An execution made inside the recording's folder must not copy itself into itself.
@@ -683,6 +691,7 @@ def _keep_recording(
     if os.path.lexists(partial):
         _remove_tree(partial)
     shutil.copytree(source, partial, symlinks=True, ignore=ignore)
+    private_tree(partial)  # the copy keeps the sender's modes otherwise
     os.replace(partial, kept)
     fsync_dir(layout.hankweave_dir)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import threading
 import time
@@ -19,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hankweave.fsutil import open_private, private_dir
 from hankweave.mock_provider.body import MAX_BODY_BYTES, BodyError, parse_body, too_large
 from hankweave.mock_provider.requests import ConversationView, Protocol, RuleBook
 from hankweave.mock_provider.script import ErrorReply, MockScript, Reply
@@ -70,8 +72,10 @@ class RequestLog:
         self._seq = 0
         self._file = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = path.open("a", encoding="utf-8")
+            # 0600: it holds every prompt (in a run, under .hankweave/: docs/state.md).
+            private_dir(path.parent)
+            self._file = os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "a",
+                                   encoding="utf-8")
 
     def write(self, entry: dict[str, Any]) -> None:
         self._seq += 1

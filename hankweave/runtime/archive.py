@@ -26,7 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from hankweave.execution.layout import ExecutionLayout
-from hankweave.fsutil import atomic_write_bytes, remove_path, utc_now_iso
+from hankweave.fsutil import (
+    PRIVATE_FILE_MODE,
+    atomic_write_bytes,
+    private_dir,
+    remove_path,
+    utc_now_iso,
+)
 from hankweave.state.types import LoopContext
 from hankweave.workspace import resolve_patterns
 
@@ -129,9 +135,9 @@ class ArchiveManifest(_ManifestModel):
 
     def save(self, path: Path) -> None:
         """Write the manifest atomically (2-space indented JSON, optional fields left out)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)  # .hankweave/: docs/state.md, "File modes"
         data = self.model_dump_json(by_alias=True, exclude_none=True, indent=2)
-        atomic_write_bytes(path, data.encode())
+        atomic_write_bytes(path, data.encode(), mode=PRIVATE_FILE_MODE)
 
     def remove(self, entries: Iterable[ArchiveEntry]) -> int:
         """Drop these exact entry objects (by identity, not equality); returns how many went."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hankweave.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, SIGNAL_EXIT_CODES
-from hankweave.fsutil import parse_iso, utc_now_iso
+from hankweave.fsutil import parse_iso, private_dir, utc_now_iso
 from hankweave.runtime.budget import spending_of, spent_by
 from hankweave.runtime.context import RunContext
 from hankweave.runtime.humans import WAITING_FOR_HUMAN
@@ -94,8 +94,7 @@ class RunLifecycle:
         """Record a new run (the plan is built afresh for a fresh start) and make it current."""
         ctx = self.ctx
         run_id = new_run_id()
-        folder = ctx.layout.run_folder(run_id)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = private_dir(ctx.layout.run_folder(run_id))  # codon logs: docs/state.md
         plan = None
         if conditions.type == "fresh" or not ctx.state.execution_plan:
             plan = ctx.plan_builder(ctx.hank)

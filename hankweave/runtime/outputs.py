@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from hankweave.config.hank import OutputFileGroup
 from hankweave.faults import disk_write, kill_point
-from hankweave.fsutil import atomic_write_bytes
+from hankweave.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes
 from hankweave.runtime.rig import CommandPolicy, CommandRunner, run_command
 from hankweave.workspace import DATA_LINK, glob_regex
 
@@ -325,7 +325,8 @@ async def copy_codon_outputs(ctx: RunContext, codon_id: str, *, run_id: str | No
                            severity="operation")
         return False
     done = {"runId": run_id or ctx.run_id, "codonId": codon_id}
-    atomic_write_bytes(ctx.layout.output_copy_marker, json.dumps(done).encode())
+    atomic_write_bytes(ctx.layout.output_copy_marker, json.dumps(done).encode(),
+                       mode=PRIVATE_FILE_MODE)
     for original, resolved in copied.renamed:
         ctx.reporter.info(f"Output {original.name} exists; copied as {resolved.name}")
     return True

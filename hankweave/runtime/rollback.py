@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal, cast, get_args
 from hankweave.checkpoints import CheckpointError, CheckpointStore
 from hankweave.execution.layout import ExecutionLayout
 from hankweave.faults import kill_point
+from hankweave.fsutil import private_dir
 from hankweave.runtime.completion import report_snapshot
 from hankweave.runtime.control import LiveControl, Phase, StartRequest
 from hankweave.runtime.errors import RuntimeCommandError
@@ -356,8 +357,7 @@ async def rollback_offline(owned: OwnedExecution, checkpoints: CheckpointStore,
     source_run, sha = find_rollback_target(analyze_execution_thread(store.state, data), codon_id)
     checkpoints.restore(sha)
     run_id = new_run_id()
-    folder = ExecutionLayout(checkpoints.execution_dir).run_folder(run_id)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_dir(ExecutionLayout(checkpoints.execution_dir).run_folder(run_id))
     await store.transition(RunStarted(data=RunStartedData(
         run_id=run_id, run_folder=str(folder), git_branch=f"run-{run_id}",
         starting_conditions=ContinuationStart(

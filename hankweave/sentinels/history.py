@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hankweave.fsutil import atomic_write_bytes
+from hankweave.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, private_dir
 from hankweave.sentinels.config import MaxTokensTrimming, MaxTurnsTrimming
 
 __all__ = [
@@ -181,8 +181,8 @@ class ConversationHistory:
     def _save(self, entries: Sequence[HistoryEntry]) -> None:
         document = [entry.model_dump(exclude_none=True) for entry in entries]
         data = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.path, data.encode("utf-8"))
+        private_dir(self.path.parent)  # .hankweave/sentinels/: docs/state.md "File modes"
+        atomic_write_bytes(self.path, data.encode("utf-8"), mode=PRIVATE_FILE_MODE)
 
 
 def _entry(role: Literal["user", "assistant"], content: str, tokens: int | None) -> HistoryEntry:

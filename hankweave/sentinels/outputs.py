@@ -21,7 +21,14 @@ from typing import Any
 
 from hankweave.config.hank import SentinelOutputPaths
 from hankweave.faults import disk_write
-from hankweave.fsutil import atomic_write_bytes, fsync_dir, write_fully
+from hankweave.fsutil import (
+    PRIVATE_FILE_MODE,
+    atomic_write_bytes,
+    fsync_dir,
+    open_private,
+    private_dir,
+    write_fully,
+)
 from hankweave.sentinels.history import file_name_part
 
 __all__ = [
@@ -107,10 +114,16 @@ class SentinelOutputFiles:
         Raises:
             OSError: a directory or the log file cannot be created.
         """
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        _make_parent(self.log_file, self._private(self.log_file))
         if self.last_value_file is not None:
-            self.last_value_file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.log_file, b"")
+            _make_parent(self.last_value_file, self._private(self.last_value_file))
+        atomic_write_bytes(self.log_file, b"",
+                           mode=PRIVATE_FILE_MODE if self._private(self.log_file) else None)
+
+    def _private(self, path: Path) -> bool:
+        """Whether ``path`` is in ``.hankweave/`` (0600 in 0700 folders, docs/state.md "File
+        modes") rather than in the agent root, where the user's umask decides."""
+        return Path(os.path.abspath(path)).is_relative_to(self.execution_dir / ".hankweave")
 
     def write_text(self, text: str, join_string: str) -> None:
         """Append ``join_string + text + "\\n"`` to the log; replace the last value with `text`.
@@ -118,9 +131,10 @@ class SentinelOutputFiles:
         Raises:
             OSError: a write failed (the caller logs it; the answer still counts).
         """
-        _append_durably(self.log_file, f"{join_string}{text}\n".encode())
+        _append_durably(self.log_file, f"{join_string}{text}\n".encode(),
+                        self._private(self.log_file))
         if self.last_value_file is not None:
-            _replace(self.last_value_file, text)
+            _replace(self.last_value_file, text, self._private(self.last_value_file))
 
     def write_structured(self, value: Any) -> None:
         """Append `value` as one compact JSON line; replace the last value with it, indented.
@@ -133,9 +147,9 @@ class SentinelOutputFiles:
         """
         line = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         pretty = json.dumps(value, ensure_ascii=False, indent=2, allow_nan=False)
-        _append_durably(self.log_file, f"{line}\n".encode())
+        _append_durably(self.log_file, f"{line}\n".encode(), self._private(self.log_file))
         if self.last_value_file is not None:
-            _replace(self.last_value_file, pretty)
+            _replace(self.last_value_file, pretty, self._private(self.last_value_file))
 
     def relative_to_execution(self, path: Path) -> str:
         """`path` relative to the execution directory, for events and state (absolute when it
@@ -168,20 +182,28 @@ def _check_suffix(setting: str, raw: str, suffixes: tuple[str, ...]) -> None:
             f"{setting} {raw!r} must end with {listed} for a sentinel with structured output")
 
 
-def _replace(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, text.encode())
+def _make_parent(path: Path, private: bool) -> None:
+    if private:
+        private_dir(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _append_durably(path: Path, data: bytes) -> None:
+def _replace(path: Path, text: str, private: bool) -> None:
+    _make_parent(path, private)
+    atomic_write_bytes(path, text.encode(), mode=PRIVATE_FILE_MODE if private else None)
+
+
+def _append_durably(path: Path, data: bytes, private: bool) -> None:
     """Append `data` and fsync it before returning: an acknowledged answer survives a crash.
 
     ``O_APPEND`` puts each write at the end, so a concurrent reader never sees a gap.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(path, private)
     disk_write(path)
     created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+    fd = open_private(path, flags) if private else os.open(path, flags | os.O_CREAT, 0o666)
     try:
         write_fully(fd, data)
         os.fsync(fd)

@@ -47,7 +47,14 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hankweave.fsutil import atomic_write_bytes, fsync_dir, parse_iso, process_running, utc_now_iso
+from hankweave.fsutil import (
+    atomic_write_bytes,
+    fsync_dir,
+    parse_iso,
+    private_dir,
+    process_running,
+    utc_now_iso,
+)
 from hankweave.state.files import LOCK_FILE_NAME  # re-exported
 
 __all__ = [
@@ -350,7 +357,7 @@ class RuntimeLock:
             LockCorruptError: the lock file exists but cannot be parsed.
             LockError: the guard could not be taken within ``guard_timeout_s``.
         """
-        self.hankweave_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.hankweave_dir, tighten=True)
         with self._guard():
             existing = _read(self.path)
             reason = None if existing is None else self._stale_reason(existing)

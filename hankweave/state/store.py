@@ -44,10 +44,13 @@ from pydantic import ValidationError
 
 from hankweave.faults import disk_write, kill_point
 from hankweave.fsutil import (
+    PRIVATE_FILE_MODE,
     atomic_write_bytes,
     fsync_dir,
     last_line_start,
+    open_private,
     pid_alive,
+    private_dir,
     utc_now_iso,
 )
 from hankweave.state import heap
@@ -458,7 +461,7 @@ class StateStore:
         header would otherwise start a new history over the damaged one.
         """
         hankweave_dir = Path(hankweave_dir)
-        hankweave_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(hankweave_dir, tighten=True)  # an older execution's too: env values, output
         _wait_for_orphan_fold(hankweave_dir)
         state, report = load_state(hankweave_dir)
         if refuse_unreadable and report.method == "fresh":
@@ -619,7 +622,8 @@ class StateStore:
         path = self.dir / WAL_FILE
         if segment is None:
             self._segment_id = new_segment_id()
-            atomic_write_bytes(path, header(self._segment_id, base=self.report.state_digest))
+            atomic_write_bytes(path, header(self._segment_id, base=self.report.state_digest),
+                               mode=PRIVATE_FILE_MODE)
         else:
             self._segment_id = segment.id
         self._wal_fd = os.open(path, os.O_RDWR | os.O_APPEND)
@@ -758,7 +762,7 @@ class StateStore:
         try:
             next_path = self.dir / NEXT_WAL_FILE
             disk_write(next_path)
-            with open(next_path, "wb") as handle:
+            with os.fdopen(open_private(next_path, os.O_WRONLY | os.O_TRUNC), "wb") as handle:
                 handle.write(header(following, follows=self._segment_id))
             kill_point("state.rotate")
             os.replace(self.dir / WAL_FILE, self.dir / FOLDING_WAL_FILE)
@@ -841,7 +845,7 @@ class StateStore:
             # whose base matches no file, which loading recognises as already folded.
             following = new_segment_id()
             next_path = self.dir / NEXT_WAL_FILE
-            atomic_write_bytes(next_path, header(following, base=digest))
+            atomic_write_bytes(next_path, header(following, base=digest), mode=PRIVATE_FILE_MODE)
             kill_point("state.fold")
             replace_state_file(self.dir, data)
             kill_point("state.fold.swap")
@@ -877,7 +881,8 @@ class StateStore:
         head = header(first.id, base=first.base) if first.base is not None else header(
             first.id, follows=first.follows)
         atomic_write_bytes(self.dir / PREVIOUS_WAL_FILE,
-                           head + b"".join(line + b"\n" for line in lines))
+                           head + b"".join(line + b"\n" for line in lines),
+                           mode=PRIVATE_FILE_MODE)
         os.unlink(folding)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(current)

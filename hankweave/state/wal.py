@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hankweave.fsutil import atomic_write_bytes
+from hankweave.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes
 
 WAL_VERSION = 2
 
@@ -69,7 +69,8 @@ class FoldMarker:
 
     def write(self, path: Path) -> None:
         atomic_write_bytes(path, json.dumps({"wal": WAL_VERSION, "segment": self.segment,
-                                             "base": self.base, "state": self.state}).encode())
+                                             "base": self.base, "state": self.state}).encode(),
+                           mode=PRIVATE_FILE_MODE)
 
 
 def new_segment_id() -> str:
@@ -169,6 +170,7 @@ def replace_state_file(hankweave_dir: Path, data: bytes, *,
     except OSError:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(linked)
-        atomic_write_bytes(state, data, backup=backup, sync_chunk=sync_chunk)
+        atomic_write_bytes(state, data, backup=backup, sync_chunk=sync_chunk,
+                           mode=PRIVATE_FILE_MODE)
         return
-    atomic_write_bytes(state, data, sync_chunk=sync_chunk)
+    atomic_write_bytes(state, data, sync_chunk=sync_chunk, mode=PRIVATE_FILE_MODE)

@@ -57,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from hankweave.api import (
     DATA_LINK,
+    PRIVATE_FILE_MODE,
     AmbiguousCheckpointError,
     ChangeHint,
     Checkpoint,
@@ -71,7 +72,9 @@ from hankweave.api import (
     checkpoint_message,
     fsync_dir,
     kill_point,
+    open_private,
     pid_alive,
+    private_dir,
     run_branch,
     trusted_before,
     utc_now_iso,
@@ -683,7 +686,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         if self.tmp_dir.is_dir() and self.manifests_dir.is_dir() and self.objects_dir.is_dir():
             return
         for directory in (self.objects_dir, self.manifests_dir, self.tmp_dir):
-            directory.mkdir(parents=True, exist_ok=True)
+            private_dir(directory)  # under .hankweave/: docs/state.md, "File modes"
         # The new directories' own names, up to the execution directory.
         for directory in (self.store_dir, *self.store_dir.parents[:3]):
             fsync_dir(directory)
@@ -800,7 +803,8 @@ class SnapshotCheckpointStore(CheckpointStore):
     def _set_head(self, manifest: Manifest) -> None:
         newest, _ = self._newest_manifests()
         refs = Refs(head=manifest.id, sequence=newest.sequence if newest else manifest.sequence)
-        atomic_write_bytes(self.refs_path, refs.model_dump_json(indent=2).encode() + b"\n")
+        atomic_write_bytes(self.refs_path, refs.model_dump_json(indent=2).encode() + b"\n",
+                           mode=PRIVATE_FILE_MODE)
         self._refs = refs
 
     def _commit(
@@ -839,7 +843,8 @@ class SnapshotCheckpointStore(CheckpointStore):
         fields["id"] = _manifest_id(fields)
         manifest = Manifest.model_validate(fields)
         body = json.dumps(manifest.model_dump(), indent=2, ensure_ascii=True).encode() + b"\n"
-        atomic_write_bytes(self.manifests_dir / f"{manifest.id}.json", body)
+        atomic_write_bytes(self.manifests_dir / f"{manifest.id}.json", body,
+                           mode=PRIVATE_FILE_MODE)
         manifests[manifest.id] = manifest
         branch_tips[branch] = manifest
         self._tips = (manifest, branch_tips)
@@ -1027,7 +1032,7 @@ class SnapshotCheckpointStore(CheckpointStore):
         tmp = os.path.join(self.tmp_dir, f"{os.getpid()}-{self._tmp_counter}.tmp")
         hasher = hashlib.sha256()
         size = 0
-        fd = os.open(tmp, _OPEN_CREATE, 0o644)
+        fd = os.open(tmp, _OPEN_CREATE, PRIVATE_FILE_MODE)  # the agent's files, stored privately
         try:
             for chunk in chunks:
                 if not hashed:
@@ -1063,7 +1068,7 @@ class SnapshotCheckpointStore(CheckpointStore):
                 try:
                     os.replace(tmp, path)
                 except FileNotFoundError:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    private_dir(os.path.dirname(path))
                     self._unsynced_dirs.add(str(self.objects_dir))
                     os.replace(tmp, path)
                 self._unsynced_dirs.add(os.path.dirname(path))
@@ -1293,11 +1298,12 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._unsaved_stats = 0
         data = _canonical_json({"format": STAT_CACHE_FORMAT, "entries": cache})
         if durable:
-            atomic_write_bytes(self.stat_cache_path, data)
+            atomic_write_bytes(self.stat_cache_path, data, mode=PRIVATE_FILE_MODE)
             return
         # Not fsynced: losing the cache only costs a re-hash, and an older copy is still right,
         # because every entry is a fact about a stat that no later change can reproduce.
         tmp = self.stat_cache_path.with_name(f"{self.stat_cache_path.name}.tmp-{os.getpid()}")
+        os.close(open_private(tmp, os.O_WRONLY | os.O_TRUNC))
         tmp.write_bytes(data)
         os.replace(tmp, self.stat_cache_path)
 

@@ -26,6 +26,7 @@ from hankweave.registry import get_registry
 REQUIRED_ENV = "HANKWEAVE_SECURITY_REQUIRED"
 _PACKAGES = {
     "git": ("checkpoint backend", "plugins/hankweave-checkpoint-git"),
+    "snapshot": ("checkpoint backend", "plugins/hankweave-checkpoint-snapshot"),
     "replay": ("harness", "hankweave-replay"),
 }
 
