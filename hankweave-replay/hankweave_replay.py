@@ -835,10 +835,11 @@ def _stage_snapshot(staging: _Staging, store: CheckpointStore, checkpoint_id: st
     root = staging.root / member
     for rel in store.materialize(checkpoint_id, root):  # redacted with every other file
         path = root / rel
-        if path.is_symlink() and not _link_stays_inside(rel, os.readlink(path)):
-            # Unpacking refuses links that leave their snapshot, so such a link could never be
-            # replayed; the note keeps the loss visible (its target, a path of this machine,
-            # stays out).
+        if path.is_symlink() and not (_link_stays_inside(rel, os.readlink(path))
+                                      and _resolves_inside(path, root)):
+            # Unpacking refuses links that leave their snapshot (by their text, or followed
+            # through the others), so such a link could never be replayed; the note keeps the
+            # loss visible (its target, a path of this machine, stays out).
             path.unlink()
             staging.notes.append(f"left out the symlink {rel} of checkpoint"
                                  f" {checkpoint_id}: it points outside the workspace")

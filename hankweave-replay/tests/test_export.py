@@ -174,6 +174,23 @@ def test_a_workspace_link_leaving_the_workspace_is_left_out(project):
     assert any("out.txt" in note for note in result.manifest.notes)
 
 
+def test_chained_workspace_links_leaving_the_workspace_are_left_out(project):
+    # Each link's text stays inside; followed, p climbs out. Kept, it would make the
+    # recording one that opening refuses.
+    climb = "/".join(["q"] * 12 + [".."] * 12)
+    project.write_hank([codon("a", checkpointedFiles=FILES, rigSetup=[
+        {"type": "command", "command": {"run": f"ln -s . q && ln -s {climb} p"}}])])
+    assert project.record({"a": {"writeFiles": {"a.md": "alpha"}}}).code == 0
+
+    result = project.export()
+
+    names = members(result.path)
+    assert not [n for n in names if n.endswith("/p")]
+    assert [n for n in names if n.endswith("/q")]
+    assert any(" p " in note for note in result.manifest.notes)
+    hankweave_replay.ReplayHarness.open_recording(result.path).close()
+
+
 def test_an_unfinished_recording_says_so(project):
     project.write_hank([codon("a"), codon("b"), codon("c")])
     assert project.record({"b": {"result": "error", "errorText": "API Error: 401"}}).code != 0
