@@ -25,9 +25,10 @@ class BodyError(ValueError):
 
 
 def too_large(size: int | None = None) -> BodyError:
-    shown = f"{size} bytes, " if size is not None else ""
-    return BodyError(f"the request body ({shown}larger than {MAX_BODY_BYTES} bytes) is larger"
-                     " than the hankweave mock provider accepts")
+    """``size``: the body's length when it is known (declared or read)."""
+    shown = f" ({size} bytes)" if size is not None else ""
+    return BodyError(f"the request body{shown} is larger than the {MAX_BODY_BYTES} bytes the"
+                     " hankweave mock provider accepts")
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
