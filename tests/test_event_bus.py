@@ -142,6 +142,24 @@ def test_sinks_receive_the_journaled_json_object(journal: EventJournal) -> None:
     assert sink.closed
 
 
+class LeakingSink(RecordingSink):
+    name = "leaking"
+
+    def handle(self, event: Mapping[str, Any]) -> None:
+        raise ConnectionError("cannot post to https://user:hunter2@collector.example/v1")
+
+
+def test_a_sink_failure_keeps_no_url_password_in_the_journal(journal: EventJournal) -> None:
+    # Issue 34 item 6: a sink's error may quote the endpoint it was given, with credentials.
+    bus = EventBus(journal, sinks=[LeakingSink()])
+    info(bus)
+    bus.close()
+    [failure] = [e for e in read_journal(journal.path) if e.type == "sink.failed"]
+    assert failure.data["error"] == (
+        "ConnectionError: cannot post to https://user:***@collector.example/v1")
+    assert "hunter2" not in journal.path.read_text()
+
+
 def test_failing_sink_is_disabled_with_one_sink_failed_event(journal: EventJournal) -> None:
     before, broken, after = RecordingSink(), ExplodingSink(fail_on=2), RecordingSink()
     bus = EventBus(journal, sinks=[before, broken, after])

@@ -29,6 +29,7 @@ from hankweave.events.catalogue import (
 )
 from hankweave.events.journal import EventJournal
 from hankweave.events.sink import EventSink
+from hankweave.secrets import mask_url_credentials
 
 __all__ = ["EventBus", "EventBusClosedError", "Subscriber"]
 
@@ -221,7 +222,8 @@ def _sink_name(sink: EventSink) -> str:
 
 
 def _failure(sink: EventSink, exc: Exception) -> dict[str, Any]:
-    error = f"{type(exc).__name__}: {exc}"
+    # A sink's error may quote its endpoint; the journal keeps no password from it.
+    error = mask_url_credentials(f"{type(exc).__name__}: {exc}")
     if len(error) > _MAX_ERROR_CHARS:
         error = error[:_MAX_ERROR_CHARS] + "..."
     return {"sink": _sink_name(sink), "error": error, "disabled": True}
