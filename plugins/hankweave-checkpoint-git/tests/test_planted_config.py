@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,17 @@ def plant_symlinked_config(p: Planted) -> None:
     (p.git_dir / "config").symlink_to(theirs)
 
 
+def plant_symlinked_info(p: Planted) -> None:
+    """info/ replaced by a link to a directory whose attributes pick a planted filter."""
+    theirs = p.scratch / "their-info"
+    theirs.mkdir()
+    (theirs / "attributes").write_text("* filter=x\n")
+    shutil.rmtree(p.git_dir / "info")
+    (p.git_dir / "info").symlink_to(theirs)
+    p.append("config", f'[filter "x"]\n\tclean = {p.program} clean\n'
+                       f"\tsmudge = {p.program} smudge\n")
+
+
 def plant_external_diff(p: Planted) -> None:
     p.append("config", f"[diff]\n\texternal = {p.program}\n"
                        f'[diff "x"]\n\ttextconv = {p.program} textconv\n'
@@ -139,6 +151,7 @@ PLANTS: dict[str, Callable[[Planted], None]] = {
     "process filter": plant_process_filter,
     "include.path": plant_include,
     "symlinked config": plant_symlinked_config,
+    "symlinked info directory": plant_symlinked_info,
     "external diff, textconv, gpg": plant_external_diff,
 }
 
