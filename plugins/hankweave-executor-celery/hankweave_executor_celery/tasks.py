@@ -33,6 +33,7 @@ from hankweave.api import (
     StopLatch,
     launch,
     live_runtime_lock,
+    mask_url_credentials,
 )
 from hankweave_executor_celery.ledger import (
     FINISHED,
@@ -128,14 +129,16 @@ def _run_held(task: Task, execution_dir: str, ledger: Ledger,
     except LaunchError as exc:
         if exc.held_by is not None:  # another runtime won the race to the lock
             return _defer(task, execution_dir, ledger, settings, str(exc))
+        # `status` shows the message: a URL's password in it stays hidden.
+        reason = mask_url_credentials(str(exc))
         ledger.update(execution_dir, status="failed", exit_code=exc.exit_code,
-                      message=str(exc), finished_at=now())
-        return {"exitCode": exc.exit_code, "message": str(exc)}
+                      message=reason, finished_at=now())
+        return {"exitCode": exc.exit_code, "message": reason}
     except Exception as exc:  # a bad hank or settings (ConfigError), a bug: recorded, acked
         log.exception("running %s failed", execution_dir)
-        ledger.update(execution_dir, status="failed", message=f"{type(exc).__name__}: {exc}",
-                      finished_at=now())
-        return {"exitCode": None, "message": str(exc)}
+        reason = mask_url_credentials(f"{type(exc).__name__}: {exc}")
+        ledger.update(execution_dir, status="failed", message=reason, finished_at=now())
+        return {"exitCode": None, "message": reason}
     status = _status_of(code, ledger, execution_dir)
     ledger.update(execution_dir, status=status, exit_code=code, finished_at=now())
     return {"exitCode": code, "status": status}
