@@ -253,10 +253,26 @@ def _list_recorded_commands(prepared: Prepared, request: LaunchRequest) -> None:
                 " them runs: a recording's commands are its author's code; pass"
                 " --allow-commands to run them (rig copies and the recorded file changes still"
                 " apply):")
+        lines.append(f"Read them; to replay with them: {_allow_commands_hint(request)}")
     else:
         head = (f"[REPLAY] --allow-commands: the recording's {len(lines)} shell command(s) run"
                 " on this machine as you, each printed before it runs:")
     request.notify("\n".join([head, *lines]))
+
+
+def _allow_commands_hint(request: LaunchRequest) -> str:
+    """The pasteable command that plays the same recording with its commands: a fresh replay
+    with the same hank, data, output folder and pace (in a new managed directory), or the
+    resumed replay's directory again."""
+    if request.replay is not None:
+        words = ["hankweave", "replay", request.replay,
+                 *(given for given in (request.hank, request.data) if given is not None)]
+        if request.output is not None:
+            words += ["-o", request.output]
+        if request.replay_speed != "instant":
+            words += ["--replay-speed", request.replay_speed]
+        return shlex.join([*words, "--allow-commands"])
+    return f"hankweave run -e {shlex.quote(request.execution or '.')} --allow-commands"
 
 
 def _given_script(request: LaunchRequest) -> bytes | None:

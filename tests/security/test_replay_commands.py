@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 from tests.security.support import Project, codon, needs, record_and_export, repack_recording
@@ -61,6 +62,21 @@ def test_a_replay_runs_none_of_the_recordings_commands(project):
     assert work_tree(target) == work_tree(project.exec_dir)
     # The copy itself still happens: only the command before it is skipped.
     assert (project.root / "replayed-out" / "b.md").read_bytes() == b"beta"
+
+
+def test_the_printed_hint_replays_with_the_commands(project):
+    archive, rig_marker, copy_marker = planted(project)
+
+    result, _ = replay(project, archive, "replayed")
+    hint = next(line.split(": ", 1)[1] for line in result.stderr.splitlines()
+                if line.startswith("Read them; to replay with them: "))
+    words = shlex.split(hint)
+    assert words[:2] == ["hankweave", "replay"]
+    pasted = project.hw(*words[1:], "--headless")
+
+    assert pasted.returncode == 0, pasted.stderr
+    assert rig_marker.exists()
+    assert copy_marker.exists()
 
 
 def test_allow_commands_runs_them(project):
