@@ -22,8 +22,11 @@ from typing import Any
 import pytest
 
 from hankweave.registry import get_registry
+from hankweave.testing import HankProject
 
 REQUIRED_ENV = "HANKWEAVE_SECURITY_REQUIRED"
+SIBLINGS = "checkpoint-git,checkpoint-snapshot,replay"
+"""The installed plugins (entry-point names) every run of the suite loads."""
 _PACKAGES = {
     "git": ("checkpoint backend", "plugins/hankweave-checkpoint-git"),
     "snapshot": ("checkpoint backend", "plugins/hankweave-checkpoint-snapshot"),
@@ -45,30 +48,18 @@ def needs(*names: str) -> None:
             pytest.skip(message)
 
 
-class Project:
-    """A hank directory, a data directory, a fake-agent script and an execution directory."""
+class Project(HankProject):
+    """A hank project run by real ``hankweave`` processes: the fake agent, playing the script
+    in ``root/script.json``, and the installed sibling packages the attacks go through (the
+    git backend is the default, as for a person)."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.hank_dir = root / "hank"
-        self.data = root / "data"
-        self.exec_dir = root / "exec"
         self.script = root / "script.json"
-        for path in (self.hank_dir, self.data):
-            path.mkdir(parents=True)
-        (self.data / "input.txt").write_text("some input\n")
-        self.env = {
-            **os.environ,
-            "HANKWEAVE_HOME": str(root / "home"),
-            "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
-            "HANKWEAVE_FAKE_SCRIPT": str(self.script),
-            "HANKWEAVE_STRICT_PLUGINS": "1",
-        }
-        self.env.pop("CI", None)
+        super().__init__(root, plugin_modules=("hankweave.testing.fake_harness",),
+                         load_plugins=SIBLINGS, env={"HANKWEAVE_FAKE_SCRIPT": str(self.script),
+                                                     "HANKWEAVE_STRICT_PLUGINS": "1"})
+        del self.env["HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND"]
         self.write_script({})
-
-    def write_hank(self, items: list[dict[str, Any]], **root: Any) -> None:
-        (self.hank_dir / "hank.json").write_text(json.dumps({"hank": items, **root}, indent=2))
 
     def write_script(self, codons: dict[str, Any]) -> None:
         self.script.write_text(json.dumps({"codons": codons}))
