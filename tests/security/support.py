@@ -2,8 +2,8 @@
 directory or an export could be turned against the person who opens or shares it.
 
 Tests that need sibling packages (the git checkpoint backend, the replay plugin) ask for them
-with :func:`needs`; ``tox -e security`` installs them and sets ``HANKWEAVE_SECURITY_REQUIRED``,
-so there a missing package fails instead of skipping.  Every run is a real ``hankweave``
+with :func:`needs`; ``tox -e integration`` installs them and sets
+``HANKWEAVE_SECURITY_REQUIRED``, so there a missing package fails instead of skipping.  Every run is a real ``hankweave``
 process with FakeHarness agents, asserting on bytes on disk, never on log messages.
 """
 
@@ -35,14 +35,14 @@ _PACKAGES = {
 
 
 def needs(*names: str) -> None:
-    """Skip (or fail, under ``tox -e security``) unless the named plugins are installed."""
+    """Skip (or fail, under ``tox -e integration``) unless the named plugins are installed."""
     registry = get_registry()
     have = {**{n: True for n in registry.checkpoint_backends()},
             **{n: True for n in registry.harnesses()}}
     for name in names:
         if name not in have:
             kind, path = _PACKAGES[name]
-            message = f"needs the {name} {kind} (pip install -e {path}; tox -e security)"
+            message = f"needs the {name} {kind} (pip install -e {path}; tox -e integration)"
             if os.environ.get(REQUIRED_ENV):
                 pytest.fail(message)
             pytest.skip(message)
