@@ -938,20 +938,22 @@ class ArchiveLimits:
         default = cls()
         return cls(max_bytes=int(_limit(env, MAX_BYTES_ENV, default.max_bytes)),
                    max_members=int(_limit(env, MAX_MEMBERS_ENV, default.max_members)),
-                   max_ratio=_limit(env, MAX_RATIO_ENV, default.max_ratio))
+                   max_ratio=_limit(env, MAX_RATIO_ENV, default.max_ratio, float))
 
 
-def _limit(env: Mapping[str, str], name: str, default: float) -> float:
+def _limit(env: Mapping[str, str], name: str, default: float, parse: type[float] = int
+           ) -> float:
+    """The positive number ``name`` sets (``parse``: int or float), else ``default``."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
     try:
-        value = float(raw) if name == MAX_RATIO_ENV else int(raw)
+        value = parse(raw)
     except ValueError:
         value = 0
     if not value > 0:
         raise RecordingError(f"{name}={raw!r} is not a positive"
-                             f" {'number' if name == MAX_RATIO_ENV else 'whole number'}")
+                             f" {'whole number' if parse is int else 'number'}")
     return value
 
 
@@ -1112,8 +1114,7 @@ def _check_parents(target: Path, parts: list[str], refuse: Any) -> None:
 def _resolves_inside(path: Path, area: Path) -> bool:
     """Whether ``path``, every symlink on it followed as the file system would, lands inside
     ``area`` (or is ``area`` itself)."""
-    real, root = os.path.realpath(path), os.path.realpath(area)
-    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(area))
 
 
 def _check_snapshot_links(root: Path) -> None:
@@ -1124,10 +1125,10 @@ def _check_snapshot_links(root: Path) -> None:
     if not snapshots.is_dir():
         return
     for snapshot in sorted(snapshots.iterdir()):
-        if snapshot.is_symlink() or not snapshot.is_dir():
-            if snapshot.is_symlink():
-                raise RecordingError(f"refusing the recording: {SNAPSHOTS_DIR}/{snapshot.name}"
-                                     " is a symlink")
+        if snapshot.is_symlink():
+            raise RecordingError(f"refusing the recording: {SNAPSHOTS_DIR}/{snapshot.name}"
+                                 " is a symlink")
+        if not snapshot.is_dir():
             continue
         for directory, dirnames, filenames in os.walk(snapshot):
             for entry in sorted(dirnames + filenames):
