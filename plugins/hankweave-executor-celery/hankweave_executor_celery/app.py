@@ -22,8 +22,6 @@ from hankweave_executor_celery.settings import CelerySettings, load_settings
 if TYPE_CHECKING:
     from celery import Celery
 
-TASK_NAME = "hankweave.run_execution"
-
 
 def make_app(settings: CelerySettings) -> Celery:
     """A Celery app on ``settings.broker`` with the task registered."""

@@ -144,7 +144,7 @@ def _submit_one(app: Celery, ledger: Ledger, settings: CelerySettings, *, hank: 
     ledger.add(Submission(execution_dir=directory, hank=hank_path, data=data_path, queue=queue,
                           priority=priority, task_id=task_id, submitted_at=now(),
                           deliveries=current.deliveries if current else 0))
-    from hankweave_executor_celery.app import TASK_NAME
+    from hankweave_executor_celery.settings import TASK_NAME
 
     try:
         app.send_task(TASK_NAME, args=[directory], queue=queue, priority=priority,

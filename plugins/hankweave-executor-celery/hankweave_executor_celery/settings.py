@@ -17,6 +17,9 @@ from pydantic.alias_generators import to_camel
 
 from hankweave.api import RUNTIME_CONFIG_FILE, ConfigError, load_runtime_config
 
+TASK_NAME = "hankweave.run_execution"
+"""The Celery task a submitter sends and a worker registers; both read it from here."""
+
 BROKER_ENV = "HANKWEAVE_CELERY_BROKER"
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 DEFAULT_QUEUE = "hankweave"

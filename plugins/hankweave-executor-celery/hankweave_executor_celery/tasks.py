@@ -43,7 +43,7 @@ from hankweave_executor_celery.ledger import (
     TaskStatus,
     now,
 )
-from hankweave_executor_celery.settings import CelerySettings
+from hankweave_executor_celery.settings import TASK_NAME, CelerySettings
 
 if TYPE_CHECKING:
     from celery import Celery, Task
@@ -55,8 +55,6 @@ STOPPED_CODES = frozenset({130, 143})
 
 def register(app: Celery, settings: CelerySettings) -> None:
     """Register :func:`run_execution` on ``app``."""
-    from hankweave_executor_celery.app import TASK_NAME
-
     @app.task(bind=True, name=TASK_NAME, max_retries=None, acks_late=True,
               reject_on_worker_lost=True)
     def run_execution(self: Task, execution_dir: str) -> dict[str, Any]:
@@ -72,8 +70,6 @@ def _record_dropped_cancel(sender: Any = None, request: Any = None, terminated: 
     """A delivery that a worker discards as revoked never runs the task, so record the cancel
     here: the redelivery of an execution whose worker died just after it started, cancelled
     while it still looked live.  A terminated run records how it ended itself."""
-    from hankweave_executor_celery.app import TASK_NAME
-
     if getattr(sender, "name", None) != TASK_NAME or terminated or not getattr(
             request, "args", None):
         return

@@ -114,7 +114,7 @@ def test_a_worker_killed_mid_codon_is_redelivered_and_resumed_on_the_other(
 
 def test_a_duplicate_delivery_while_the_run_is_live_is_deferred_not_run(
         project: Project) -> None:
-    from hankweave_executor_celery.app import TASK_NAME
+    from hankweave_executor_celery.settings import TASK_NAME
 
     hank = project.hank("hank", ["a", "b"])
     project.play({"a": counted(SLOW), "b": counted(PACED)})
