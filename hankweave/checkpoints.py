@@ -109,6 +109,22 @@ class ChangeHint:
     paths: frozenset[str]
     complete: bool
 
+    followable_paths: ClassVar[int] = 5000
+    """A hint naming more paths than this is not worth following: the store scans."""
+
+    def continues(self, watcher: str, until: int) -> bool:
+        """Whether this hint covers exactly the time since a capture that used the hint of
+        ``watcher`` ending at ``until``: the trust rule every store applies before it uses a
+        hint in place of a scan.  A hint that may have missed changes never continues."""
+        return self.complete and self.watcher == watcher and self.since == until
+
+    def worth_following(self) -> bool:
+        """Whether reading the hinted paths one by one beats a scan: the hint names at most
+        :attr:`followable_paths` paths, and no ``.gitignore`` (a changed ignore file may change
+        which files any pattern selects)."""
+        return len(self.paths) <= self.followable_paths and not any(
+            p.rsplit("/", 1)[-1] == ".gitignore" for p in self.paths)
+
 
 @dataclass(frozen=True)
 class RetentionPolicy:
