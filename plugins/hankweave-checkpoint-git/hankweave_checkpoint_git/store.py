@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from hankweave.api import (
-    AmbiguousCheckpointError,
     ChangeHint,
     Checkpoint,
     CheckpointKind,
-    CheckpointNotFoundError,
     CheckpointStorageError,
     CheckpointStore,
     FileChange,
@@ -29,7 +27,6 @@ from hankweave.api import (
     utc_now_iso,
 )
 
-from hankweave_checkpoint_git import repository
 from hankweave_checkpoint_git.checkout import (
     changed_since_index,
     differing_by_hint,
@@ -58,6 +55,7 @@ from hankweave_checkpoint_git.refs import (
     point_head_at,
     write_ref,
 )
+from hankweave_checkpoint_git.repository import find_initial, open_or_build
 from hankweave_checkpoint_git.retention import ref_updates, split_by_policy
 from hankweave_checkpoint_git.worktree import (
     exported,
@@ -124,11 +122,11 @@ class GitCheckpointStore(CheckpointStore):
         self._base = None
         self._object_db = None
         git = self._runner(self.git_dir)
-        repository.open_or_build(self.checkpoints_dir, self.git_dir, git, self.stale_lock_seconds,
+        open_or_build(self.checkpoints_dir, self.git_dir, git, self.stale_lock_seconds,
                                  self._owned, self._runner)
         # The config and attributes are put right (an older layout brought up to date) by
         # the first git command below, as before every git command.
-        self._initial = repository.find_initial(git, self.git_dir)
+        self._initial = find_initial(git, self.git_dir)
         self._index.check(git)
         self._covered.forget()
         records = self._records()
@@ -249,12 +247,8 @@ class GitCheckpointStore(CheckpointStore):
         kind: CheckpointKind | None = None,
     ) -> builtins.list[Checkpoint]:
         """Every checkpoint reachable from a ref, newest first, optionally filtered."""
-        return [
-            r.checkpoint for r in self._records()
-            if (run_id is None or r.checkpoint.run_id == run_id)
-            and (codon_id is None or r.checkpoint.codon_id == codon_id)
-            and (kind is None or r.checkpoint.kind == kind)
-        ]
+        return [r.checkpoint for r in self._records()
+                if r.checkpoint.matches(run_id=run_id, codon_id=codon_id, kind=kind)]
 
     def list_read_only(self) -> builtins.list[Checkpoint]:
         """Every checkpoint, newest first, read with the ``git`` executable alone.
@@ -408,19 +402,11 @@ class GitCheckpointStore(CheckpointStore):
         return read_records(git, initial)
 
     def _resolve_record(self, id_or_prefix: str) -> Record:
-        needle = id_or_prefix.strip().lower()
-        direct = self._record_by_ref(needle)
+        direct = self._record_by_ref(id_or_prefix.strip().lower())
         if direct is not None:
             return direct
-        records = self._records() if needle and set(needle) <= HEX else []
-        matches = [r for r in records if r.checkpoint.id.startswith(needle)]
-        if not matches:
-            raise CheckpointNotFoundError(f'no checkpoint has the id "{id_or_prefix}"')
-        if len(matches) > 1:
-            raise AmbiguousCheckpointError(
-                f'the id prefix "{id_or_prefix}" matches {len(matches)} checkpoints; '
-                "give more characters")
-        return matches[0]
+        return self._by_id_prefix(
+            id_or_prefix, lambda: {r.checkpoint.id: r for r in self._records()})
 
     def _record_by_ref(self, sha: str) -> Record | None:
         """The checkpoint with this full id read straight from its loose ref and commit,

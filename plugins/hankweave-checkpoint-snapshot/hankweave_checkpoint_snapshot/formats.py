@@ -32,7 +32,6 @@ MAX_DELTA_CHAIN = 32
 
 ID = re.compile(r"[0-9a-f]{40}")
 HASH = re.compile(r"[0-9a-f]{64}")
-HEX = re.compile(r"[0-9a-f]*")
 MANIFEST_NAME = re.compile(r"([0-9a-f]{40})\.json")
 
 

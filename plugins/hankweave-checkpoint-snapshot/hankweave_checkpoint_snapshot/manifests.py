@@ -14,23 +14,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from hankweave.api import (
+    PRIVATE_FILE_MODE,
+    CheckpointStorageError,
+    atomic_write_bytes,
+    fsync_dir,
+)
 from hankweave_checkpoint_snapshot.formats import (
-    HEX,
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     Manifest,
     Refs,
     manifest_id,
-)
-from pydantic import ValidationError
-
-from hankweave.api import (
-    PRIVATE_FILE_MODE,
-    AmbiguousCheckpointError,
-    CheckpointNotFoundError,
-    CheckpointStorageError,
-    atomic_write_bytes,
-    fsync_dir,
 )
 
 
@@ -94,22 +91,6 @@ class Manifests:
             raise CheckpointStorageError(
                 f"checkpoint manifest {path} is corrupt: its content does not match its id")
         return manifest
-
-    def resolve(self, id_or_prefix: str) -> Manifest:
-        """The manifest with this id or unique id prefix."""
-        manifests = self.load()
-        key = id_or_prefix.strip().lower()
-        if key in manifests:
-            return manifests[key]
-        matches = [ident for ident in manifests if key and HEX.fullmatch(key)
-                   and ident.startswith(key)]
-        if not matches:
-            raise CheckpointNotFoundError(f"no checkpoint has the id {id_or_prefix!r}")
-        if len(matches) > 1:
-            raise AmbiguousCheckpointError(
-                f"the id prefix {id_or_prefix!r} matches {len(matches)} checkpoints; "
-                "give more characters")
-        return manifests[matches[0]]
 
     def newest(self) -> tuple[Manifest | None, dict[str, Manifest]]:
         """The newest manifest, and the newest of each branch."""

@@ -206,12 +206,8 @@ class SnapshotCheckpointStore(CheckpointStore):
         """Checkpoints, newest first, optionally filtered."""
         manifests = sorted(self._manifests.load().values(), key=lambda m: m.sequence,
                            reverse=True)
-        return [
-            m.checkpoint() for m in manifests
-            if (run_id is None or m.run_id == run_id)
-            and (codon_id is None or m.codon_id == codon_id)
-            and (kind is None or m.kind == kind)
-        ]
+        checkpoints = (m.checkpoint() for m in manifests)
+        return [c for c in checkpoints if c.matches(run_id=run_id, codon_id=codon_id, kind=kind)]
 
     def list_read_only(self) -> builtins.list[Checkpoint]:
         """As :meth:`list`, which only reads manifests: no store directory is created, and
@@ -327,7 +323,9 @@ class SnapshotCheckpointStore(CheckpointStore):
     # ----- what tests and the interface reach by these names -----
 
     def _manifest(self, id_or_prefix: str) -> Manifest:
-        return self._manifests.resolve(id_or_prefix)
+        manifests = self._manifests.load()
+        exact = manifests.get(id_or_prefix.strip().lower())
+        return exact if exact is not None else self._by_id_prefix(id_or_prefix, lambda: manifests)
 
     def _tree(self, digest: str, checkpoint_id: str) -> Tree:
         return self._trees.tree(digest, checkpoint_id)
