@@ -320,9 +320,10 @@ class SnapshotCheckpointStore(CheckpointStore):
         self._trees.forget()
         self._objects.forget()
 
-    # ----- what tests and the interface reach by these names -----
+    # ----- the parts' operations, through the store (tests call and patch these) -----
 
     def _manifest(self, id_or_prefix: str) -> Manifest:
+        """The manifest with this id or unique id prefix (as :meth:`resolve`)."""
         manifests = self._manifests.load()
         exact = manifests.get(id_or_prefix.strip().lower())
         return exact if exact is not None else self._by_id_prefix(id_or_prefix, lambda: manifests)
