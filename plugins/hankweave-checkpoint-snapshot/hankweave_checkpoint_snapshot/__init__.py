@@ -38,8 +38,9 @@ Modules, one concern each: :mod:`.store` (the :class:`SnapshotCheckpointStore`),
 (the files' models, canonical JSON and ids), :mod:`.objects` (the object store and its
 durability), :mod:`.manifests` (the checkpoints and the current one), :mod:`.trees` (reading a
 checkpoint's tree), :mod:`.treetext` (the last tree's JSON, kept between checkpoints),
-:mod:`.statcache`, :mod:`.capture` (reading the work tree), :mod:`.worktree` (writing into
-one), :mod:`.retention` (what a prune removes).  The entry point is the separate module
+:mod:`.statcache`, :mod:`.capture` (reading the work tree), :mod:`.restore` (what differs,
+and writing it), :mod:`.worktree` (writing into a directory without following links),
+:mod:`.retention` (what a prune removes).  The entry point is the separate module
 :mod:`hankweave_checkpoint_snapshot_plugin`, which imports none of this until the backends are
 collected.
 """

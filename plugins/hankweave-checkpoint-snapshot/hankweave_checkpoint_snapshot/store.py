@@ -6,7 +6,6 @@ import builtins
 import contextlib
 import os
 import re
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,16 +36,15 @@ from hankweave_checkpoint_snapshot.formats import (
     MAX_DELTA_CHAIN,
     STORE_DIR,
     TREE_DELTA_FORMAT,
-    FileEntry,
     Manifest,
-    SymlinkEntry,
     Tree,
     canonical_json,
 )
 from hankweave_checkpoint_snapshot.manifests import Manifests
 from hankweave_checkpoint_snapshot.objects import ObjectStore
+from hankweave_checkpoint_snapshot.restore import differences, write_entries
 from hankweave_checkpoint_snapshot.retention import collect_garbage, expired
-from hankweave_checkpoint_snapshot.statcache import StatCache, unchanged_since_cached
+from hankweave_checkpoint_snapshot.statcache import StatCache
 from hankweave_checkpoint_snapshot.trees import Trees
 from hankweave_checkpoint_snapshot.treetext import TreeText
 from hankweave_checkpoint_snapshot.worktree import WorkTree
@@ -72,16 +70,6 @@ class _Base:
         """Whether ``hint`` may be followed from this capture with these patterns."""
         return (hint is not None and patterns == self.patterns
                 and hint.continues(self.watcher, self.epoch) and hint.worth_following())
-
-
-def _same_entry(captured: dict[str, Any] | None, entry: FileEntry | SymlinkEntry) -> bool:
-    """Whether a captured tree entry (a dict) holds what a checkpoint's entry holds."""
-    if captured is None:
-        return False
-    if isinstance(entry, SymlinkEntry):
-        return captured.get("type") == "symlink" and captured.get("target") == entry.target
-    return (captured.get("type") == "file" and captured.get("hash") == entry.hash
-            and captured.get("executable") == entry.executable)
 
 
 @contextlib.contextmanager
@@ -239,14 +227,14 @@ class SnapshotCheckpointStore(CheckpointStore):
             work = WorkTree(self.work_tree)
             covered = self._held_paths().union(self._scan.resolve(manifest.patterns))
             removals = sorted(covered.difference(target))
-            writes, chmods = self._differences(target, work, known, touched)
+            writes, chmods = differences(target, work, self._stat_cache, known, touched)
             contents = self._objects.verified_contents(writes, (
                 f"checkpoint {manifest.id} cannot be restored (the work tree was left as it "
                 "was)"))
 
             removed = [path for path in removals if work.remove(path)]
             work.remove_emptied_dirs(removed)
-            self._write_entries(work, writes, contents, restoring=True, failure=(
+            write_entries(work, writes, contents, self._objects, restoring=True, failure=(
                 f"checkpoint {manifest.id} was partly restored"))
             for path, executable in chmods:
                 work.set_executable(path, executable)
@@ -270,7 +258,7 @@ class SnapshotCheckpointStore(CheckpointStore):
             with self._export_target(target) as root:
                 # WorkTree writes with O_EXCL/O_NOFOLLOW and never through a symlink, so a
                 # link this export wrote earlier can never redirect a later file.
-                self._write_entries(WorkTree(root), entries, contents, restoring=False, failure=(
+                write_entries(WorkTree(root), entries, contents, self._objects, restoring=False, failure=(
                     f"checkpoint {manifest.id} could not be materialized (what was written is "
                     "removed again)"))
         return [path for path, _ in entries]
@@ -390,56 +378,6 @@ class SnapshotCheckpointStore(CheckpointStore):
         if self._held is not None:
             self._held.update(entries if changed is None else changed.intersection(entries))
         return manifest, chain
-
-    # ----- restoring -----
-
-    def _differences(
-        self, target: Tree, work: WorkTree, known: dict[str, dict[str, Any]], touched: set[str],
-    ) -> tuple[builtins.list[tuple[str, FileEntry | SymlinkEntry]],
-               builtins.list[tuple[str, bool]]]:
-        """The target's entries the work tree does not hold (to write), and its files that
-        differ only in the executable bit (to chmod).  An entry ``known`` (the last capture
-        saw it as the target holds it) at a path no hinted change ``touched`` is skipped."""
-        writes: builtins.list[tuple[str, FileEntry | SymlinkEntry]] = []
-        chmods: builtins.list[tuple[str, bool]] = []
-        cache = self._stat_cache.load()
-        for path, entry in target.items():
-            if path not in touched and _same_entry(known.get(path), entry):
-                continue  # on disk as captured, which is what the target holds
-            st = work.lstat(path)
-            if type(entry) is FileEntry and unchanged_since_cached(cache.get(path), entry, st):
-                assert st is not None
-                if bool(st.st_mode & stat.S_IXUSR) != entry.executable:
-                    chmods.append((path, entry.executable))
-                continue  # the common case, inlined: holds the target, as the cache says
-            if isinstance(entry, SymlinkEntry):
-                if not (st and stat.S_ISLNK(st.st_mode)
-                        and os.readlink(work.full(path)) == entry.target):
-                    writes.append((path, entry))
-            elif (st and stat.S_ISREG(st.st_mode) and st.st_size == entry.size
-                  and self._stat_cache.current_hash(path, work.full(path), st) == entry.hash):
-                if bool(st.st_mode & stat.S_IXUSR) != entry.executable:
-                    chmods.append((path, entry.executable))
-            else:
-                writes.append((path, entry))
-        return writes, chmods
-
-    def _write_entries(self, work: WorkTree,
-                       entries: Sequence[tuple[str, FileEntry | SymlinkEntry]],
-                       contents: dict[str, bytes | None], *, restoring: bool,
-                       failure: str) -> None:
-        """Write each entry, with its verified content (or the object streamed and checked
-        again); ``failure`` says what a bad object means by then."""
-        for path, entry in entries:
-            if restoring:
-                kill_point("checkpoint.restore")  # test-only: part of the files restored
-            if isinstance(entry, SymlinkEntry):
-                work.write_symlink(path, entry.target)
-                continue
-            data = contents.get(entry.hash)
-            work.write_file(path, entry.executable, data if data is not None else
-                            self._objects.chunks(entry.hash, (
-                                f"{failure}: the stored content of {path}")))
 
     def _held_paths(self) -> set[str]:
         """Every path any checkpoint of the store holds (computed once, then kept up to date)."""
