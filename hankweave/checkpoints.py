@@ -38,14 +38,16 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeVar
 
 CheckpointKind = Literal["initial", "rig-setup", "completed", "error", "skipped", "exit"]
 """``exit`` is the best-effort checkpoint of a codon still running at shutdown."""
 
+_T = TypeVar("_T")
+_HEX_DIGITS = frozenset("0123456789abcdef")
 
 
 class CheckpointError(Exception):
@@ -80,6 +82,14 @@ class Checkpoint:
     run_id: str | None = None
     codon_id: str | None = None
 
+    def matches(self, *, run_id: str | None = None, codon_id: str | None = None,
+                kind: CheckpointKind | None = None) -> bool:
+        """Whether the checkpoint passes :meth:`CheckpointStore.list`'s filters (``None``:
+        any)."""
+        return ((run_id is None or self.run_id == run_id)
+                and (codon_id is None or self.codon_id == codon_id)
+                and (kind is None or self.kind == kind))
+
 
 @dataclass(frozen=True)
 class FileChange:
@@ -108,6 +118,22 @@ class ChangeHint:
     until: int
     paths: frozenset[str]
     complete: bool
+
+    followable_paths: ClassVar[int] = 5000
+    """A hint naming more paths than this is not worth following: the store scans."""
+
+    def continues(self, watcher: str, until: int) -> bool:
+        """Whether this hint covers exactly the time since a capture that used the hint of
+        ``watcher`` ending at ``until``: the trust rule every store applies before it uses a
+        hint in place of a scan.  A hint that may have missed changes never continues."""
+        return self.complete and self.watcher == watcher and self.since == until
+
+    def worth_following(self) -> bool:
+        """Whether reading the hinted paths one by one beats a scan: the hint names at most
+        :attr:`followable_paths` paths, and no ``.gitignore`` (a changed ignore file may change
+        which files any pattern selects)."""
+        return len(self.paths) <= self.followable_paths and not any(
+            p.rsplit("/", 1)[-1] == ".gitignore" for p in self.paths)
 
 
 @dataclass(frozen=True)
@@ -303,6 +329,25 @@ class CheckpointStore(abc.ABC):
             else:
                 _empty_directory(root)
             raise
+
+    @staticmethod
+    def _by_id_prefix(id_or_prefix: str, listed: Callable[[], Mapping[str, _T]]) -> _T:
+        """The one entry of ``listed()`` (keyed by checkpoint id) whose id starts with
+        ``id_or_prefix``, as :meth:`resolve` finds it: case and surrounding space do not count,
+        and only a hexadecimal prefix is looked up (``listed`` is not called otherwise).
+
+        Raises :class:`CheckpointNotFoundError` or :class:`AmbiguousCheckpointError`.
+        """
+        needle = id_or_prefix.strip().lower()
+        found = listed() if needle and set(needle) <= _HEX_DIGITS else {}
+        matches = [key for key in found if key.startswith(needle)]
+        if not matches:
+            raise CheckpointNotFoundError(f'no checkpoint has the id "{id_or_prefix}"')
+        if len(matches) > 1:
+            raise AmbiguousCheckpointError(
+                f'the id prefix "{id_or_prefix}" matches {len(matches)} checkpoints; '
+                "give more characters")
+        return found[matches[0]]
 
     def list_read_only(self) -> builtins.list[Checkpoint] | None:
         """Every checkpoint, newest first, read without changing anything; ``None`` if the

@@ -31,7 +31,7 @@ from hankweave.testing.checkpoints import (
     write_tree,
 )
 
-import hankweave_checkpoint_git as backend
+import hankweave_checkpoint_git.store as backend
 from hankweave_checkpoint_git import GIT_MISSING, GitCheckpointStore
 
 ALL = ("**",)
@@ -1011,7 +1011,7 @@ def _hinted_restore_keeps_the_index_whole(store, work, watcher, monkeypatch):
     create("c", changes=watcher.drain())
     write_tree(work, {"d0/f0.txt": "after the last checkpoint\n"})
     with monkeypatch.context() as patch:
-        patch.setattr(store, "_differing_by_stat",
+        patch.setattr(backend, "differing_by_stat",
                       lambda *a: pytest.fail("a trusted hint must not ask git what differs"))
         store.restore(with_new.id, changes=watcher.drain())
     expected = {f"d{i % 3}/f{i}.txt": ("file", f"{i}\n".encode(), False) for i in range(60)}

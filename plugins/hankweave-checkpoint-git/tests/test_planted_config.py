@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from hankweave.api import RetentionPolicy
 
-import hankweave_checkpoint_git as backend
 from hankweave_checkpoint_git import GitCheckpointStore
+from hankweave_checkpoint_git.commands import GitReader
+from hankweave_checkpoint_git.owned import repository_config
 
 HOOKS = ("reference-transaction", "post-checkout", "post-index-change", "pre-auto-gc",
          "pre-commit", "post-commit", "post-rewrite", "pre-push")
@@ -244,13 +245,13 @@ def test_the_read_only_listing_asks_git_for_the_drivers_only_when_the_config_may
         planted, monkeypatch):
     """Listing the config costs a git process; the backend's own config names no driver."""
     calls: list[tuple[str, ...]] = []
-    real_call = backend._GitReader.call
+    real_call = GitReader.call
 
     def counted(self, *args, **kwargs):
         calls.append(args)
         return real_call(self, *args, **kwargs)
 
-    monkeypatch.setattr(backend._GitReader, "call", counted)
+    monkeypatch.setattr(GitReader, "call", counted)
     store = GitCheckpointStore(planted.execution_dir)
     store.list_read_only()
     assert not [c for c in calls if c[0] == "config"]
@@ -266,7 +267,7 @@ def test_the_read_only_reader_empties_every_driver_the_config_defines(planted, p
     """``cat-file --filters`` applies smudge filters; through the reader it applies none."""
     PLANTS[plant](planted)
     checkpoints = planted.execution_dir / ".hankweave" / "checkpoints"
-    reader = backend._GitReader(planted.git_dir, checkpoints, planted.execution_dir)
+    reader = GitReader(planted.git_dir, checkpoints, planted.execution_dir)
     shown = reader.run("cat-file", "--filters", f"{planted.second}:a.txt")
     assert shown == b"two\n"
     assert planted.ran() == ""
@@ -276,7 +277,7 @@ def test_a_config_written_on_another_disk_is_kept_as_it_is(planted, caplog):
     """The disk's flags (what git init probes) are the backend's own values either way: a
     repository moved from a disk without executable bits is neither rewritten nor warned of."""
     config = planted.git_dir / "config"
-    config.write_bytes(backend.repository_config(filemode=False, ignorecase=True,
+    config.write_bytes(repository_config(filemode=False, ignorecase=True,
                                                  precomposeunicode=False))
     before = config.stat().st_ino
     with caplog.at_level(logging.WARNING, logger="hankweave.checkpoints.git"):

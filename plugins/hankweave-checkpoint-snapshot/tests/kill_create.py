@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import hankweave_checkpoint_snapshot as snapshot
+from hankweave_checkpoint_snapshot import manifests
 
 
 def die() -> None:
@@ -35,7 +36,7 @@ def main(execution_dir: Path, point: str) -> None:
     # so the residue of several kills can pile up as it would in real life.
     store = snapshot.SnapshotCheckpointStore(execution_dir)
     real_write = os.write
-    real_atomic_write = snapshot.atomic_write_bytes
+    real_atomic_write = manifests.atomic_write_bytes
 
     if point == "object-write":
         def write(fd: int, data: bytes) -> int:
@@ -44,18 +45,18 @@ def main(execution_dir: Path, point: str) -> None:
             return 0
         os.write = write  # type: ignore[assignment]
     elif point == "before-manifest":
-        snapshot.atomic_write_bytes = lambda *args, **kwargs: die()
+        manifests.atomic_write_bytes = lambda *args, **kwargs: die()
     elif point == "manifest-write":
         def torn(path: Path | str, data: bytes, **kwargs: Any) -> None:
             tmp = Path(path).with_name(f"{Path(path).name}.tmp-{os.getpid()}")
             tmp.write_bytes(data[: len(data) // 2])
             die()
-        snapshot.atomic_write_bytes = torn
+        manifests.atomic_write_bytes = torn
     elif point == "after-manifest":
         def then_die(path: Path | str, data: bytes, **kwargs: Any) -> None:
             real_atomic_write(path, data, **kwargs)
             die()
-        snapshot.atomic_write_bytes = then_die
+        manifests.atomic_write_bytes = then_die
     else:
         raise SystemExit(f"unknown kill point {point!r}")
 

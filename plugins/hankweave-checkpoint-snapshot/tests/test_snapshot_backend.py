@@ -15,7 +15,9 @@ from pathlib import Path
 import hankweave_checkpoint_snapshot as snapshot
 import hankweave_checkpoint_snapshot_plugin as snapshot_plugin
 import pytest
-from hankweave_checkpoint_snapshot import SnapshotCheckpointStore
+from hankweave_checkpoint_snapshot import SnapshotCheckpointStore, objects
+from hankweave_checkpoint_snapshot.formats import MAX_DELTA_CHAIN, canonical_json, manifest_id
+from hankweave_checkpoint_snapshot.worktree import WorkTree
 
 from hankweave.api import (
     CheckpointStorageError,
@@ -328,8 +330,8 @@ def test_restore_only_writes_what_differs(store, work, monkeypatch):
     (work / "f7.txt").chmod(0o644)
     snap(store, "second")
     written: list[str] = []
-    real = snapshot._WorkTree.write_file
-    monkeypatch.setattr(snapshot._WorkTree, "write_file",
+    real = WorkTree.write_file
+    monkeypatch.setattr(WorkTree, "write_file",
                         lambda self, path, *args: (written.append(path), real(self, path, *args)))
     store.restore(first.id)
     assert written == ["f4.txt"] and (work / "f4.txt").read_text() == "4"
@@ -376,10 +378,10 @@ def test_a_tree_whose_paths_leave_the_work_tree_is_refused(store, work, executio
     made = snap(store, "first")
     evil = {"../victim.txt": {"type": "symlink", "target": "x"}}
     manifest = store._manifest(made.id)
-    tree = store._put_bytes(snapshot._canonical_json(evil))
+    tree = store._put_bytes(canonical_json(evil))
     store._sync_objects()
     fields = manifest.model_dump() | {"tree": tree, "nonce": "evil"}
-    fields["id"] = snapshot._manifest_id(fields)
+    fields["id"] = manifest_id(fields)
     (store_dir(execution_dir) / "manifests" / f"{fields['id']}.json").write_text(
         json.dumps(fields))
     reopened = SnapshotCheckpointStore(execution_dir)
@@ -407,8 +409,8 @@ def test_a_file_name_that_is_not_utf8_round_trips(store, work):
 
 
 def test_a_large_file_is_streamed_and_round_trips(store, work, monkeypatch):
-    monkeypatch.setattr(snapshot, "SMALL_FILE_BYTES", 1000)
-    monkeypatch.setattr(snapshot, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(objects, "SMALL_FILE_BYTES", 1000)
+    monkeypatch.setattr(objects, "CHUNK_BYTES", 300)
     big = os.urandom(5000)
     write_tree(work, {"big.bin": big})
     made = snap(store, "big")
@@ -466,14 +468,14 @@ def test_a_failure_while_writing_removes_what_materialize_wrote(
         store, work, tmp_path, monkeypatch):
     write_tree(work, {"a.txt": "a", "b/c.txt": "c", "d.txt": "d"})
     made = snap(store, "first")
-    real = snapshot._WorkTree.write_file
+    real = WorkTree.write_file
 
     def fail_on_d(self, path, executable, content):
         if path == "d.txt":
             raise OSError(28, "No space left on device")
         real(self, path, executable, content)
 
-    monkeypatch.setattr(snapshot._WorkTree, "write_file", fail_on_d)
+    monkeypatch.setattr(WorkTree, "write_file", fail_on_d)
     (tmp_path / "existing").mkdir()
     with pytest.raises(CheckpointStorageError, match="No space left"):
         store.materialize(made.id, tmp_path / "existing")
@@ -484,8 +486,8 @@ def test_a_failure_while_writing_removes_what_materialize_wrote(
 
 
 def test_materialize_streams_large_files_and_odd_names(store, work, tmp_path, monkeypatch):
-    monkeypatch.setattr(snapshot, "SMALL_FILE_BYTES", 1000)
-    monkeypatch.setattr(snapshot, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(objects, "SMALL_FILE_BYTES", 1000)
+    monkeypatch.setattr(objects, "CHUNK_BYTES", 300)
     big = os.urandom(5000)
     name = os.fsdecode(b"caf\xe9.txt")
     write_tree(work, {"big.bin": big, name: "latin-1 name"})
@@ -626,7 +628,7 @@ def test_loading_the_entry_point_leaves_the_backend_and_pydantic_unimported():
 def test_importing_the_plugin_builds_no_validator_and_no_thread_pool():
     """Every start of hankweave imports the plugin (--help included): that must stay cheap."""
     code = ("import sys, hankweave_checkpoint_snapshot as plugin\n"
-            "print(plugin.Manifest.__pydantic_complete__, plugin._TREE.pydantic_complete,\n"
+            "print(plugin.Manifest.__pydantic_complete__, plugin.formats.TREE.pydantic_complete,\n"
             "      'concurrent.futures' in sys.modules)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
@@ -638,7 +640,8 @@ class TestSnapshotCheckpointChanges(CheckpointChangeContract):
 
 
 def test_the_tree_text_kept_between_checkpoints_is_the_canonical_json():
-    from hankweave_checkpoint_snapshot import _canonical_json, _TreeText
+    from hankweave_checkpoint_snapshot.formats import canonical_json as _canonical_json
+    from hankweave_checkpoint_snapshot.treetext import TreeText as _TreeText
 
     rng = random.Random(7)
     names = ["a", "a.b", "a/b", "a-b", "ü/ß.txt", "\udcff-undecodable", "Z", "z/0", "z/"]
@@ -763,11 +766,11 @@ def test_delta_trees_chain_up_to_the_limit_then_a_tree_is_written_whole(tmp_path
     with watched_store(SnapshotCheckpointStore, execution_dir, LARGE_TREE) as (
             store, work, watcher):
         made = [hinted(store, watcher, "start")]
-        for step in range(snapshot.MAX_DELTA_CHAIN + 3):
+        for step in range(MAX_DELTA_CHAIN + 3):
             write_tree(work, {f"d{step % 8}/e0/f{step}.txt": f"step {step}\n"})
             made.append(hinted(store, watcher, f"s{step}"))
         whole = [c for c in made if "format" not in tree_object(execution_dir, store, c.id)]
-        assert whole == [made[0], made[snapshot.MAX_DELTA_CHAIN + 1]]
+        assert whole == [made[0], made[MAX_DELTA_CHAIN + 1]]
         states = {c.id: tree_of(store, c.id) for c in made}
     cold = SnapshotCheckpointStore(execution_dir)
     cold.initialize()
