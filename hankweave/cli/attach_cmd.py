@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +29,28 @@ if TYPE_CHECKING:  # rich and asyncio load when the command runs, not with `hank
 
     from rich.console import RenderableType
     from rich.live import Live
+
+    from hankweave.events.catalogue import (
+        AssistantActionData,
+        BudgetSummaryData,
+        CodonCompletedData,
+        CodonStartedData,
+        IncompleteCodonData,
+        SentinelErrorData,
+        SentinelLoadedData,
+        SentinelOutputData,
+        SentinelTriggeredData,
+        SentinelUnloadedData,
+        ServerIdleData,
+        StateTransitionData,
+        ToolResultData,
+    )
+    from hankweave.events.reading import Event
+    from hankweave.state.transitions import RunStartedData
+    from hankweave.state.types import ExecutionCodonEntry
+
+    _SentinelData = (SentinelLoadedData | SentinelTriggeredData | SentinelOutputData
+                     | SentinelErrorData | SentinelUnloadedData)
 
 __all__ = ["AttachView", "attach_command", "follow", "render_attach"]
 
@@ -96,86 +118,106 @@ class AttachView:
 
     # ----- input -----
 
-    def handle(self, message: dict[str, Any]) -> None:
+    def handle(self, message: Mapping[str, Any]) -> None:
         """One message from the server, of any kind."""
-        kind = message.get("type")
-        data = message.get("data") or {}
-        if kind == "handshake.response":
-            self.connection = f"connected ({data.get('mode', 'readonly')})"
-        elif kind == "server.ready":
-            self.execution_path = data.get("executionPath") or self.execution_path
-            if isinstance(data.get("budget"), dict):
-                self.budget = dict(data["budget"])
-        elif kind == "history.batch":
-            for event in data.get("events") or []:
-                self.apply(event)
-        elif kind in ("command.response", "pong"):
+        from hankweave.events.catalogue import HistoryBatchData, ServerReadyData
+        from hankweave.events.reading import EventReadError, parse_event
+
+        try:
+            parsed = parse_event(message)
+        except EventReadError:
             return
-        elif kind:
+        data = parsed.data
+        if parsed.type == "handshake.response":  # the protocol's, not the catalogue's
+            mode = data.get("mode", "readonly") if isinstance(data, dict) else "readonly"
+            self.connection = f"connected ({mode})"
+        elif isinstance(data, ServerReadyData):
+            self.execution_path = data.execution_path or self.execution_path
+            budget = (data.model_extra or {}).get("budget")
+            if isinstance(budget, dict):
+                self.budget = dict(budget)
+        elif isinstance(data, HistoryBatchData):
+            for event in data.events or []:
+                self.apply(event.to_wire())
+        elif parsed.type not in ("command.response", "pong"):
             self.apply(message)
 
-    def apply(self, event: dict[str, Any]) -> None:
+    def apply(self, raw: Mapping[str, Any]) -> None:
         """One event (journaled or sent to this client only)."""
-        seq = event.get("seq")
-        if isinstance(seq, int):
+        from hankweave.events.reading import EventReadError, parse_event
+
+        try:
+            event = parse_event(raw)
+        except EventReadError:
+            return
+        seq = event.seq
+        if seq is not None:
             if seq <= self.last_seq:
                 return
             self.last_seq = seq
-        kind = str(event.get("type"))
-        data = event.get("data") or {}
-        handler = getattr(self, "_on_" + kind.replace(".", "_"), None)
+        handler = getattr(self, "_on_" + event.type.replace(".", "_"), None)
         if handler is not None:
-            handler(data, event)
-        line = self._summary(kind, data)
+            handler(event.data, event)
+        line = _summary(event)
         if line is not None:
-            style = "red" if kind == "error" else "yellow" if kind == "server.idle" else ""
-            self.tail.append((f"{seq if isinstance(seq, int) else '-':>5} {line}", style))
+            style = "red" if event.type == "error" else "yellow" if event.type == "server.idle" else ""
+            self.tail.append((f"{seq if seq is not None else '-':>5} {line}", style))
 
-    def _on_state_transition(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        resulting = data.get("resultingState") or {}
-        self.total_cost = resulting.get("totalCost", self.total_cost) or 0.0
-        if resulting.get("currentRunId"):  # an ended run keeps showing what it cost
-            self.run_cost = resulting.get("currentRunCost", self.run_cost) or 0.0
-        kind = data.get("transitionType")
-        body = (data.get("transition") or {}).get("data") or {}
-        codon_id = body.get("codonId")
-        if kind == "RunStarted":
-            self.run_id, self.run_status, self.idle = body.get("runId"), "running", None
-            if body.get("executionPlan"):
-                self.plan = [(e.get("codonId", "?"), (e.get("codon") or {}).get("name") or "")
-                             for e in body["executionPlan"]]
-            source = (body.get("startingConditions") or {}).get("source") or {}
-            if (body.get("startingConditions") or {}).get("type") == "continuation":
-                self._reset_after(source.get("afterCodon"))
-        elif kind in ("RunCompleted", "RunFailed", "RunCrashed"):
-            if body.get("runId") == self.run_id:
-                self.run_status = {"RunCompleted": "completed", "RunFailed": "failed",
-                                   "RunCrashed": "crashed"}[kind]
-        elif kind == "ExecutionPlanUpdated":
-            position, remove = int(body.get("position", 0)), int(body.get("remove", 0))
-            self.plan[position:position + remove] = [
-                (e.get("codonId", "?"), (e.get("codon") or {}).get("name") or "")
-                for e in body.get("entries") or []]
-        elif kind == "CodonStarted" and codon_id:
-            codon = _Codon(codon_id, self._name(codon_id), started=_parse_time(
-                event.get("timestamp")))
-            self.codons[codon_id] = self.current = codon
-            self.status[codon_id] = "preparing"
-            self.idle = None
-        elif kind == "CodonTransitioned" and codon_id:
-            to = str(body.get("to"))
-            self.status[codon_id] = to
-            known = self.codons.get(codon_id)
-            if known is not None:
-                known.status = to
-                if to in _TERMINAL:
-                    known.ended = _parse_time(event.get("timestamp"))
-        elif kind == "CostsIncremented" and codon_id in self.codons:
-            self.codons[codon_id].cost += float(body.get("costDelta") or 0.0)
-            self.costs[codon_id] = self.codons[codon_id].cost
-        elif kind == "CodonFinalCostSet" and codon_id in self.codons:
-            self.codons[codon_id].cost = float(body.get("finalCost") or 0.0)
-            self.costs[codon_id] = self.codons[codon_id].cost
+    def _on_state_transition(self, data: StateTransitionData, event: Event) -> None:
+        from hankweave.events.reading import read_transition
+        from hankweave.state import transitions as t
+
+        resulting = data.resulting_state
+        if resulting is not None:
+            self.total_cost = resulting.total_cost or 0.0
+            if resulting.current_run_id:  # an ended run keeps showing what it cost
+                self.run_cost = resulting.current_run_cost or 0.0
+        match read_transition(data.transition):
+            case t.RunStarted(data=body):
+                self._run_started(body)
+            case t.RunCompleted(data=body) | t.RunFailed(data=body) | t.RunCrashed(data=body):
+                if body.run_id == self.run_id:
+                    self.run_status = _RUN_ENDS[data.transition_type]
+            case t.ExecutionPlanUpdated(data=splice):
+                position, remove = splice.position or 0, splice.remove or 0
+                self.plan[position:position + remove] = _plan_rows(splice.entries)
+            case t.CodonStarted(data=started) if started.codon_id:
+                self._codon_started(started.codon_id, event.timestamp)
+            case t.CodonTransitioned(data=moved) if moved.codon_id:
+                self._codon_transitioned(moved.codon_id, str(moved.to), event.timestamp)
+            case t.CostsIncremented(data=costs) if costs.codon_id in self.codons:
+                self._codon_cost(costs.codon_id, self.codons[costs.codon_id].cost
+                                 + float(costs.cost_delta or 0.0))
+            case t.CodonFinalCostSet(data=final) if final.codon_id in self.codons:
+                self._codon_cost(final.codon_id, float(final.final_cost or 0.0))
+
+    def _run_started(self, body: RunStartedData) -> None:
+        from hankweave.state.types import ContinuationStart
+
+        self.run_id, self.run_status, self.idle = body.run_id, "running", None
+        if body.execution_plan:
+            self.plan = _plan_rows(body.execution_plan)
+        start = body.starting_conditions
+        if isinstance(start, ContinuationStart):
+            self._reset_after(start.source.after_codon if start.source else None)
+
+    def _codon_started(self, codon_id: str, timestamp: str | None) -> None:
+        codon = _Codon(codon_id, self._name(codon_id), started=_parse_time(timestamp))
+        self.codons[codon_id] = self.current = codon
+        self.status[codon_id] = "preparing"
+        self.idle = None
+
+    def _codon_transitioned(self, codon_id: str, to: str, timestamp: str | None) -> None:
+        self.status[codon_id] = to
+        known = self.codons.get(codon_id)
+        if known is not None:
+            known.status = to
+            if to in _TERMINAL:
+                known.ended = _parse_time(timestamp)
+
+    def _codon_cost(self, codon_id: str, cost: float) -> None:
+        self.codons[codon_id].cost = cost
+        self.costs[codon_id] = cost
 
     def _reset_after(self, after_codon: str | None) -> None:
         """A rollback continuation: codons after its point are to run again."""
@@ -185,95 +227,115 @@ class AttachView:
             self.status.pop(codon_id, None)
             self.costs.pop(codon_id, None)
 
-    def _on_codon_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon = self.codons.get(str(data.get("codonId")))
-        if codon is not None and data.get("codonName"):
-            codon.name = str(data["codonName"])
+    def _on_codon_started(self, data: CodonStartedData, event: Event) -> None:
+        codon = self.codons.get(str(data.codon_id))
+        if codon is not None and data.codon_name:
+            codon.name = str(data.codon_name)
 
-    def _on_codon_completed(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon_id = str(data.get("codonId"))
-        self.costs[codon_id] = float(data.get("cost") or 0.0)
+    def _on_codon_completed(self, data: CodonCompletedData, event: Event) -> None:
+        self.costs[str(data.codon_id)] = float(data.cost or 0.0)
 
-    def _on_assistant_action(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon = self.codons.get(str(data.get("codonId")))
+    def _on_assistant_action(self, data: AssistantActionData, event: Event) -> None:
+        codon = self.codons.get(str(data.codon_id))
         if codon is None:
             return
-        action = data.get("action")
-        if action == "tool_use":
+        if data.action == "tool_use":
             codon.tool_calls += 1
-            codon.lines.append((f"⚙ {data.get('toolName')}({_tool_args(data.get('toolInput'))})",
+            codon.lines.append((f"⚙ {data.tool_name}({_tool_args(data.tool_input)})",
                                 "magenta"))
             return
-        style = "dim italic" if action == "thinking" else ""
-        for line in str(data.get("content") or "").splitlines() or [""]:
+        style = "dim italic" if data.action == "thinking" else ""
+        for line in str(data.content or "").splitlines() or [""]:
             if line.strip():
                 codon.lines.append((line, style))
 
-    def _on_tool_result(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon = self.codons.get(str(data.get("codonId")))
+    def _on_tool_result(self, data: ToolResultData, event: Event) -> None:
+        codon = self.codons.get(str(data.codon_id))
         if codon is not None:
-            outcome = "error" if data.get("isError") else "ok"
-            size = data.get("originalLength") or len(str(data.get("result") or ""))
-            codon.lines.append((f"  ↳ {data.get('toolName')} {outcome} ({size} chars)",
-                                "red" if data.get("isError") else "dim"))
+            outcome = "error" if data.is_error else "ok"
+            size = data.original_length or len(str(data.result or ""))
+            codon.lines.append((f"  ↳ {data.tool_name} {outcome} ({size} chars)",
+                                "red" if data.is_error else "dim"))
 
-    def _on_server_idle(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self.idle = str(data.get("message") or data.get("reason") or "idle")
+    def _on_server_idle(self, data: ServerIdleData, event: Event) -> None:
+        self.idle = str(data.message or data.reason or "idle")
 
-    def _on_budget_summary(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        ceiling = data.get("ceiling") or {}
+    def _on_budget_summary(self, data: BudgetSummaryData, event: Event) -> None:
+        ceiling = data.ceiling.model_dump(by_alias=True, exclude_unset=True) if data.ceiling else {}
         self.budget = {key: value for key, value in ceiling.items() if value is not None}
 
-    def _on_incomplete_codon(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon_id = str(data.get("codonId"))
+    def _on_incomplete_codon(self, data: IncompleteCodonData, event: Event) -> None:
+        codon_id = str(data.codon_id)
         if codon_id not in self.codons:
-            self.codons[codon_id] = self.current = _Codon(codon_id, str(data.get("codonName")))
+            self.codons[codon_id] = self.current = _Codon(codon_id, str(data.codon_name))
 
-    def _sentinel(self, data: dict[str, Any], what: str) -> None:
+    def _sentinel(self, data: _SentinelData, what: str) -> None:
         self.sentinels[what] += 1
-        self.last_sentinel = f"{data.get('sentinelId')} {what}"
+        self.last_sentinel = f"{data.sentinel_id} {what}"
 
-    def _on_sentinel_loaded(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+    def _on_sentinel_loaded(self, data: SentinelLoadedData, event: Event) -> None:
         self._sentinel(data, "loaded")
 
-    def _on_sentinel_triggered(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+    def _on_sentinel_triggered(self, data: SentinelTriggeredData, event: Event) -> None:
         self._sentinel(data, "triggered")
 
-    def _on_sentinel_output(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+    def _on_sentinel_output(self, data: SentinelOutputData, event: Event) -> None:
         self._sentinel(data, "output")
 
-    def _on_sentinel_error(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+    def _on_sentinel_error(self, data: SentinelErrorData, event: Event) -> None:
         self._sentinel(data, "error")
 
-    def _on_sentinel_unloaded(self, data: dict[str, Any], event: dict[str, Any]) -> None:
+    def _on_sentinel_unloaded(self, data: SentinelUnloadedData, event: Event) -> None:
         self._sentinel(data, "unloaded")
 
     def _name(self, codon_id: str) -> str:
         return next((name for known, name in self.plan if known == codon_id), "")
 
-    @staticmethod
-    def _summary(kind: str, data: dict[str, Any]) -> str | None:
-        if kind in ("state.transition", "assistant.action", "token.usage", "tool.result",
-                    "file.updated", "filetree.updated", "rig.output", "state.snapshot"):
-            if kind == "state.transition" and data.get("transitionType") in (
-                    "RunStarted", "RunCompleted", "RunFailed", "RunCrashed"):
-                return f"{data.get('transitionType')} {data.get('runId') or ''}".rstrip()
-            if kind == "state.transition" and data.get("transitionType") == "CodonTransitioned":
-                body = (data.get("transition") or {}).get("data") or {}
-                if body.get("to") in _TERMINAL:
-                    return f"{body.get('codonId')} {body.get('to')}"
-            return None  # the body of the view shows these
-        if kind in ("info", "error", "server.idle"):
-            return _shorten(f"{kind}: {data.get('message')}", 110)
-        if kind == "codon.started":
-            return f"codon.started {data.get('codonId')} ({data.get('codonName')})"
-        if kind == "codon.completed":
-            return (f"codon.completed {data.get('codonId')}"
-                    f" {'ok' if data.get('success') else 'not ok'} {_money(data.get('cost'))}")
-        if kind.startswith("rollback.") and kind != "rollback.progress":
-            target = data.get("codonId") or data.get("toCodon") or ""
-            return f"{kind} {target}".rstrip()
-        return kind
+
+_RUN_ENDS = {"RunCompleted": "completed", "RunFailed": "failed", "RunCrashed": "crashed"}
+
+# What the body of the view shows, so the tail of recent events leaves it out.
+_SHOWN_IN_BODY = ("state.transition", "assistant.action", "token.usage", "tool.result",
+                  "file.updated", "filetree.updated", "rig.output", "state.snapshot")
+
+
+def _plan_rows(entries: list[ExecutionCodonEntry] | None) -> list[tuple[str, str]]:
+    return [(entry.codon_id or "?", (entry.codon.name if entry.codon else None) or "")
+            for entry in entries or []]
+
+
+def _summary(event: Event) -> str | None:
+    """The event's line in the tail of recent events (``None``: not listed there)."""
+    from hankweave.events import catalogue as c
+
+    kind, data = event.type, event.data
+    if kind in _SHOWN_IN_BODY:
+        return _transition_summary(data) if isinstance(data, c.StateTransitionData) else None
+    if isinstance(data, c.InfoData | c.ErrorData | c.ServerIdleData):
+        return _shorten(f"{kind}: {data.message}", 110)
+    if isinstance(data, c.CodonStartedData):
+        return f"codon.started {data.codon_id} ({data.codon_name})"
+    if isinstance(data, c.CodonCompletedData):
+        return (f"codon.completed {data.codon_id}"
+                f" {'ok' if data.success else 'not ok'} {_money(data.cost)}")
+    if kind.startswith("rollback.") and kind != "rollback.progress":
+        target = (data.to_codon if isinstance(data, c.RollbackStartedData)
+                  else getattr(data, "codon_id", None)) or ""
+        return f"{kind} {target}".rstrip()
+    return kind
+
+
+def _transition_summary(data: StateTransitionData) -> str | None:
+    from hankweave.events.reading import read_transition
+    from hankweave.state.transitions import CodonTransitioned
+
+    if data.transition_type in _RUN_ENDS or data.transition_type == "RunStarted":
+        return f"{data.transition_type} {data.run_id or ''}".rstrip()
+    if data.transition_type == "CodonTransitioned":
+        moved = read_transition(data.transition)
+        if isinstance(moved, CodonTransitioned) and moved.data.to in _TERMINAL:
+            return f"{moved.data.codon_id} {moved.data.to}"
+    return None
 
 
 def _tool_args(value: Any) -> str:
