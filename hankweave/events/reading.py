@@ -232,7 +232,9 @@ def read_transition(record: TransitionRecord | Mapping[str, Any] | None,
     know."""
     if record is None:
         return None
-    raw = record if isinstance(record, Mapping) else {"type": record.type, "data": record.data}
+    # The record's extra fields include its timestamp: without it the model would make one.
+    raw = (record if isinstance(record, Mapping)
+           else {**(record.model_extra or {}), "type": record.type, "data": record.data})
     model = _transition_models().get(str(raw.get("type")))
     if model is None:
         return None
