@@ -139,7 +139,7 @@ class AttachView:
             self.total_cost = resulting.total_cost or 0.0
             if resulting.current_run_id:  # an ended run keeps showing what it cost
                 self.run_cost = resulting.current_run_cost or 0.0
-        match read_transition(data.transition):
+        match read_transition(data.transition, at=event.timestamp):
             case t.RunStarted(data=body):
                 self._run_started(body)
             case t.RunCompleted(data=body) | t.RunFailed(data=body) | t.RunCrashed(data=body):
@@ -272,7 +272,8 @@ def _summary(event: Event) -> str | None:
 
     kind, data = event.type, event.data
     if kind in _SHOWN_IN_BODY:
-        return _transition_summary(data) if isinstance(data, c.StateTransitionData) else None
+        return (_transition_summary(data, event.timestamp)
+                if isinstance(data, c.StateTransitionData) else None)
     if isinstance(data, c.InfoData | c.ErrorData | c.ServerIdleData):
         return shorten(f"{kind}: {data.message}", 110)
     if isinstance(data, c.CodonStartedData):
@@ -287,14 +288,14 @@ def _summary(event: Event) -> str | None:
     return kind
 
 
-def _transition_summary(data: c.StateTransitionData) -> str | None:
+def _transition_summary(data: c.StateTransitionData, timestamp: str | None) -> str | None:
     from hankweave.events.reading import read_transition
     from hankweave.state.transitions import CodonTransitioned
 
     if data.transition_type in _RUN_ENDS or data.transition_type == "RunStarted":
         return f"{data.transition_type} {data.run_id or ''}".rstrip()
     if data.transition_type == "CodonTransitioned":
-        moved = read_transition(data.transition)
+        moved = read_transition(data.transition, at=timestamp)
         if isinstance(moved, CodonTransitioned) and moved.data.to in _TERMINAL:
             return f"{moved.data.codon_id} {moved.data.to}"
     return None

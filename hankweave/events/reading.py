@@ -26,9 +26,7 @@ from typing import Annotated, Any, Generic, Literal, TypeAlias, TypeVar, Union, 
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Discriminator,
     Field,
-    Tag,
     TypeAdapter,
     ValidationError,
     create_model,
@@ -89,36 +87,27 @@ class OtherEvent(_Envelope[dict[str, Any]]):
 Event: TypeAlias = KnownEvent | OtherEvent
 """What :func:`parse_event` returns."""
 
-_OTHER = "(other)"
-
-
-def _tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, Mapping) else getattr(value, "type", None)
-    return kind if kind in EVENT_DATA_MODELS else _OTHER
-
 
 @functools.cache
 def _adapter() -> TypeAdapter[Any]:
     """The discriminated union: one envelope per catalogue type, ``type`` its literal tag.
 
     Built on first use from the catalogue (nothing is declared twice), so importing this module
-    costs nothing until an event is read.
+    costs nothing until an event is read.  The tag is matched by pydantic itself; a type the
+    catalogue does not have never reaches it (:func:`parse_event` reads it as
+    :class:`OtherEvent`).
     """
-    members: list[Any] = [
-        Annotated[
-            create_model(
-                f"{model.__name__.removesuffix('Data')}Event",
-                __base__=KnownEvent,
-                __module__=__name__,
-                type=(Literal[kind], ...),  # type: ignore[arg-type]
-                data=(model, ...),
-            ),
-            Tag(kind),
-        ]
+    members = tuple(
+        create_model(
+            f"{model.__name__.removesuffix('Data')}Event",
+            __base__=KnownEvent,
+            __module__=__name__,
+            type=(Literal[kind], ...),  # type: ignore[arg-type]
+            data=(model, ...),
+        )
         for kind, model in EVENT_DATA_MODELS.items()
-    ]
-    members.append(Annotated[OtherEvent, Tag(_OTHER)])
-    union: Any = Annotated[Union[tuple(members)], Discriminator(_tag)]  # noqa: UP007
+    )
+    union: Any = Annotated[Union[members], Field(discriminator="type")]  # noqa: UP007
     return TypeAdapter(union)
 
 
@@ -139,12 +128,14 @@ def parse_event(raw: Mapping[str, Any]) -> Event:
         raw, data = {**raw, "data": {}}, {}
     elif not isinstance(data, Mapping):
         raise EventReadError(f"event {kind!r}: its data is a {type(data).__name__}, not an object")
+    model = EVENT_DATA_MODELS.get(kind)
     try:
-        event: Event = _adapter().validate_python(raw)
+        if model is None:
+            return OtherEvent.model_validate(raw)
+        event: KnownEvent = _adapter().validate_python(raw)
         return event
     except ValidationError:
         pass
-    model = EVENT_DATA_MODELS.get(kind)
     envelope = _fitting(KnownEvent if model else OtherEvent, {**raw, "data": None})
     if model is None:  # the envelope itself did not fit
         return OtherEvent.model_construct(**{**envelope, "data": dict(data)})
@@ -225,19 +216,21 @@ def _transition_models() -> dict[str, type[BaseModel]]:
             for member in get_args(union)}
 
 
-def read_transition(record: TransitionRecord | Mapping[str, Any] | None,
-                    ) -> StateTransition | None:
+def read_transition(record: TransitionRecord | Mapping[str, Any] | None, *,
+                    at: str | None = None) -> StateTransition | None:
     """The kernel's typed transition of a ``state.transition`` event's ``transition`` (as
     tolerant as :func:`read_model`); ``None`` for no transition or a type this runtime does not
-    know."""
+    know.  Its ``timestamp`` is the record's own, else ``at`` (give the event's: a transition
+    read without either gets the time it was read)."""
     if record is None:
         return None
-    # The record's extra fields include its timestamp: without it the model would make one.
     raw = (record if isinstance(record, Mapping)
            else {**(record.model_extra or {}), "type": record.type, "data": record.data})
     model = _transition_models().get(str(raw.get("type")))
     if model is None:
         return None
+    if at is not None and "timestamp" not in raw:
+        raw = {**raw, "timestamp": at}
     if not isinstance(raw.get("data"), Mapping):
         raw = {**raw, "data": {}}
     transition: StateTransition = read_model(model, raw)  # type: ignore[assignment]

@@ -180,7 +180,10 @@ class Tracing:
     # ----- events -----
 
     def handle(self, event: Mapping[str, Any]) -> None:
-        if event.get("data") is None:  # nothing to trace (parse_event would read it as empty)
+        if event.get("type") not in _TRACED or event.get("data") is None:
+            # Not parsed: nothing to trace.  Its time still counts (what is open at the end
+            # ends then).
+            self.last_time = nanos(event.get("timestamp")) or self.last_time
             return
         try:
             parsed = parse_event(event)
@@ -189,14 +192,13 @@ class Tracing:
         at = nanos(parsed.timestamp)
         self.last_time = at or self.last_time
         if parsed.type == "state.transition":
-            self._transition(parsed.data, at)  # type: ignore[arg-type]
+            self._transition(parsed.data, parsed.timestamp, at)  # type: ignore[arg-type]
             return
-        handler = _HANDLERS.get(parsed.type)
-        if handler is not None:
-            handler(self, parsed.data, at)
+        _HANDLERS[parsed.type](self, parsed.data, at)
 
-    def _transition(self, data: StateTransitionData, at: int | None) -> None:
-        match read_transition(data.transition):
+    def _transition(self, data: StateTransitionData, timestamp: str | None,
+                    at: int | None) -> None:
+        match read_transition(data.transition, at=timestamp):
             case RunStarted(data=body):
                 self._run_started(body, at)
             case RunCompleted() | RunFailed() | RunInterrupted() as ended:
@@ -521,6 +523,10 @@ _HANDLERS: dict[str, Callable[[Tracing, Any, int | None], None]] = {
     # runtime's event bus exists, so it is never an event).
     "run.crashed": Tracing._crash_reported,
 }
+
+
+_TRACED = frozenset({"state.transition", *_HANDLERS})
+"""The event types that become spans; the others are not parsed."""
 
 
 def _context(trace_id: int, span_id: int) -> SpanContext:
