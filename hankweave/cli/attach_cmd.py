@@ -5,23 +5,22 @@ The view is built from events only: the first connection asks for the whole jour
 every reconnection asks for what came after the last event seen.  A runtime that restarts
 (a new ``hankweave run -e DIR``, on a new port) is found again through ``runtime.lock``.
 
-:class:`AttachView` folds events into what is shown and :func:`render_attach` draws it (both
-are independent of the connection, so tests feed them events and read the screen);
-:func:`follow` keeps a view connected.
+:class:`~hankweave.cli.attach_view.AttachView` folds events into what is shown and
+:func:`render_attach` draws it (both are independent of the connection, so tests feed them
+events and read the screen); :func:`follow` keeps a view connected.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from hankweave.cli.attach_view import AttachView, money, shorten
 from hankweave.cli.errors import CLIError
 
 if TYPE_CHECKING:  # rich and asyncio load when the command runs, not with `hankweave --help`
@@ -32,255 +31,9 @@ if TYPE_CHECKING:  # rich and asyncio load when the command runs, not with `hank
 
 __all__ = ["AttachView", "attach_command", "follow", "render_attach"]
 
-_TERMINAL = ("completed", "failed", "skipped")
 _STATUS_STYLE = {"completed": ("✔", "green"), "failed": ("✘", "red"),
                  "skipped": ("↷", "yellow"), "pending": ("·", "dim")}
 _ACTIVE = ("▶", "cyan")
-
-
-@dataclass
-class _Codon:
-    codon_id: str
-    name: str
-    status: str = "preparing"
-    started: datetime | None = None
-    ended: datetime | None = None
-    cost: float = 0.0
-    lines: deque[tuple[str, str]] = field(default_factory=lambda: deque(maxlen=200))
-    tool_calls: int = 0
-
-
-def _parse_time(value: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _money(value: float | None) -> str:
-    return f"${value or 0:.4f}"
-
-
-def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
-class AttachView:
-    """What ``hankweave attach`` shows, folded from the server's messages.
-
-    Feed it every message with :meth:`handle`; journaled events already seen (by ``seq``) are
-    ignored, so a replay after a reconnection never counts anything twice.
-    """
-
-    def __init__(self, *, tail: int = 8) -> None:
-        self.last_seq = 0
-        """The seq of the last journaled event applied: where a reconnection resumes."""
-        self.connection = "connecting"
-        self.url: str | None = None
-        self.execution_path: str | None = None
-        self.run_id: str | None = None
-        self.run_status: str | None = None
-        self.plan: list[tuple[str, str]] = []
-        self.status: dict[str, str] = {}
-        self.costs: dict[str, float] = {}
-        self.codons: dict[str, _Codon] = {}
-        self.current: _Codon | None = None
-        self.total_cost = 0.0
-        self.run_cost = 0.0
-        self.budget: dict[str, Any] = {}
-        self.sentinels: Counter[str] = Counter()
-        self.last_sentinel: str | None = None
-        self.idle: str | None = None
-        self.tail: deque[tuple[str, str]] = deque(maxlen=tail)
-
-    # ----- input -----
-
-    def handle(self, message: dict[str, Any]) -> None:
-        """One message from the server, of any kind."""
-        kind = message.get("type")
-        data = message.get("data") or {}
-        if kind == "handshake.response":
-            self.connection = f"connected ({data.get('mode', 'readonly')})"
-        elif kind == "server.ready":
-            self.execution_path = data.get("executionPath") or self.execution_path
-            if isinstance(data.get("budget"), dict):
-                self.budget = dict(data["budget"])
-        elif kind == "history.batch":
-            for event in data.get("events") or []:
-                self.apply(event)
-        elif kind in ("command.response", "pong"):
-            return
-        elif kind:
-            self.apply(message)
-
-    def apply(self, event: dict[str, Any]) -> None:
-        """One event (journaled or sent to this client only)."""
-        seq = event.get("seq")
-        if isinstance(seq, int):
-            if seq <= self.last_seq:
-                return
-            self.last_seq = seq
-        kind = str(event.get("type"))
-        data = event.get("data") or {}
-        handler = getattr(self, "_on_" + kind.replace(".", "_"), None)
-        if handler is not None:
-            handler(data, event)
-        line = self._summary(kind, data)
-        if line is not None:
-            style = "red" if kind == "error" else "yellow" if kind == "server.idle" else ""
-            self.tail.append((f"{seq if isinstance(seq, int) else '-':>5} {line}", style))
-
-    def _on_state_transition(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        resulting = data.get("resultingState") or {}
-        self.total_cost = resulting.get("totalCost", self.total_cost) or 0.0
-        if resulting.get("currentRunId"):  # an ended run keeps showing what it cost
-            self.run_cost = resulting.get("currentRunCost", self.run_cost) or 0.0
-        kind = data.get("transitionType")
-        body = (data.get("transition") or {}).get("data") or {}
-        codon_id = body.get("codonId")
-        if kind == "RunStarted":
-            self.run_id, self.run_status, self.idle = body.get("runId"), "running", None
-            if body.get("executionPlan"):
-                self.plan = [(e.get("codonId", "?"), (e.get("codon") or {}).get("name") or "")
-                             for e in body["executionPlan"]]
-            source = (body.get("startingConditions") or {}).get("source") or {}
-            if (body.get("startingConditions") or {}).get("type") == "continuation":
-                self._reset_after(source.get("afterCodon"))
-        elif kind in ("RunCompleted", "RunFailed", "RunCrashed"):
-            if body.get("runId") == self.run_id:
-                self.run_status = {"RunCompleted": "completed", "RunFailed": "failed",
-                                   "RunCrashed": "crashed"}[kind]
-        elif kind == "ExecutionPlanUpdated":
-            position, remove = int(body.get("position", 0)), int(body.get("remove", 0))
-            self.plan[position:position + remove] = [
-                (e.get("codonId", "?"), (e.get("codon") or {}).get("name") or "")
-                for e in body.get("entries") or []]
-        elif kind == "CodonStarted" and codon_id:
-            codon = _Codon(codon_id, self._name(codon_id), started=_parse_time(
-                event.get("timestamp")))
-            self.codons[codon_id] = self.current = codon
-            self.status[codon_id] = "preparing"
-            self.idle = None
-        elif kind == "CodonTransitioned" and codon_id:
-            to = str(body.get("to"))
-            self.status[codon_id] = to
-            known = self.codons.get(codon_id)
-            if known is not None:
-                known.status = to
-                if to in _TERMINAL:
-                    known.ended = _parse_time(event.get("timestamp"))
-        elif kind == "CostsIncremented" and codon_id in self.codons:
-            self.codons[codon_id].cost += float(body.get("costDelta") or 0.0)
-            self.costs[codon_id] = self.codons[codon_id].cost
-        elif kind == "CodonFinalCostSet" and codon_id in self.codons:
-            self.codons[codon_id].cost = float(body.get("finalCost") or 0.0)
-            self.costs[codon_id] = self.codons[codon_id].cost
-
-    def _reset_after(self, after_codon: str | None) -> None:
-        """A rollback continuation: codons after its point are to run again."""
-        ids = [codon_id for codon_id, _ in self.plan]
-        start = ids.index(after_codon) + 1 if after_codon in ids else 0
-        for codon_id in ids[start:]:
-            self.status.pop(codon_id, None)
-            self.costs.pop(codon_id, None)
-
-    def _on_codon_started(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon = self.codons.get(str(data.get("codonId")))
-        if codon is not None and data.get("codonName"):
-            codon.name = str(data["codonName"])
-
-    def _on_codon_completed(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon_id = str(data.get("codonId"))
-        self.costs[codon_id] = float(data.get("cost") or 0.0)
-
-    def _on_assistant_action(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon = self.codons.get(str(data.get("codonId")))
-        if codon is None:
-            return
-        action = data.get("action")
-        if action == "tool_use":
-            codon.tool_calls += 1
-            codon.lines.append((f"⚙ {data.get('toolName')}({_tool_args(data.get('toolInput'))})",
-                                "magenta"))
-            return
-        style = "dim italic" if action == "thinking" else ""
-        for line in str(data.get("content") or "").splitlines() or [""]:
-            if line.strip():
-                codon.lines.append((line, style))
-
-    def _on_tool_result(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon = self.codons.get(str(data.get("codonId")))
-        if codon is not None:
-            outcome = "error" if data.get("isError") else "ok"
-            size = data.get("originalLength") or len(str(data.get("result") or ""))
-            codon.lines.append((f"  ↳ {data.get('toolName')} {outcome} ({size} chars)",
-                                "red" if data.get("isError") else "dim"))
-
-    def _on_server_idle(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self.idle = str(data.get("message") or data.get("reason") or "idle")
-
-    def _on_budget_summary(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        ceiling = data.get("ceiling") or {}
-        self.budget = {key: value for key, value in ceiling.items() if value is not None}
-
-    def _on_incomplete_codon(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        codon_id = str(data.get("codonId"))
-        if codon_id not in self.codons:
-            self.codons[codon_id] = self.current = _Codon(codon_id, str(data.get("codonName")))
-
-    def _sentinel(self, data: dict[str, Any], what: str) -> None:
-        self.sentinels[what] += 1
-        self.last_sentinel = f"{data.get('sentinelId')} {what}"
-
-    def _on_sentinel_loaded(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self._sentinel(data, "loaded")
-
-    def _on_sentinel_triggered(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self._sentinel(data, "triggered")
-
-    def _on_sentinel_output(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self._sentinel(data, "output")
-
-    def _on_sentinel_error(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self._sentinel(data, "error")
-
-    def _on_sentinel_unloaded(self, data: dict[str, Any], event: dict[str, Any]) -> None:
-        self._sentinel(data, "unloaded")
-
-    def _name(self, codon_id: str) -> str:
-        return next((name for known, name in self.plan if known == codon_id), "")
-
-    @staticmethod
-    def _summary(kind: str, data: dict[str, Any]) -> str | None:
-        if kind in ("state.transition", "assistant.action", "token.usage", "tool.result",
-                    "file.updated", "filetree.updated", "rig.output", "state.snapshot"):
-            if kind == "state.transition" and data.get("transitionType") in (
-                    "RunStarted", "RunCompleted", "RunFailed", "RunCrashed"):
-                return f"{data.get('transitionType')} {data.get('runId') or ''}".rstrip()
-            if kind == "state.transition" and data.get("transitionType") == "CodonTransitioned":
-                body = (data.get("transition") or {}).get("data") or {}
-                if body.get("to") in _TERMINAL:
-                    return f"{body.get('codonId')} {body.get('to')}"
-            return None  # the body of the view shows these
-        if kind in ("info", "error", "server.idle"):
-            return _shorten(f"{kind}: {data.get('message')}", 110)
-        if kind == "codon.started":
-            return f"codon.started {data.get('codonId')} ({data.get('codonName')})"
-        if kind == "codon.completed":
-            return (f"codon.completed {data.get('codonId')}"
-                    f" {'ok' if data.get('success') else 'not ok'} {_money(data.get('cost'))}")
-        if kind.startswith("rollback.") and kind != "rollback.progress":
-            target = data.get("codonId") or data.get("toCodon") or ""
-            return f"{kind} {target}".rstrip()
-        return kind
-
-
-def _tool_args(value: Any) -> str:
-    if isinstance(value, dict):
-        return _shorten(", ".join(f"{key}={str(item)!s}" for key, item in value.items()
-                                  if key != "content"), 60)
-    return _shorten(str(value or ""), 60)
 
 
 def render_attach(view: AttachView, *, stream_lines: int = 10,
@@ -295,12 +48,12 @@ def render_attach(view: AttachView, *, stream_lines: int = 10,
     header = Text.assemble(
         ("run ", "dim"), (view.run_id or "-", "bold"),
         (f" ({view.run_status})" if view.run_status else "", "dim"),
-        ("   total ", "dim"), _money(view.total_cost), ("   this run ", "dim"),
-        _money(view.run_cost))
+        ("   total ", "dim"), money(view.total_cost), ("   this run ", "dim"),
+        money(view.run_cost))
     if view.budget.get("maxDollars"):
         limit = float(view.budget["maxDollars"])
         share = view.total_cost / limit * 100 if limit else 0.0
-        header.append(f"   budget {_money(view.total_cost)} of {_money(limit)} ({share:.0f}%)",
+        header.append(f"   budget {money(view.total_cost)} of {money(limit)} ({share:.0f}%)",
                       style="red" if share >= 100 else "")
     if view.budget.get("maxTimeSeconds"):
         header.append(f"   time limit {view.budget['maxTimeSeconds']:g}s", style="dim")
@@ -319,7 +72,7 @@ def render_attach(view: AttachView, *, stream_lines: int = 10,
         icon, style = _STATUS_STYLE.get(status, _ACTIVE)
         cost = view.costs.get(codon_id)
         plan.add_row(Text(icon, style=style), Text(codon_id, style="bold"), name,
-                     Text(status, style=style), _money(cost) if cost is not None else "")
+                     Text(status, style=style), money(cost) if cost is not None else "")
 
     parts: list[RenderableType] = [header, plan]
     current = view.current
@@ -327,13 +80,13 @@ def render_attach(view: AttachView, *, stream_lines: int = 10,
         end = current.ended or now
         elapsed = (end - current.started).total_seconds() if current.started else 0.0
         icon, style = _STATUS_STYLE.get(current.status, _ACTIVE)
-        body = Text("\n").join(Text(_shorten(text, 200), style=line_style)
+        body = Text("\n").join(Text(shorten(text, 200), style=line_style)
                                for text, line_style in list(current.lines)[-stream_lines:])
         if not current.lines:
             body = Text("(no output yet)", style="dim")
         parts.append(Panel(body, title=Text.assemble(
             (f"{icon} {current.codon_id}", f"bold {style}"), f"  {current.name}  ",
-            (f"{current.status} · {max(elapsed, 0):.1f}s · {_money(current.cost)}"
+            (f"{current.status} · {max(elapsed, 0):.1f}s · {money(current.cost)}"
              f" · {current.tool_calls} tool call(s)", "dim")), title_align="left"))
     if view.idle:
         parts.append(Text(f"idle: {view.idle}", style="yellow"))

@@ -44,6 +44,7 @@ from hankweave.state.types import (
     CodonStatus,
     FailedDuring,
     FailureReason,
+    LoopContext,
 )
 
 __all__ = [
@@ -652,10 +653,8 @@ class BudgetLimits(EventData):
     max_output_tokens: int | None = None
 
 
-class BudgetLoopContext(EventData):
-    loop_id: str
-    iteration: int
-    codon_index_in_loop: int
+BudgetLoopContext: TypeAlias = LoopContext
+"""A codon's place in its loop, as its state record has it."""
 
 
 class BudgetActual(EventData):

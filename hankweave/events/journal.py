@@ -591,13 +591,8 @@ def follow_journal(
     already passed).  Runs until ``stop`` is set or the consumer stops iterating; filters and
     ``report`` are as for :func:`read_journal`.
     """
-    path = Path(path)
-    log_problems = report is None
-    report = report if report is not None else JournalReadReport(path)
-    seen_seq = after_seq
-    handle: BinaryIO | None = None
-    lines: _LineFilter | None = None
-    offset = 0
+    follower = _Follower(Path(path), report, after_seq=after_seq, types=types,
+                         codon_id=codon_id)
 
     def wait() -> bool:
         if stop is not None:
@@ -607,54 +602,85 @@ def follow_journal(
 
     try:
         while stop is None or not stop.is_set():
-            if handle is not None and _replaced(path, handle):
-                handle.close()
-                handle = None
-            if handle is None:
-                try:
-                    handle = open(path, "rb")  # noqa: SIM115 - kept open across polls
-                except FileNotFoundError:
-                    if not wait():
-                        return
-                    continue
-                lines = _LineFilter(
-                    handle,
-                    report,
-                    after_seq=seen_seq,
-                    types=types,
-                    codon_id=codon_id,
-                    log_problems=log_problems,
-                )
-                size = os.fstat(handle.fileno()).st_size
-                offset = 0 if seen_seq is None else _start_offset(handle, size, seen_seq)
-                lines.start_at(offset)
-            assert lines is not None
-            if os.fstat(handle.fileno()).st_size < offset:
-                # Shrunk below what we consumed: not a torn-line repair (that never removes a
-                # complete line), so the content was replaced.  Start over, skipping seen seqs.
-                offset = 0
-                lines.after_seq = seen_seq
-                lines.start_at(0)
-            handle.seek(offset)
-            got_any = False
-            while True:
-                line = handle.readline()
-                if not line.endswith(b"\n"):
-                    # Nothing more, or a line still being written: read it whole next time.
-                    break
-                got_any = True
-                match = _SEQ_PREFIX.match(line)
-                if match is not None:
-                    seen_seq = max(seen_seq or 0, int(match[1]))
-                event = lines.feed(line, offset)
-                offset += len(line)
-                if event is not None:
-                    yield event
-            if not got_any and not wait():
+            if not follower.open():  # no journal yet
+                if not wait():
+                    return
+                continue
+            yield from follower.new_events()
+            if not follower.read_any and not wait():
                 return
     finally:
-        if handle is not None:
-            handle.close()
+        follower.close()
+
+
+class _Follower:
+    """:func:`follow_journal`'s place in the journal: the open file, how far it was read and
+    the highest seq passed, across polls and across the file being replaced."""
+
+    def __init__(self, path: Path, report: JournalReadReport | None, *,
+                 after_seq: int | None, types: Collection[str] | None,
+                 codon_id: str | None) -> None:
+        self.path = path
+        self.log_problems = report is None
+        self.report = report if report is not None else JournalReadReport(path)
+        self.seen_seq = after_seq
+        self.types, self.codon_id = types, codon_id
+        self.handle: BinaryIO | None = None
+        self.lines: _LineFilter | None = None
+        self.offset = 0
+        self.read_any = False
+        """Whether the last :meth:`new_events` read a line (else the follower waits)."""
+
+    def open(self) -> bool:
+        """Have the journal open (again, if it was replaced); ``False`` while it does not
+        exist."""
+        if self.handle is not None and _replaced(self.path, self.handle):
+            self.close()
+        if self.handle is not None:
+            return True
+        try:
+            self.handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls
+        except FileNotFoundError:
+            return False
+        self.lines = _LineFilter(self.handle, self.report, after_seq=self.seen_seq,
+                                 types=self.types, codon_id=self.codon_id,
+                                 log_problems=self.log_problems)
+        size = os.fstat(self.handle.fileno()).st_size
+        self.offset = 0 if self.seen_seq is None else _start_offset(self.handle, size,
+                                                                    self.seen_seq)
+        self.lines.start_at(self.offset)
+        return True
+
+    def new_events(self) -> Iterator[ServerEvent]:
+        """The events of the complete lines written since the last call."""
+        handle, lines = self.handle, self.lines
+        assert handle is not None and lines is not None
+        if os.fstat(handle.fileno()).st_size < self.offset:
+            # Shrunk below what we consumed: not a torn-line repair (that never removes a
+            # complete line), so the content was replaced.  Start over, skipping seen seqs.
+            self.offset = 0
+            lines.after_seq = self.seen_seq
+            lines.start_at(0)
+        handle.seek(self.offset)
+        self.read_any = False
+        while True:
+            line = handle.readline()
+            if not line.endswith(b"\n"):
+                # Nothing more, or a line still being written: read it whole next time.
+                break
+            self.read_any = True
+            match = _SEQ_PREFIX.match(line)
+            if match is not None:
+                self.seen_seq = max(self.seen_seq or 0, int(match[1]))
+            event = lines.feed(line, self.offset)
+            self.offset += len(line)
+            if event is not None:
+                yield event
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
 
 
 def _replaced(path: Path, handle: BinaryIO) -> bool:

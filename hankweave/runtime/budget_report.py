@@ -10,12 +10,13 @@ every record of every run, failed attempts included.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hankweave.events.journal import JournalReadReport
+    from hankweave.events.reading import Event
     from hankweave.state.types import CodonExecution, HankweaveState
 
 BUDGET_EVENTS = frozenset({"budget.limits", "budget.summary"})
@@ -34,22 +35,24 @@ class RecordedLimits:
         self.last_seq = 0
         """How far :func:`read_recorded_limits` read the journal (0: not at all)."""
 
-    def add(self, event_type: str, data: Mapping[str, Any]) -> None:
-        if not isinstance(data.get("ceiling"), Mapping):
-            return
-        if event_type == "budget.summary":
+    def add(self, event: Event) -> None:
+        """One ``budget.limits`` or ``budget.summary`` event; others change nothing."""
+        from hankweave.events.catalogue import BudgetLimitsData, BudgetSummaryData, dump_event_data
+
+        data = event.data
+        if isinstance(data, BudgetSummaryData):
             # A summary's ceiling has no allocation; the limits events say more.
-            if self.ceiling is None:
-                self.ceiling = {**data["ceiling"], "allocation": data.get("allocation",
-                                                                          "shared")}
+            if self.ceiling is None and data.ceiling is not None:
+                self.ceiling = {**dump_event_data(data.ceiling),
+                                "allocation": data.allocation or "shared"}
             return
-        self.ceiling = dict(data["ceiling"])
-        codon_id = data.get("codonId")
-        if isinstance(codon_id, str) and isinstance(data.get("limits"), Mapping):
-            self.codons[codon_id] = dict(data["limits"])
-        context, loop = data.get("loopContext"), data.get("loop")
-        if isinstance(context, Mapping) and isinstance(loop, Mapping):
-            self.loops[str(context.get("loopId"))] = dict(loop)
+        if not isinstance(data, BudgetLimitsData) or data.ceiling is None:
+            return
+        self.ceiling = dump_event_data(data.ceiling)
+        if data.codon_id is not None and data.limits is not None:
+            self.codons[data.codon_id] = dump_event_data(data.limits)
+        if data.loop_context is not None and data.loop is not None:
+            self.loops[str(data.loop_context.loop_id)] = dump_event_data(data.loop)
 
 
 # ----- the report -----
@@ -147,12 +150,13 @@ def read_recorded_limits(journal: Path, into: RecordedLimits | None = None, *,
         FileNotFoundError, OSError: the journal cannot be read.
     """
     from hankweave.events.journal import journal_last_seq, read_journal
+    from hankweave.events.reading import parse_event
 
     recorded = into if into is not None else RecordedLimits()
     upto = journal_last_seq(journal)  # events appended meanwhile are read again next time
     for event in read_journal(journal, after_seq=after_seq, types=BUDGET_EVENTS,
                               report=report):
-        recorded.add(event.type, event.data)  # the newest wins, so reading one twice is safe
+        recorded.add(parse_event(event.to_wire()))  # the newest wins: reading one twice is safe
     recorded.last_seq = max(recorded.last_seq, upto)
     return recorded
 

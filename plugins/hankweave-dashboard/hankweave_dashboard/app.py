@@ -19,7 +19,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -76,130 +76,152 @@ _STATUS: dict[type[Exception], int] = {
 
 
 def create_app(settings: Settings) -> Starlette:
-    catalog = Catalog(settings.roots)
-    differ = Differ()
-    budgets = BudgetCache()
-    static = resources.files("hankweave_dashboard") / "static"
+    """The dashboard over the executions below ``settings.roots`` (Starlette's application
+    factory: the routes are :class:`Endpoints`' methods)."""
+    endpoints = Endpoints(settings)
+    return Starlette(routes=endpoints.routes(), lifespan=endpoints.lifespan,
+                     middleware=[Middleware(HostCheck, allowed=settings.allowed_hosts)],
+                     exception_handlers={404: _not_found, 405: _not_found})
 
-    def page(name: str) -> Callable[[Request], Awaitable[Response]]:
+
+class Endpoints:
+    """The pages, JSON endpoints and event stream of one dashboard, with what they share: the
+    catalogue of executions, the diff worker and the budget cache."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.catalog = Catalog(settings.roots)
+        self.differ = Differ()
+        self.budgets = BudgetCache()
+        self.static = resources.files("hankweave_dashboard") / "static"
+
+    def routes(self) -> list[Route | Mount]:
+        base = "/api/executions/{ident}"
+        codon_base = base + "/runs/{run}/codons/{codon}"
+        return [
+            Route("/", self._page("index.html")),
+            Route("/executions/{ident}", self._page("execution.html")),
+            Route("/api/executions", _api(self.list_executions)),
+            Route(base, _api(self.show_execution)),
+            Route(base + "/budget", _api(self.show_budget)),
+            Route(base + "/events", _api(self.stream_events)),
+            Route(codon_base + "/log", _api(self.show_log)),
+            Route(codon_base + "/diff", _api(self.show_diff)),
+            Route(codon_base + "/sentinels", _api(self.show_sentinels)),
+            Route("/api/unlock", _api(self.unlock), methods=["POST"]),
+            Route(base + "/control", _api(self.control), methods=["POST"]),
+            Route(base + "/interruptions/{interruption}/answer", _api(self.answer),
+                  methods=["POST"]),
+            Mount("/static", StaticFiles(directory=str(self.static)), name="static"),
+        ]
+
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            self.differ.close()
+
+    def _page(self, name: str) -> Callable[[Request], Awaitable[Response]]:
         async def serve(request: Request) -> Response:
-            response = FileResponse(str(static / name), media_type="text/html")
+            response = FileResponse(str(self.static / name), media_type="text/html")
             response.headers.update(SECURITY_HEADERS)
             return response
         return serve
 
-    def api(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                result = await handler(request)
-            except tuple(_STATUS) as exc:
-                return _error(_STATUS[type(exc)], str(exc))
-            except Exception:  # a bug: logged with its traceback here, never sent
-                log.exception("dashboard request %s failed", request.url.path)
-                return _error(500, "internal error in the dashboard; its terminal has the"
-                                   " details")
-            if isinstance(result, Response):
-                return result
-            return _json(result)
-        return endpoint
-
-    async def run_blocking(function: Callable[..., Any], *args: Any) -> Any:
-        from starlette.concurrency import run_in_threadpool
-
-        return await run_in_threadpool(function, *args)
-
-    def execution(request: Request) -> tuple[str, Path]:
+    def _execution(self, request: Request) -> tuple[str, Path]:
         ident = request.path_params["ident"]
-        return ident, catalog.path_of(ident)
+        return ident, self.catalog.path_of(ident)
 
-    async def list_executions(request: Request) -> Any:
-        rows = await run_blocking(catalog.rows)
-        return {"roots": [str(root) for root in catalog.roots], "executions": rows,
-                "control": settings.control_key is not None}
-
-    async def show_execution(request: Request) -> Any:
-        ident, path = execution(request)
-        data = await run_blocking(pages.execution_page, ident, path)
-        data["controlAvailable"] = settings.control_key is not None
-        return data
-
-    async def show_budget(request: Request) -> Any:
-        _, path = execution(request)
-        return await run_blocking(budgets.report, path)
-
-    def codon(request: Request) -> tuple[Path, str, str]:
-        _, path = execution(request)
+    def _codon(self, request: Request) -> tuple[Path, str, str]:
+        _, path = self._execution(request)
         return path, request.path_params["run"], request.path_params["codon"]
 
-    async def show_log(request: Request) -> Any:
-        return await run_blocking(pages.conversation, *codon(request))
+    # ----- reading -----
 
-    async def show_diff(request: Request) -> Any:
-        return await run_blocking(differ.codon_diff, *codon(request))
+    async def list_executions(self, request: Request) -> Any:
+        rows = await _run_blocking(self.catalog.rows)
+        return {"roots": [str(root) for root in self.catalog.roots], "executions": rows,
+                "control": self.settings.control_key is not None}
 
-    async def show_sentinels(request: Request) -> Any:
-        return await run_blocking(pages.sentinel_outputs, *codon(request))
+    async def show_execution(self, request: Request) -> Any:
+        ident, path = self._execution(request)
+        data = await _run_blocking(pages.execution_page, ident, path)
+        data["controlAvailable"] = self.settings.control_key is not None
+        return data
 
-    async def stream_events(request: Request) -> Any:
-        _, path = execution(request)
+    async def show_budget(self, request: Request) -> Any:
+        _, path = self._execution(request)
+        return await _run_blocking(self.budgets.report, path)
+
+    async def show_log(self, request: Request) -> Any:
+        return await _run_blocking(pages.conversation, *self._codon(request))
+
+    async def show_diff(self, request: Request) -> Any:
+        return await _run_blocking(self.differ.codon_diff, *self._codon(request))
+
+    async def show_sentinels(self, request: Request) -> Any:
+        return await _run_blocking(pages.sentinel_outputs, *self._codon(request))
+
+    async def stream_events(self, request: Request) -> Any:
+        _, path = self._execution(request)
         after = _after_seq(request)
         return StreamingResponse(sse_stream(path, after), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store",
                                           "X-Accel-Buffering": "no"})
 
-    async def unlock(request: Request) -> Any:
-        _check_key(request, settings)
+    # ----- changing (behind the control key) -----
+
+    async def unlock(self, request: Request) -> Any:
+        _check_key(request, self.settings)
         return {"ok": True, "message": "Control unlocked"}
 
-    async def control(request: Request) -> Any:
-        _check_key(request, settings)
-        _, path = execution(request)
+    async def control(self, request: Request) -> Any:
+        _check_key(request, self.settings)
+        _, path = self._execution(request)
         body = await _body(request, actions.ControlBody)
         return await actions.control(path, body)
 
-    async def answer(request: Request) -> Any:
-        _check_key(request, settings)
-        _, path = execution(request)
+    async def answer(self, request: Request) -> Any:
+        _check_key(request, self.settings)
+        _, path = self._execution(request)
         interruption = request.path_params["interruption"]
         if not pages.NAME_PATTERN.match(interruption):
             raise BadRequest(f"{interruption!r} is not an interruption id")
         body = await _body(request, actions.AnswerBody)
         return await actions.answer(path, interruption, body)
 
-    async def not_found(request: Request, exc: Exception) -> Response:
-        code = exc.status_code if isinstance(exc, HTTPException) else 404
-        detail = exc.detail if isinstance(exc, HTTPException) else "not found"
-        if code == 404:
-            detail = f"no such page: {request.url.path}"
-        return _error(code, str(detail))
 
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> Any:
+def _api(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
+    """An endpoint answering ``handler``'s result as JSON, and its known errors as
+    ``{"error": …}`` with their status (a bug is logged, never sent)."""
+    async def endpoint(request: Request) -> Response:
         try:
-            yield
-        finally:
-            differ.close()
+            result = await handler(request)
+        except tuple(_STATUS) as exc:
+            return _error(_STATUS[type(exc)], str(exc))
+        except Exception:  # a bug: logged with its traceback here, never sent
+            log.exception("dashboard request %s failed", request.url.path)
+            return _error(500, "internal error in the dashboard; its terminal has the"
+                               " details")
+        if isinstance(result, Response):
+            return result
+        return _json(result)
+    return endpoint
 
-    base = "/api/executions/{ident}"
-    codon_base = base + "/runs/{run}/codons/{codon}"
-    routes = [
-        Route("/", page("index.html")),
-        Route("/executions/{ident}", page("execution.html")),
-        Route("/api/executions", api(list_executions)),
-        Route(base, api(show_execution)),
-        Route(base + "/budget", api(show_budget)),
-        Route(base + "/events", api(stream_events)),
-        Route(codon_base + "/log", api(show_log)),
-        Route(codon_base + "/diff", api(show_diff)),
-        Route(codon_base + "/sentinels", api(show_sentinels)),
-        Route("/api/unlock", api(unlock), methods=["POST"]),
-        Route(base + "/control", api(control), methods=["POST"]),
-        Route(base + "/interruptions/{interruption}/answer", api(answer), methods=["POST"]),
-        Mount("/static", StaticFiles(directory=str(static)), name="static"),
-    ]
-    return Starlette(routes=routes, lifespan=lifespan,
-                     middleware=[Middleware(HostCheck, allowed=settings.allowed_hosts)],
-                     exception_handlers={404: not_found, 405: not_found})
+
+async def _run_blocking(function: Callable[..., Any], *args: Any) -> Any:
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(function, *args)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    code = exc.status_code if isinstance(exc, HTTPException) else 404
+    detail = exc.detail if isinstance(exc, HTTPException) else "not found"
+    if code == 404:
+        detail = f"no such page: {request.url.path}"
+    return _error(code, str(detail))
 
 
 class HostCheck:

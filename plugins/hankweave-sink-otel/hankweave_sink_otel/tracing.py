@@ -24,11 +24,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -36,7 +36,43 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from hankweave.api import __version__, mask_url_credentials
+from hankweave.api import (
+    CodonFinalCostSet,
+    CodonStarted,
+    CodonTransitioned,
+    ContinuationStart,
+    CostsIncremented,
+    EventReadError,
+    ExecutionPlanUpdated,
+    RunCompleted,
+    RunCrashed,
+    RunFailed,
+    RunInterrupted,
+    RunStarted,
+    __version__,
+    mask_url_credentials,
+    parse_event,
+    read_transition,
+)
+
+if TYPE_CHECKING:
+    from hankweave.api import (
+        AssistantActionData,
+        CodonCompletedData,
+        CodonExtendedData,
+        CodonStartedData,
+        CodonTransitionedData,
+        ExecutionCodonEntry,
+        RunCrashedData,
+        RunStartedData,
+        SentinelErrorData,
+        SentinelOutputData,
+        SentinelTriggeredData,
+        StateTransitionData,
+        TokenUsage,
+        TokenUsageData,
+        ToolResultData,
+    )
 
 RUN_ENDS = {"RunCompleted": StatusCode.OK, "RunFailed": StatusCode.ERROR,
             "RunInterrupted": StatusCode.UNSET}
@@ -48,7 +84,7 @@ def run_ids(run_id: str) -> tuple[int, int]:
     return int.from_bytes(digest[:16], "big") or 1, int.from_bytes(digest[16:24], "big") or 1
 
 
-def nanos(timestamp: Any) -> int | None:
+def nanos(timestamp: str | None) -> int | None:
     if not isinstance(timestamp, str):
         return None
     try:
@@ -81,9 +117,10 @@ class ChosenIds(IdGenerator):
         return ids[1] if ids else self._random.generate_span_id()
 
 
-TOKEN_TYPES = {"input": "inputTokens", "output": "outputTokens",
-               "cache_read": "cacheReadTokens", "cache_creation": "cacheCreationTokens"}
-"""The token counts of a codon attempt, by ``gen_ai.token.type``, and their event keys."""
+TOKEN_TYPES = {"input": "input_tokens", "output": "output_tokens",
+               "cache_read": "cache_read_tokens", "cache_creation": "cache_creation_tokens"}
+"""The token counts of a codon attempt, by ``gen_ai.token.type``, and their
+:class:`~hankweave.api.TokenUsage` fields."""
 
 
 @dataclass
@@ -143,66 +180,64 @@ class Tracing:
     # ----- events -----
 
     def handle(self, event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        data = event.get("data")
-        if not isinstance(data, Mapping):
+        if event.get("type") not in _TRACED or event.get("data") is None:
+            # Not parsed: nothing to trace.  Its time still counts (what is open at the end
+            # ends then).
+            self.last_time = nanos(event.get("timestamp")) or self.last_time
             return
-        at = nanos(event.get("timestamp"))
+        try:
+            parsed = parse_event(event)
+        except EventReadError:
+            return
+        at = nanos(parsed.timestamp)
         self.last_time = at or self.last_time
-        if kind == "state.transition":
-            self._transition(data, at)
+        if parsed.type == "state.transition":
+            self._transition(parsed.data, parsed.timestamp, at)  # type: ignore[arg-type]
             return
-        handler = _HANDLERS.get(str(kind))
-        if handler is not None:
-            handler(self, data, at)
+        _HANDLERS[parsed.type](self, parsed.data, at)
 
-    def _transition(self, data: Mapping[str, Any], at: int | None) -> None:
-        change = data.get("transition")
-        if not isinstance(change, Mapping):
-            return
-        kind, body = change.get("type"), change.get("data")
-        if not isinstance(body, Mapping):
-            body = {}
-        if kind == "RunStarted":
-            self._run_started(body, at)
-        elif kind in RUN_ENDS:
-            self._run_ended(str(kind), body, at)
-        elif kind == "RunCrashed":
-            self._run_crashed(body, at)
-        elif kind in ("ExecutionPlanUpdated",):
-            self._plan(body.get("entries"))
-        elif kind == "CodonStarted":
-            self._codon_started(body, at)
-        elif kind == "CodonTransitioned":
-            self._codon_transitioned(body)
-        elif kind == "CostsIncremented":
-            self._costs(body)
-        elif kind == "CodonFinalCostSet":
-            self._final_cost(body)
+    def _transition(self, data: StateTransitionData, timestamp: str | None,
+                    at: int | None) -> None:
+        match read_transition(data.transition, at=timestamp):
+            case RunStarted(data=body):
+                self._run_started(body, at)
+            case RunCompleted() | RunFailed() | RunInterrupted() as ended:
+                self._run_ended(ended.type, ended.data.run_id, at)
+            case RunCrashed(data=crashed):
+                self._run_crashed(crashed.run_id, crashed.detected_at, at)
+            case ExecutionPlanUpdated(data=splice):
+                self._plan(splice.entries)
+            case CodonStarted(data=started):
+                self._codon_started(started.codon_id, started.run_id, at)
+            case CodonTransitioned(data=moved):
+                self._codon_transitioned(moved)
+            case CostsIncremented(data=costs):
+                self._costs(costs.codon_id, costs.cost_delta, costs.tokens_delta)
+            case CodonFinalCostSet(data=final):
+                self._final_cost(final.codon_id, final.final_cost, final.final_tokens)
 
     # ----- runs -----
 
-    def _run_started(self, body: Mapping[str, Any], at: int | None) -> None:
+    def _run_started(self, body: RunStartedData, at: int | None) -> None:
         self._end_open(at)
-        run_id = str(body.get("runId") or "")
-        folder = body.get("runFolder")
-        if isinstance(folder, str) and folder:
-            self.execution = str(Path(folder).parent.parent.parent)
-        self._plan(body.get("executionPlan"))
-        conditions = body.get("startingConditions") or {}
+        run_id = str(body.run_id or "")
+        if body.run_folder:
+            self.execution = str(Path(body.run_folder).parent.parent.parent)
+        self._plan(body.execution_plan)
+        start = body.starting_conditions
         attributes: dict[str, Any] = {"hankweave.run.id": run_id,
-                                      "hankweave.run.start": str(conditions.get("type", "fresh"))}
+                                      "hankweave.run.start": str(start.type if start else "fresh")}
         if self.execution:
             attributes["hankweave.execution.path"] = self.execution
         links = []
-        source = conditions.get("source") if isinstance(conditions, Mapping) else None
-        if isinstance(source, Mapping) and source.get("runId"):
-            continued = str(source["runId"])
+        source = start.source if isinstance(start, ContinuationStart) else None
+        if isinstance(start, ContinuationStart) and source is not None and source.run_id:
+            continued = str(source.run_id)
             attributes["hankweave.run.continues"] = continued
-            if conditions.get("reason"):
-                attributes["hankweave.run.reason"] = str(conditions["reason"])
-            if source.get("checkpointSha"):
-                attributes["hankweave.checkpoint.sha"] = str(source["checkpointSha"])
+            if start.reason:
+                attributes["hankweave.run.reason"] = str(start.reason)
+            if source.checkpoint_sha:
+                attributes["hankweave.checkpoint.sha"] = str(source.checkpoint_sha)
             links.append(Link(_context(*run_ids(continued)),
                               {"hankweave.link": "continues", "hankweave.run.id": continued}))
         with self.ids.choosing(*run_ids(run_id)):
@@ -211,8 +246,8 @@ class Tracing:
                 kind=SpanKind.INTERNAL, attributes=attributes, links=links, start_time=at)
         self.run_id, self.run_cost = run_id, 0.0
 
-    def _run_ended(self, kind: str, body: Mapping[str, Any], at: int | None) -> None:
-        if self.run_span is None or body.get("runId") not in (None, self.run_id):
+    def _run_ended(self, kind: str, run_id: str | None, at: int | None) -> None:
+        if self.run_span is None or run_id not in (None, self.run_id):
             return
         self._end_children(at)
         self.run_span.set_attribute("hankweave.cost.usd", round(self.run_cost, 10))
@@ -222,10 +257,13 @@ class Tracing:
         self.run_span.end(end_time=at)
         self.run_span = None
 
-    def _run_crashed(self, body: Mapping[str, Any], at: int | None) -> None:
+    def _crash_reported(self, data: RunCrashedData, at: int | None) -> None:
+        self._run_crashed(data.run_id, data.detected_at, at)
+
+    def _run_crashed(self, run_id: str | None, detected_at: str | None, at: int | None) -> None:
         """A run that died without ending its span: its root span, made here with its own
         ids, so the codon spans it did export have their parent."""
-        run_id = str(body.get("runId") or "")
+        run_id = str(run_id or "")
         if not run_id or run_id == self.run_id:
             return
         with self.ids.choosing(*run_ids(run_id)):
@@ -234,19 +272,18 @@ class Tracing:
                 attributes={"hankweave.run.id": run_id, "hankweave.run.status": "crashed",
                             **({"hankweave.execution.path": self.execution}
                                if self.execution else {})},
-                start_time=nanos(body.get("detectedAt")) or at)
+                start_time=nanos(detected_at) or at)
         span.set_status(Status(StatusCode.ERROR, "the run crashed (detected when the next run"
                                                  " started)"))
-        span.end(end_time=nanos(body.get("detectedAt")) or at)
+        span.end(end_time=nanos(detected_at) or at)
 
-    def _plan(self, entries: Any) -> None:
-        for entry in entries if isinstance(entries, list) else []:
-            codon = entry.get("codon") if isinstance(entry, Mapping) else None
-            model = codon.get("model") if isinstance(codon, Mapping) else None
-            if isinstance(model, Mapping):
+    def _plan(self, entries: list[ExecutionCodonEntry] | None) -> None:
+        for entry in entries or []:
+            model = entry.codon.model if entry.codon else None
+            if isinstance(model, Mapping):  # the resolved model's record, untyped in the plan
                 model = model.get("id") or model.get("model")
-            if isinstance(model, str) and entry.get("codonId"):
-                self.models[str(entry["codonId"])] = model
+            if isinstance(model, str) and entry.codon_id:
+                self.models[str(entry.codon_id)] = model
 
     # ----- codon attempts -----
 
@@ -258,10 +295,10 @@ class Tracing:
                 *run_ids(self.run_id))))
         return None
 
-    def _codon_started(self, body: Mapping[str, Any], at: int | None) -> None:
-        codon_id = str(body.get("codonId") or "")
-        if body.get("runId") and self.run_id is None:
-            self.run_id = str(body["runId"])
+    def _codon_started(self, codon_id: str | None, run_id: str | None, at: int | None) -> None:
+        codon_id = str(codon_id or "")
+        if run_id and self.run_id is None:
+            self.run_id = str(run_id)
         previous = self.attempts.pop(codon_id, None)
         if previous is not None:
             self._end_attempt(previous, at, incomplete=True)
@@ -279,56 +316,55 @@ class Tracing:
                                       start_time=at)
         self.attempts[codon_id] = Attempt(span=span, codon_id=codon_id, model=model)
 
-    def _codon_transitioned(self, body: Mapping[str, Any]) -> None:
-        attempt = self.attempts.get(str(body.get("codonId") or ""))
-        metadata = body.get("metadata")
-        if attempt is None or not isinstance(metadata, Mapping):
+    def _codon_transitioned(self, body: CodonTransitionedData) -> None:
+        attempt = self.attempts.get(str(body.codon_id or ""))
+        metadata = body.metadata
+        if attempt is None or metadata is None:
             return
-        sha = metadata.get("checkpointSha")
-        if isinstance(sha, str) and sha:
-            name = ("hankweave.checkpoint.rig_setup_sha" if body.get("to") == "starting"
+        if metadata.checkpoint_sha:
+            name = ("hankweave.checkpoint.rig_setup_sha" if body.to == "starting"
                     else "hankweave.checkpoint.sha")
-            attempt.span.set_attribute(name, sha)
-        if metadata.get("claudeSessionId"):
-            attempt.span.set_attribute("gen_ai.conversation.id",
-                                       str(metadata["claudeSessionId"]))
+            attempt.span.set_attribute(name, metadata.checkpoint_sha)
+        if metadata.claude_session_id:
+            attempt.span.set_attribute("gen_ai.conversation.id", str(metadata.claude_session_id))
 
-    def _costs(self, body: Mapping[str, Any]) -> None:
-        attempt = self.attempts.get(str(body.get("codonId") or ""))
-        delta = body.get("costDelta")
-        if isinstance(delta, int | float) and attempt is not None and not attempt.final:
+    def _costs(self, codon_id: str | None, delta: float | None,
+               tokens: TokenUsage | None) -> None:
+        attempt = self.attempts.get(str(codon_id or ""))
+        if attempt is None or attempt.final:
+            return
+        if delta is not None:
             attempt.cost += delta
-        tokens = body.get("tokensDelta")
-        if attempt is not None and not attempt.final and isinstance(tokens, Mapping):
-            for name, key in TOKEN_TYPES.items():
-                value = tokens.get(key)
+        if tokens is not None:
+            for name, field_name in TOKEN_TYPES.items():
+                value = getattr(tokens, field_name)
                 if isinstance(value, int):
                     attempt.tokens[name] += value
 
-    def _final_cost(self, body: Mapping[str, Any]) -> None:
-        attempt = self.attempts.get(str(body.get("codonId") or ""))
+    def _final_cost(self, codon_id: str | None, cost: float | None,
+                    tokens: TokenUsage | None) -> None:
+        attempt = self.attempts.get(str(codon_id or ""))
         if attempt is None:
             return
-        cost, tokens = body.get("finalCost"), body.get("finalTokens")
-        if isinstance(cost, int | float):
+        if cost is not None:
             attempt.cost = float(cost)
-        if isinstance(tokens, Mapping):
-            attempt.tokens = {name: int(tokens.get(key) or 0)
-                              for name, key in TOKEN_TYPES.items()}
+        if tokens is not None:
+            attempt.tokens = {name: int(getattr(tokens, field_name) or 0)
+                              for name, field_name in TOKEN_TYPES.items()}
         attempt.final = True
 
-    def codon_started(self, data: Mapping[str, Any], at: int | None) -> None:
-        attempt = self.attempts.get(str(data.get("codonId") or ""))
+    def codon_started(self, data: CodonStartedData, at: int | None) -> None:
+        attempt = self.attempts.get(str(data.codon_id or ""))
         if attempt is None:
             return
-        if data.get("codonName"):
-            attempt.span.set_attribute("hankweave.codon.name", str(data["codonName"]))
-        if data.get("sessionId"):
-            attempt.span.set_attribute("gen_ai.conversation.id", str(data["sessionId"]))
+        if data.codon_name:
+            attempt.span.set_attribute("hankweave.codon.name", str(data.codon_name))
+        if data.session_id:
+            attempt.span.set_attribute("gen_ai.conversation.id", str(data.session_id))
 
-    def token_usage(self, data: Mapping[str, Any], at: int | None) -> None:
-        attempt = self.attempts.get(str(data.get("codonId") or ""))
-        model = data.get("modelId")
+    def token_usage(self, data: TokenUsageData, at: int | None) -> None:
+        attempt = self.attempts.get(str(data.codon_id or ""))
+        model = data.model_id
         if attempt is None or not isinstance(model, str) or not model:
             return
         system, _, name = model.partition("/")
@@ -339,29 +375,29 @@ class Tracing:
             attempt.model = attempt.response_model
             attempt.span.set_attribute("gen_ai.request.model", attempt.model)
 
-    def codon_extended(self, data: Mapping[str, Any], at: int | None) -> None:
-        attempt = self.attempts.get(str(data.get("codonId") or ""))
+    def codon_extended(self, data: CodonExtendedData, at: int | None) -> None:
+        attempt = self.attempts.get(str(data.codon_id or ""))
         if attempt is not None:
             attempt.span.add_event("hankweave.codon.extended", {
-                "hankweave.codon.extension": int(data.get("extensionNumber") or 0),
-                "hankweave.cost.usd": float(data.get("cumulativeCost") or 0.0)}, timestamp=at)
+                "hankweave.codon.extension": int(data.extension_number or 0),
+                "hankweave.cost.usd": float(data.cumulative_cost or 0.0)}, timestamp=at)
 
-    def codon_completed(self, data: Mapping[str, Any], at: int | None) -> None:
-        attempt = self.attempts.pop(str(data.get("codonId") or ""), None)
+    def codon_completed(self, data: CodonCompletedData, at: int | None) -> None:
+        attempt = self.attempts.pop(str(data.codon_id or ""), None)
         if attempt is None:
             return
         span = attempt.span
-        if not data.get("success"):
-            reason = data.get("failureReason")
-            message = reason.get("message") if isinstance(reason, Mapping) else None
+        if not data.success:
+            reason = data.failure_reason
+            message = reason.message if reason is not None else None
             span.set_status(Status(StatusCode.ERROR, str(message or "the codon failed")))
-            if isinstance(reason, Mapping) and reason.get("type"):
-                span.set_attribute("error.type", str(reason["type"]))
-        if data.get("budgetExceeded"):
+            if reason is not None and reason.type:
+                span.set_attribute("error.type", str(reason.type))
+        if data.budget_exceeded:
             span.set_attribute("hankweave.budget.exceeded", True)
-        if isinstance(data.get("cost"), int | float) and not attempt.final:
-            attempt.cost = float(data["cost"])
-        if data.get("costComplete") is False:
+        if data.cost is not None and not attempt.final:
+            attempt.cost = float(data.cost)
+        if data.cost_complete is False:
             span.set_attribute("hankweave.cost.complete", False)
         self._end_attempt(attempt, at)
 
@@ -382,62 +418,62 @@ class Tracing:
 
     # ----- tools and sentinels -----
 
-    def assistant_action(self, data: Mapping[str, Any], at: int | None) -> None:
-        if data.get("action") != "tool_use" or not data.get("toolUseId"):
+    def assistant_action(self, data: AssistantActionData, at: int | None) -> None:
+        if data.action != "tool_use" or not data.tool_use_id:
             return
-        attempt = self.attempts.get(str(data.get("codonId") or ""))
+        codon_id = str(data.codon_id or "")
+        attempt = self.attempts.get(codon_id)
         context = trace.set_span_in_context(attempt.span) if attempt else self._run_context()
-        name = str(data.get("toolName") or "tool")
-        self.tools[str(data["toolUseId"])] = (str(data.get("codonId") or ""), self.tracer.start_span(
+        name = str(data.tool_name or "tool")
+        self.tools[str(data.tool_use_id)] = (codon_id, self.tracer.start_span(
             f"execute_tool {name}", context=context, kind=SpanKind.INTERNAL, start_time=at,
             attributes={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                        "gen_ai.tool.call.id": str(data["toolUseId"]),
-                        "hankweave.codon.id": str(data.get("codonId") or "")}))
+                        "gen_ai.tool.call.id": str(data.tool_use_id),
+                        "hankweave.codon.id": codon_id}))
 
-    def tool_result(self, data: Mapping[str, Any], at: int | None) -> None:
-        found = self.tools.pop(str(data.get("toolUseId") or ""), None)
+    def tool_result(self, data: ToolResultData, at: int | None) -> None:
+        found = self.tools.pop(str(data.tool_use_id or ""), None)
         if found is None:
             return
         span = found[1]
-        if isinstance(data.get("executionTimeMs"), int | float):
-            span.set_attribute("hankweave.tool.execution_ms", data["executionTimeMs"])
-        if data.get("isError"):
-            span.set_status(Status(StatusCode.ERROR, str(data.get("result") or "")[:300]))
+        if data.execution_time_ms is not None:
+            span.set_attribute("hankweave.tool.execution_ms", data.execution_time_ms)
+        if data.is_error:
+            span.set_status(Status(StatusCode.ERROR, str(data.result or "")[:300]))
             span.set_attribute("error.type", "tool_error")
         span.end(end_time=at)
 
-    def sentinel_triggered(self, data: Mapping[str, Any], at: int | None) -> None:
-        sentinel, codon_id = str(data.get("sentinelId") or ""), str(data.get("codonId") or "")
+    def sentinel_triggered(self, data: SentinelTriggeredData, at: int | None) -> None:
+        sentinel, codon_id = str(data.sentinel_id or ""), str(data.codon_id or "")
         attempt = self.attempts.get(codon_id)
         context = trace.set_span_in_context(attempt.span) if attempt else self._run_context()
-        number = int(data.get("triggerNumber") or 0)
+        number = int(data.trigger_number or 0)
         self.sentinels[(sentinel, number)] = self.tracer.start_span(
             f"sentinel {sentinel}", context=context, kind=SpanKind.INTERNAL, start_time=at,
             attributes={"gen_ai.operation.name": "chat", "hankweave.sentinel.id": sentinel,
                         "hankweave.sentinel.trigger": number, "hankweave.codon.id": codon_id,
-                        "hankweave.sentinel.events": int(data.get("eventCount") or 0)})
+                        "hankweave.sentinel.events": int(data.event_count or 0)})
 
-    def sentinel_output(self, data: Mapping[str, Any], at: int | None) -> None:
-        key = (str(data.get("sentinelId") or ""), int(data.get("triggerNumber") or 0))
+    def sentinel_output(self, data: SentinelOutputData, at: int | None) -> None:
+        key = (str(data.sentinel_id or ""), int(data.trigger_number or 0))
         span = self.sentinels.pop(key, None)
         if span is None:
             return
-        tokens = data.get("tokens")
-        tokens = tokens if isinstance(tokens, Mapping) else {}
-        span.set_attribute("hankweave.cost.usd", float(data.get("cost") or 0.0))
-        span.set_attribute("gen_ai.usage.input_tokens", int(tokens.get("input") or 0))
-        span.set_attribute("gen_ai.usage.output_tokens", int(tokens.get("output") or 0))
-        span.set_attribute("hankweave.sentinel.output_type", str(data.get("outputType") or ""))
+        tokens = data.tokens
+        span.set_attribute("hankweave.cost.usd", float(data.cost or 0.0))
+        span.set_attribute("gen_ai.usage.input_tokens", int(tokens.input or 0) if tokens else 0)
+        span.set_attribute("gen_ai.usage.output_tokens", int(tokens.output or 0) if tokens else 0)
+        span.set_attribute("hankweave.sentinel.output_type", str(data.output_type or ""))
         span.end(end_time=at)
 
-    def sentinel_error(self, data: Mapping[str, Any], at: int | None) -> None:
-        sentinel = str(data.get("sentinelId") or "")
+    def sentinel_error(self, data: SentinelErrorData, at: int | None) -> None:
+        sentinel = str(data.sentinel_id or "")
         open_keys = sorted(key for key in self.sentinels if key[0] == sentinel)
         if not open_keys:
             return
         span = self.sentinels.pop(open_keys[0])
-        span.set_status(Status(StatusCode.ERROR, str(data.get("message") or "")[:300]))
-        span.set_attribute("error.type", str(data.get("errorType") or "sentinel_error"))
+        span.set_status(Status(StatusCode.ERROR, str(data.message or "")[:300]))
+        span.set_attribute("error.type", str(data.error_type or "sentinel_error"))
         span.end(end_time=at)
 
     # ----- the end -----
@@ -473,7 +509,7 @@ class Tracing:
         self.meters.close(self.close_timeout_s)
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[Tracing, Any, int | None], None]] = {
     "codon.started": Tracing.codon_started,
     "token.usage": Tracing.token_usage,
     "codon.extended": Tracing.codon_extended,
@@ -485,8 +521,12 @@ _HANDLERS = {
     "sentinel.error": Tracing.sentinel_error,
     # The start that finds a crash reports it (the RunCrashed transition is made before the
     # runtime's event bus exists, so it is never an event).
-    "run.crashed": Tracing._run_crashed,
+    "run.crashed": Tracing._crash_reported,
 }
+
+
+_TRACED = frozenset({"state.transition", *_HANDLERS})
+"""The event types that become spans; the others are not parsed."""
 
 
 def _context(trace_id: int, span_id: int) -> SpanContext:
