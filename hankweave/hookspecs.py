@@ -38,9 +38,10 @@ if TYPE_CHECKING:
     import click
 
     from hankweave.checkpoints import CheckpointStore
-    from hankweave.events.sink import EventSink, SentinelKind, SentinelTrigger
+    from hankweave.events.sink import EventSink
     from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
+    from hankweave.sentinel import SentinelKind, SentinelTrigger
 
 PROJECT_NAME = "hankweave"
 """The pluggy project name, which is also the entry-point group plugins are listed under."""

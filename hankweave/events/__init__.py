@@ -4,7 +4,8 @@
   payload models;
 * :mod:`hankweave.events.journal`: ``events.jsonl``, its writer and its readers;
 * :mod:`hankweave.events.bus`: :class:`EventBus`, which numbers, journals and delivers events;
-* :mod:`hankweave.events.sink`: the base classes plugins implement (sinks, sentinel triggers);
+* :mod:`hankweave.events.sink`: the base class event sink plugins implement (the sentinel
+  contract is :mod:`hankweave.sentinel`);
 * :mod:`hankweave.events.delivery`: :class:`QueuedSink`, which feeds a sink off the runtime's
   path through a bounded queue.
 """
@@ -36,7 +37,6 @@ _EXPORTS: dict[str, str] = {
     "QueuedSink": "delivery",
     "SENTINEL_EVENTS": "catalogue",
     "SERVER_STATE_EVENTS": "catalogue",
-    "SentinelTrigger": "sink",
     "SinkConfig": "sink",
     "SinkFlushError": "delivery",
     "ServerEvent": "catalogue",
@@ -77,7 +77,6 @@ __all__ = [
     "JournalError",
     "JournalReadReport",
     "QueuedSink",
-    "SentinelTrigger",
     "ServerEvent",
     "SinkConfig",
     "SinkFlushError",
