@@ -392,36 +392,31 @@ def test_duplicate_names_are_errors_naming_both_plugins(
     )
 
 
-def test_a_plugin_registering_the_builtin_llm_kind_is_an_error_naming_both(
-    pm: HankweavePluginManager, registry: Registry
-) -> None:
-    class LlmLookalike(CountingSentinel):
-        name = "llm"
+class LlmLookalike(CountingSentinel):
+    name = "llm"
 
-    pm.register(registering("register_sentinel_kinds", LlmLookalike), name="llm-plugin")
+
+class EventLookalike(EveryEventTrigger):
+    name = "event"
+
+
+@pytest.mark.parametrize(("hook", "registered", "message"), [
+    ("register_sentinel_kinds", LlmLookalike,
+     'sentinel kind "llm" is registered by both hankweave.default_plugins.sentinels and '
+     "lookalike"),
+    ("register_sentinel_triggers", EventLookalike,
+     'sentinel trigger "event" is registered by both hankweave.default_plugins.sentinels and '
+     "lookalike"),
+])
+def test_a_plugin_registering_a_builtin_sentinel_name_is_an_error_naming_both(
+    pm: HankweavePluginManager, registry: Registry, hook: str, registered: type, message: str
+) -> None:
+    pm.register(registering(hook, registered), name="lookalike")
 
     with pytest.raises(DuplicateRegistrationError) as excinfo:
         registry.sentinel_kinds()
-    assert str(excinfo.value) == (
-        'sentinel kind "llm" is registered by both hankweave.default_plugins.sentinels and '
-        "llm-plugin"
-    )
-
-
-def test_a_plugin_registering_a_builtin_trigger_type_is_an_error_naming_both(
-    pm: HankweavePluginManager, registry: Registry
-) -> None:
-    class EventLookalike(EveryEventTrigger):
-        name = "event"
-
-    pm.register(registering("register_sentinel_triggers", EventLookalike), name="event-plugin")
-
-    with pytest.raises(DuplicateRegistrationError) as excinfo:
         registry.sentinel_triggers()
-    assert str(excinfo.value) == (
-        'sentinel trigger "event" is registered by both hankweave.default_plugins.sentinels '
-        "and event-plugin"
-    )
+    assert str(excinfo.value) == message
 
 
 def test_the_builtin_sentinel_kind_and_triggers_are_registered_by_a_default_plugin(
