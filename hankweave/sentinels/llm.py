@@ -247,7 +247,7 @@ class LlmSentinel(SentinelKind):
         """The call's price from the model catalogue (input and output tokens, as the
         original; cache tokens ignored), else litellm's own estimate, else 0."""
         entry = self.setup.model_entry
-        cost = getattr(entry, "cost", None)
+        cost = entry.cost if entry is not None else None
         if cost is not None:
             return (tokens_in * cost.input + tokens_out * cost.output) / 1_000_000
         hidden = getattr(response, "_hidden_params", None) or {}
