@@ -32,10 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeAlias
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
-
 from hankweave.fsutil import open_private, private_dir
+from hankweave.plugin_config import PluginConfig
 
 if TYPE_CHECKING:
     from hankweave.codonlog import LogModel
@@ -63,17 +61,13 @@ class HarnessNotInstalledError(HarnessSelectionError):
     """A codon's model needs a harness that no installed plugin provides."""
 
 
-class HarnessConfig(BaseModel):
+class HarnessConfig(PluginConfig):
     """Base of a harness's settings model (:attr:`Harness.Config`).
 
     Strict (an unknown key is an error naming its JSON path), immutable, and camelCase in the
     settings files (``harnesses.claude.maxTurns``), snake_case in Python.  Give every field a
     default: a user who writes no section gets the defaults.
     """
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True,
-        use_attribute_docstrings=True, defer_build=True)
 
 
 @dataclass(frozen=True)

@@ -38,9 +38,10 @@ if TYPE_CHECKING:
     import click
 
     from hankweave.checkpoints import CheckpointStore
-    from hankweave.events.sink import EventSink, SentinelKind, SentinelTrigger
+    from hankweave.events.sink import EventSink
     from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
+    from hankweave.sentinel import SentinelKind, SentinelTrigger
 
 PROJECT_NAME = "hankweave"
 """The pluggy project name, which is also the entry-point group plugins are listed under."""
@@ -104,7 +105,7 @@ def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
     detached and reported, the others go on.
 
     :param register: call ``register(SinkClass)`` once per sink.  The class must be a
-        concrete subclass of :class:`hankweave.events.EventSink` with a non-empty ``name``.
+        concrete subclass of :class:`hankweave.events.sink.EventSink` with a non-empty ``name``.
         Duplicate names are an error naming both plugins.
 
     The return value is ignored.  Implemented by sink distributions (see the
@@ -117,18 +118,19 @@ def register_sentinel_triggers(register: Callable[[type[SentinelTrigger]], None]
     """Register sentinel trigger types: the rules that decide when a sentinel fires.
 
     Called once per plugin manager, when a sentinel config is loaded (``hankweave validate``, a
-    codon's start).  A config's ``trigger.type`` selects the class by name; the built-in
-    ``event`` and ``sequence`` types cannot be replaced.  The runtime builds one instance per
-    loaded sentinel as ``TriggerClass(trigger_config)`` (a ``ValueError`` is a load failure
-    that names the sentinel) and feeds it every event sentinels observe (server-state and
-    agentic-backbone events) through :meth:`~hankweave.events.SentinelTrigger.observe`.
+    codon's start).  A config's ``trigger.type`` selects the class by name.  The runtime builds
+    one instance per loaded sentinel as ``TriggerClass(trigger_config)`` (a ``ValueError`` is
+    a load failure that names the sentinel) and feeds it every event sentinels observe
+    (server-state and agentic-backbone events) through
+    :meth:`~hankweave.sentinel.SentinelTrigger.observe`.
 
     :param register: call ``register(TriggerClass)`` once per trigger type.  The class must
-        be a concrete subclass of :class:`hankweave.events.SentinelTrigger` whose ``name`` is
+        be a concrete subclass of :class:`hankweave.sentinel.SentinelTrigger` whose ``name`` is
         the ``trigger.type`` value it implements.  Duplicate names are an error naming both
-        plugins.
+        plugins, the built-in ``event`` and ``sequence`` included.
 
-    The return value is ignored.
+    The return value is ignored.  The kernel's ``event`` and ``sequence`` types are registered
+    by its default plugin ``hankweave.default_plugins.sentinels``.
     """
 
 
@@ -141,13 +143,15 @@ def register_sentinel_kinds(register: Callable[[type[SentinelKind]], None]) -> N
     are validated by the class's ``Options`` model.  The runtime builds one instance per
     loaded sentinel as ``KindClass(setup)`` and awaits ``fire(firing)`` for each trigger, one
     at a time; outputs, events, state and failure counting stay the runtime's
-    (``docs/sentinels.md``, "Sentinel kinds").
+    (``hankweave/sentinel.py``; ``docs/sentinels.md``, "Sentinel kinds").
 
     :param register: call ``register(KindClass)`` once per kind, a concrete subclass of
-        :class:`hankweave.events.SentinelKind` with a non-empty ``name``.  Duplicate names
+        :class:`hankweave.sentinel.SentinelKind` with a non-empty ``name``.  Duplicate names
         (``llm`` included) are an error naming both plugins.
 
-    The return value is ignored.  Example: ``plugins/hankweave-sentinel-command``.
+    The return value is ignored.  The kernel's ``llm`` kind is registered by its default
+    plugin ``hankweave.default_plugins.sentinels``.  Example:
+    ``plugins/hankweave-sentinel-command``.
     """
 
 

@@ -39,6 +39,7 @@ ENTRY_POINT_GROUP = hookspecs.PROJECT_NAME
 DEFAULT_PLUGINS = (
     "hankweave.default_plugins.harness_selection",
     "hankweave.default_plugins.model_catalogue",
+    "hankweave.default_plugins.sentinels",
 )
 """Modules of the built-in plugins, registered under these names."""
 

@@ -15,15 +15,18 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
 import pluggy
 
+from hankweave.plugins import DEFAULT_PLUGINS
+
 if TYPE_CHECKING:
     import click
 
     # The contracts load pydantic; the registry imports them when it collects, so that
     # installing plugin commands (every start, `--help` included) does not.
     from hankweave.checkpoints import CheckpointStore
-    from hankweave.events.sink import EventSink, SentinelKind, SentinelTrigger
+    from hankweave.events.sink import EventSink
     from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
+    from hankweave.sentinel import SentinelKind, SentinelTrigger
 
 T = TypeVar("T")
 
@@ -54,7 +57,6 @@ KERNEL = "hankweave"
 
 BUILTIN_CATALOGUE = "hankweave.default_plugins.model_catalogue"
 """The plugin name of the kernel's built-in model catalogue, whose entries plugins may replace."""
-
 
 class RegistrationError(Exception):
     """A plugin registered something invalid (wrong type, missing name)."""
@@ -90,6 +92,13 @@ class _Collection(Generic[T]):
         self.owners[name] = plugin
         if default:
             self.defaults.add(name)
+
+    def installed(self, *, include_builtin: bool) -> dict[str, T]:
+        """The objects by name; those of the kernel's built-in plugins only if asked for."""
+        if include_builtin:
+            return dict(self.items)
+        return {name: obj for name, obj in self.items.items()
+                if self.owners[name] not in DEFAULT_PLUGINS}
 
 
 class _Catalogue(NamedTuple):
@@ -136,13 +145,24 @@ class Registry:
         """Installed event sink classes by name."""
         return dict(self._event_sinks.items)
 
-    def sentinel_triggers(self) -> dict[str, type[SentinelTrigger]]:
-        """Installed sentinel trigger classes by ``trigger.type`` name."""
-        return dict(self._sentinel_triggers.items)
+    def sentinel_triggers(self, *, include_builtin: bool = False
+                          ) -> dict[str, type[SentinelTrigger]]:
+        """Installed sentinel trigger classes by ``trigger.type`` name; the kernel's own
+        (``event``, ``sequence``) only with ``include_builtin``.
 
-    def sentinel_kinds(self) -> dict[str, type[SentinelKind]]:
-        """Installed sentinel kind classes by ``kind`` name (the built-in ``llm`` is not here)."""
-        return dict(self._sentinel_kinds.items)
+        Raises :class:`DuplicateRegistrationError` when two plugins (a built-in one included)
+        register the same name.
+        """
+        return self._sentinel_triggers.installed(include_builtin=include_builtin)
+
+    def sentinel_kinds(self, *, include_builtin: bool = False) -> dict[str, type[SentinelKind]]:
+        """Installed sentinel kind classes by ``kind`` name; the kernel's own (``llm``) only
+        with ``include_builtin``.
+
+        Raises :class:`DuplicateRegistrationError` when two plugins (a built-in one included)
+        register the same name: a plugin cannot replace ``llm``.
+        """
+        return self._sentinel_kinds.installed(include_builtin=include_builtin)
 
     def registered_by(self, kind: Kind, name: str) -> str | None:
         """The plugin that registered ``name`` as a ``kind``, or None if none did.
@@ -313,7 +333,7 @@ class Registry:
 
     @functools.cached_property
     def _sentinel_triggers(self) -> _Collection[type[SentinelTrigger]]:
-        from hankweave.events.sink import SentinelTrigger
+        from hankweave.sentinel import SentinelTrigger
 
         return self._collect_classes(
             "register_sentinel_triggers", "sentinel trigger", SentinelTrigger
@@ -321,7 +341,7 @@ class Registry:
 
     @functools.cached_property
     def _sentinel_kinds(self) -> _Collection[type[SentinelKind]]:
-        from hankweave.events.sink import SentinelKind
+        from hankweave.sentinel import SentinelKind
 
         return self._collect_classes("register_sentinel_kinds", "sentinel kind", SentinelKind)
 
@@ -424,9 +444,22 @@ def get_registry() -> Registry:
     return Registry(get_plugin_manager())
 
 
+@functools.cache
+def builtin_registry() -> Registry:
+    """A registry of the kernel's built-in plugins alone: no installed plugin, no switch.
+
+    What hankweave provides whatever is installed (the ``llm`` sentinel kind, the ``event``
+    and ``sequence`` triggers), for code that is handed only what plugins add.
+    """
+    from hankweave.plugins import make_plugin_manager
+
+    return Registry(make_plugin_manager(load_entrypoints=False, env={}))
+
+
 __all__ = [
     "DuplicateRegistrationError",
     "RegistrationError",
     "Registry",
+    "builtin_registry",
     "get_registry",
 ]

@@ -26,8 +26,7 @@ from click.testing import CliRunner
 import hankweave
 from hankweave.checkpoints import BackendNotInstalledError, Checkpoint, CheckpointStore
 from hankweave.cli.plugins_cmd import install_plugin_commands, plugins_command
-from hankweave.events import EventSink, SentinelTrigger
-from hankweave.events.sink import SentinelAnswer, SentinelKind, SentinelOptions
+from hankweave.events import EventSink
 from hankweave.harness import (
     AttemptContext,
     CodonRequest,
@@ -51,6 +50,7 @@ from hankweave.registry import (
     Registry,
     get_registry,
 )
+from hankweave.sentinel import SentinelAnswer, SentinelKind, SentinelOptions, SentinelTrigger
 from hankweave.testing import attempt_context
 
 PLUGIN_SWITCHES = (
@@ -390,6 +390,46 @@ def test_duplicate_names_are_errors_naming_both_plugins(
     assert (
         str(excinfo.value) == 'checkpoint backend "git" is registered by both plugin-a and plugin-b'
     )
+
+
+class LlmLookalike(CountingSentinel):
+    name = "llm"
+
+
+class EventLookalike(EveryEventTrigger):
+    name = "event"
+
+
+@pytest.mark.parametrize(("hook", "registered", "message"), [
+    ("register_sentinel_kinds", LlmLookalike,
+     'sentinel kind "llm" is registered by both hankweave.default_plugins.sentinels and '
+     "lookalike"),
+    ("register_sentinel_triggers", EventLookalike,
+     'sentinel trigger "event" is registered by both hankweave.default_plugins.sentinels and '
+     "lookalike"),
+])
+def test_a_plugin_registering_a_builtin_sentinel_name_is_an_error_naming_both(
+    pm: HankweavePluginManager, registry: Registry, hook: str, registered: type, message: str
+) -> None:
+    pm.register(registering(hook, registered), name="lookalike")
+
+    with pytest.raises(DuplicateRegistrationError) as excinfo:
+        registry.sentinel_kinds()
+        registry.sentinel_triggers()
+    assert str(excinfo.value) == message
+
+
+def test_the_builtin_sentinel_kind_and_triggers_are_registered_by_a_default_plugin(
+    registry: Registry,
+) -> None:
+    from hankweave.sentinels.llm import LlmSentinel
+    from hankweave.sentinels.triggers import EventTriggerType, SequenceTriggerType
+
+    assert registry.sentinel_kinds(include_builtin=True) == {"llm": LlmSentinel}
+    assert registry.sentinel_triggers(include_builtin=True) == {
+        "event": EventTriggerType, "sequence": SequenceTriggerType}
+    assert registry.registered_by("sentinel kind", "llm") == "hankweave.default_plugins.sentinels"
+    assert registry.sentinel_kinds() == {} and registry.sentinel_triggers() == {}
 
 
 def test_a_plugin_registering_a_name_twice_is_an_error(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,8 @@ from hankweave.sentinels.triggers import (
     QUEUE_LIMIT,
     QUEUED_EVENTS_LIMIT,
     Batcher,
+    EventTriggerType,
+    SequenceTriggerType,
     TriggerEvent,
     TriggerMatcher,
     TriggerQueue,
@@ -74,6 +77,27 @@ def test_a_wildcard_event_trigger_sees_only_observable_events() -> None:
     matcher = event_trigger(["*"])
     assert matcher.feed("rig.output", {}) == [TriggerEvent("rig.output", {})]
     assert matcher.feed("sentinel.output", {}) is None
+
+
+def test_the_registered_event_trigger_class_matches_journal_events() -> None:
+    trigger = EventTriggerType({"type": "event", "on": ["tool.result"], "conditions": [
+        {"path": "isError", "operator": "equals", "value": True}]})
+    failure = {"type": "tool.result", "timestamp": "2026-01-01T00:00:00Z", "data": failed()}
+    assert trigger.observe(failure) == [failure]
+    assert trigger.observe({"type": "tool.result", "data": ok()}) is None
+
+
+def test_the_registered_sequence_trigger_class_returns_the_events_of_the_pattern() -> None:
+    trigger = SequenceTriggerType({"type": "sequence", "interestFilter": {"on": ["tool.result"]},
+                                   "pattern": [FAILED, FAILED]})
+    first, second = ({"type": "tool.result", "data": failed()} for _ in range(2))
+    assert trigger.observe(first) is None
+    assert trigger.observe(second) == [first, second]
+
+
+def test_a_registered_trigger_class_refuses_an_invalid_trigger_object() -> None:
+    with pytest.raises(ValueError, match="on"):
+        EventTriggerType({"type": "event", "on": []})
 
 
 # ------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@
 * :mod:`hankweave.events.reading`: :func:`parse_event`, the typed event every reader reads;
 * :mod:`hankweave.events.journal`: ``events.jsonl``, its writer and its readers;
 * :mod:`hankweave.events.bus`: :class:`EventBus`, which numbers, journals and delivers events;
-* :mod:`hankweave.events.sink`: the base classes plugins implement (sinks, sentinel triggers);
+* :mod:`hankweave.events.sink`: the base class event sink plugins implement (the sentinel
+  contract is :mod:`hankweave.sentinel`);
 * :mod:`hankweave.events.delivery`: :class:`QueuedSink`, which feeds a sink off the runtime's
   path through a bounded queue.
 """
@@ -27,7 +28,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "journal": ("CorruptLine", "EventJournal", "JournalBusyError", "JournalError",
                 "JournalReadReport", "follow_journal", "journal_path", "read_journal"),
     "reading": ("Event", "EventReadError", "parse_event", "read_transition"),
-    "sink": ("EventSink", "SentinelTrigger", "SinkConfig"),
+    "sink": ("EventSink", "SinkConfig"),
 }
 """Each public name, by the module that defines it."""
 

@@ -31,7 +31,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from hankweave.events.catalogue import ServerEvent, routes_to_sentinels
-from hankweave.events.sink import (
+from hankweave.faults import kill_point
+from hankweave.fsutil import utc_now_iso
+from hankweave.sentinel import (
     SentinelError,
     SentinelFatalError,
     SentinelFiring,
@@ -39,8 +41,6 @@ from hankweave.events.sink import (
     SentinelSetup,
     SentinelTrigger,
 )
-from hankweave.faults import kill_point
-from hankweave.fsutil import utc_now_iso
 from hankweave.sentinels.config import (
     LoadedSentinelConfig,
     PluginTrigger,

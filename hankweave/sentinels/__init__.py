@@ -18,4 +18,7 @@ The package is layered above the event catalogue and the plugin hooks and below 
 * :mod:`~hankweave.sentinels.outputs`: the log and last-value files a sentinel writes, resolved
   from ``outputPaths`` and kept inside the execution directory or the agent root;
 * :mod:`~hankweave.sentinels.llm`: the built-in ``llm`` kind, an LLM call through litellm.
+
+The contract of trigger and kind classes is :mod:`hankweave.sentinel`; the kernel's own
+(``event``, ``sequence``, ``llm``) are registered by ``hankweave.default_plugins.sentinels``.
 """

@@ -66,7 +66,7 @@ from hankweave.config.hank import (
     without_keys,
 )
 from hankweave.config.refs import RefSite, ref_policy_problem
-from hankweave.events.sink import SentinelKind, SentinelOptions, SentinelTrigger
+from hankweave.sentinel import SentinelKind, SentinelOptions, SentinelTrigger
 from hankweave.sentinels.conditions import (
     WILDCARD,
     condition_holds,
@@ -346,8 +346,11 @@ class SequenceTrigger(LenientModel):
 
 
 BUILTIN_TRIGGER_TYPES = ("event", "sequence")
-BUILTIN_KIND = "llm"
-"""The kind of a config that names none: an LLM call (``hankweave.sentinels.llm``)."""
+"""The trigger types the config format defines (their models are members of :data:`Trigger`);
+``hankweave.default_plugins.sentinels`` registers their classes."""
+DEFAULT_KIND = "llm"
+"""The kind of a config that names none: an LLM call (``hankweave.sentinels.llm``, registered
+by ``hankweave.default_plugins.sentinels``)."""
 
 
 def _choices(names: Sequence[str]) -> str:
@@ -582,8 +585,8 @@ class SentinelConfig(StrictModel):
     @classmethod
     def _installed_kind(cls, value: str | None, info: ValidationInfo) -> str | None:
         known = (info.context or {}).get("sentinel_kinds", ())
-        if value is not None and value != BUILTIN_KIND and value not in known:
-            names = _choices([BUILTIN_KIND, *sorted(set(known) - {BUILTIN_KIND})])
+        if value is not None and value != DEFAULT_KIND and value not in known:
+            names = _choices([DEFAULT_KIND, *sorted(set(known) - {DEFAULT_KIND})])
             raise _value_error(f"Unknown sentinel kind {value!r} (installed: {names}; a"
                                " plugin adds kinds with register_sentinel_kinds)")
         return value
@@ -591,7 +594,7 @@ class SentinelConfig(StrictModel):
     @property
     def kind_name(self) -> str:
         """The kind that runs this sentinel (``llm`` when the config names none)."""
-        return self.kind or BUILTIN_KIND
+        return self.kind or DEFAULT_KIND
 
     @property
     def warnings(self) -> list[HankIssue]:
@@ -643,7 +646,7 @@ class SentinelConfig(StrictModel):
     def rule_violations(cls, data: Mapping[str, Any]) -> list[RuleViolation]:
         # Presence as the original tests it: truthiness ("" is absent, [] is present).
         found: list[RuleViolation] = []
-        llm = data.get("kind") in (None, BUILTIN_KIND)
+        llm = data.get("kind") in (None, DEFAULT_KIND)
         if llm and "model" not in data:
             found.append(RuleViolation(("model",), "Field required"))
         if llm and not (_given(data, "userPromptFile") or data.get("userPromptText")):
@@ -830,23 +833,26 @@ class SentinelConfigLoader:
     One loader serves a whole run, so a config file shared by several codons is read and
     validated once.  A failure is never cached: a fixed file loads at the next codon.
 
-    `triggers` and `kinds` are the trigger types and sentinel kinds plugins registered
-    (``Registry.sentinel_triggers()``/``sentinel_kinds()``); besides the schema, a config
-    must then run: its kind's options valid, its plugin trigger accepting its settings, and
-    the kind's own checks passed (for the LLM kind: prompt files readable, templates that
-    compile, a structured-output schema in the supported subset).
+    `triggers` and `kinds` are the trigger types and sentinel kinds installed plugins
+    registered (``Registry.sentinel_triggers()``/``sentinel_kinds()``); the kernel's own
+    (:func:`hankweave.registry.builtin_registry`) are always known and cannot be replaced.
+    Besides the schema, a config must then run: its kind's options valid, its plugin trigger
+    accepting its settings, and the kind's own checks passed (for the LLM kind: prompt files
+    readable, templates that compile, a structured-output schema in the supported subset).
     """
 
     def __init__(self, *, triggers: Mapping[str, type[SentinelTrigger]] | None = None,
                  kinds: Mapping[str, type[SentinelKind]] | None = None) -> None:
+        from hankweave.registry import builtin_registry
+
+        builtin = builtin_registry()
         self._cache: dict[Path, SentinelConfig] = {}
         self._triggers = {name: cls for name, cls in (triggers or {}).items()
                           if name not in BUILTIN_TRIGGER_TYPES}
-        from hankweave.sentinels.llm import LlmSentinel
-
+        own_kinds = builtin.sentinel_kinds(include_builtin=True)
         self._kinds: dict[str, type[SentinelKind]] = {
-            **{name: cls for name, cls in (kinds or {}).items() if name != BUILTIN_KIND},
-            BUILTIN_KIND: LlmSentinel}
+            **{name: cls for name, cls in (kinds or {}).items() if name not in own_kinds},
+            **own_kinds}
 
     def load(
         self, entries: Sequence[CodonSentinel], hank_dir: Path, *, codon_id: str | None = None
@@ -977,9 +983,9 @@ def load_sentinel_configs(
 
 
 __all__ = [
-    "BUILTIN_KIND",
     "BUILTIN_TRIGGER_TYPES",
     "DEFAULT_JOIN_STRING",
+    "DEFAULT_KIND",
     "Condition",
     "ContainsCondition",
     "Conversational",

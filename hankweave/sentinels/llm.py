@@ -28,15 +28,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hankweave.events.sink import (
+from hankweave.sentinel import (
     SentinelAnswer,
+    SentinelDefinition,
     SentinelError,
     SentinelFatalError,
     SentinelFiring,
     SentinelKind,
     SentinelSetup,
 )
-from hankweave.sentinels.config import BUILTIN_KIND, SentinelConfig
+from hankweave.sentinels.config import DEFAULT_KIND, SentinelConfig
 from hankweave.sentinels.structured_output import (
     StructuredOutputSchemaError,
     structured_output_schema,
@@ -106,14 +107,14 @@ def _compiled(source: str, what: str) -> PromptTemplate:
 class LlmSentinel(SentinelKind):
     """A sentinel that asks a model (the default ``kind``)."""
 
-    name = BUILTIN_KIND
+    name = DEFAULT_KIND
 
     @classmethod
-    def check(cls, config: SentinelConfig, directory: Path) -> None:
+    def check(cls, config: SentinelDefinition, directory: Path) -> None:
         """Raise :class:`ValueError` when the config cannot run: an unreadable prompt file, a
         template that does not compile, a schema outside the supported Zod subset."""
         try:
-            PreparedPrompts(config, directory)
+            PreparedPrompts(_llm_config(config), directory)
         except (OSError, PromptTemplateError, StructuredOutputSchemaError) as exc:
             raise ValueError(str(exc)) from None
 
@@ -121,8 +122,7 @@ class LlmSentinel(SentinelKind):
         super().__init__(setup)
         from hankweave.providers import CredentialsError, sentinel_route
 
-        config: SentinelConfig = setup.config
-        self.config = config
+        config = self.config = _llm_config(setup.config)
         try:
             self.prompts = PreparedPrompts(config, setup.config_directory)
             self.route = sentinel_route(config.model or "", setup.env)
@@ -247,7 +247,7 @@ class LlmSentinel(SentinelKind):
         """The call's price from the model catalogue (input and output tokens, as the
         original; cache tokens ignored), else litellm's own estimate, else 0."""
         entry = self.setup.model_entry
-        cost = getattr(entry, "cost", None)
+        cost = entry.cost if entry is not None else None
         if cost is not None:
             return (tokens_in * cost.input + tokens_out * cost.output) / 1_000_000
         hidden = getattr(response, "_hidden_params", None) or {}
@@ -267,6 +267,13 @@ def _check_litellm() -> None:
 
     if importlib.util.find_spec("litellm") is None:
         raise SentinelFatalError(_NO_LITELLM, "configuration")
+
+
+def _llm_config(config: SentinelDefinition) -> SentinelConfig:
+    """The kernel's config model, which the LLM kind reads its prompts and parameters from."""
+    if not isinstance(config, SentinelConfig):
+        raise TypeError(f"the llm sentinel kind needs a SentinelConfig, not {config!r}")
+    return config
 
 
 def _import_litellm() -> Any:

@@ -4,6 +4,8 @@ Pure and synchronous (docs/sentinels.md, "Triggers and execution"): time is a nu
 milliseconds the caller passes in, so the runtime drives the timers and tests use a fake clock.
 
 * :class:`TriggerMatcher` turns the event stream into matched batches (event or sequence trigger);
+  :class:`EventTriggerType` and :class:`SequenceTriggerType` are the same matching as the
+  registered trigger classes (``hankweave.default_plugins.sentinels``);
 * :class:`Batcher` groups matched batches by the execution strategy (immediate, debounce, count,
   timeWindow) and drains what is left when the codon completes;
 * :class:`TriggerQueue` holds the triggers waiting to run, dropping the oldest past its limits.
@@ -15,8 +17,9 @@ import itertools
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from hankweave.sentinel import SentinelTrigger
 from hankweave.sentinels.conditions import WILDCARD, observable
 from hankweave.sentinels.config import (
     CountExecution,
@@ -43,6 +46,13 @@ class TriggerEvent:
     type: str
     data: Mapping[str, Any]
     timestamp: str | None = None
+
+    @classmethod
+    def of(cls, event: Mapping[str, object]) -> TriggerEvent:
+        """An event as the journal stores it (``type``, ``data``, ``timestamp``)."""
+        data, timestamp = event.get("data"), event.get("timestamp")
+        return cls(str(event.get("type", "")), data if isinstance(data, Mapping) else {},
+                   timestamp if isinstance(timestamp, str) else None)
 
     def as_event(self) -> dict[str, Any]:
         """The event as templates and sentinel kinds see it (``type``, ``timestamp``, ``data``)."""
@@ -183,6 +193,44 @@ class TriggerMatcher:
             if step.accepts(item[1].type, item[1].data):
                 return item
         return None
+
+
+class _MatcherTrigger(SentinelTrigger):
+    """A trigger type of the sentinel config format, as a registered trigger class.
+
+    The runtime feeds a loaded sentinel's :class:`TriggerMatcher` directly, from the event's
+    attributes (no event dict per event); this class is the same matching for whoever holds
+    only the registered class.
+    """
+
+    model: ClassVar[type[EventTrigger] | type[SequenceTrigger]]
+    """The trigger object's model, a member of the config's ``Trigger`` union."""
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        """Raise :class:`ValueError` (pydantic's ``ValidationError``) for an invalid trigger."""
+        super().__init__(config)
+        self._matcher = TriggerMatcher(self.model.model_validate(config, by_alias=True,
+                                                                 by_name=False))
+
+    def observe(self, event: Mapping[str, object]) -> list[Mapping[str, Any]] | None:
+        seen = TriggerEvent.of(event)
+        batch = self._matcher.feed(seen.type, seen.data, seen.timestamp)
+        return [matched.as_event() for matched in batch] if batch else None
+
+
+class EventTriggerType(_MatcherTrigger):
+    """``{"type": "event", "on": [...], "conditions": [...]}``: each matching event fires."""
+
+    name = "event"
+    model = EventTrigger
+
+
+class SequenceTriggerType(_MatcherTrigger):
+    """``{"type": "sequence", "interestFilter": ..., "pattern": [...]}``: the events that
+    complete the pattern fire."""
+
+    name = "sequence"
+    model = SequenceTrigger
 
 
 Execution = ImmediateExecution | DebounceExecution | CountExecution | TimeWindowExecution
