@@ -284,6 +284,10 @@ def _describe(address: Any) -> str:
     return str(address)
 
 
+_Handler = Callable[[_Client, Any], Awaitable[tuple[str, Any]]]
+"""Answers one client message: the reply's type and data."""
+
+
 class ControlServer:
     """Serves one run's event stream and commands over WebSocket.
 
@@ -355,7 +359,11 @@ class ControlServer:
         self._dirty: list[_Client] = []
         self._flush_scheduled = False
         self._stopped = False
-        self._handlers: dict[str, Callable[[_Client, Any], Awaitable[tuple[str, Any]]]] = {
+        self._handlers = self._command_handlers()
+
+    def _command_handlers(self) -> dict[str, _Handler]:
+        """What answers each message type (after the handshake and the mode check)."""
+        return {
             "ping": self._ping,
             "ping.broadcast": self._ping_broadcast,
             "history.sync": self._history_sync,
