@@ -1,9 +1,12 @@
 """What the parts of one runtime share: the hank, the execution directory, its state, its settings.
 
 :class:`RunContext` is built once per ``hankweave run`` and handed to every part of the runtime
-(the run lifecycle, live control, rollbacks, each codon attempt).  It holds no control flow of
-its own: it answers questions about the execution ("which codon config is ``review#2``?",
-"what is the thread now?") and performs the one way state changes, a typed transition.
+(the run lifecycle, live control, rollbacks, the human loop, the sentinels, each codon attempt).
+It is frozen data: every service it holds is built outside and passed in, it builds nothing
+that takes it back, and what changes while the run goes on (the run id, what failed attempts
+cost) lives in one named place, :class:`RunBookkeeping`.  It holds no control flow of its own:
+it answers questions about the execution ("which codon config is ``review#2``?", "what is the
+thread now?") and performs the one way state changes, a typed transition.
 """
 
 from __future__ import annotations
@@ -121,7 +124,7 @@ class RunContext:
     _thread: ThreadTracker = field(init=False, repr=False, default_factory=ThreadTracker)
 
     def __post_init__(self) -> None:
-        # Derived once from the frozen hank; a frozen dataclass sets it through object.
+        # Derived once from the hank; a frozen dataclass sets it through object.__setattr__.
         object.__setattr__(self, "_codons", self.hank.codon_configs())
 
     @property
