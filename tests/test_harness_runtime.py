@@ -280,7 +280,7 @@ def test_a_harness_that_ignores_cancellation_is_abandoned_and_its_process_killed
 
     async def skip_a(runtime):
         await wait_for_status(runtime, "a", "running")
-        assert runtime.skip()
+        assert runtime.commands.skip()
 
     started = time.monotonic()
     outcome = project.run_controlled(skip_a, {"a": {"process": True}, "b": {"messages": 1}})

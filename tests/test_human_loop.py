@@ -253,9 +253,9 @@ def test_with_wait_for_answers_the_run_waits_and_an_answer_lets_it_go_on(project
         for expected in ("question", "approval"):
             item = await _pending_of(runtime, expected)
             if expected == "question":
-                await runtime.answer(item.id, GivenAnswer(text="Green"), "test")
+                await runtime.commands.answer(item.id, GivenAnswer(text="Green"), "test")
             else:
-                await runtime.answer(item.id, GivenAnswer(approve=True), "test")
+                await runtime.commands.answer(item.id, GivenAnswer(approve=True), "test")
 
     outcome = project.run_controlled(control, {"a": {"askHuman": "Which colour?"}},
                                      wait_for_answers=True, shim_idle_timeout=1)
@@ -347,7 +347,7 @@ def test_a_shutdown_while_waiting_stops_the_wait_and_the_interruption_stays(proj
 
     async def control(runtime):
         await _pending_of(runtime, kind)
-        runtime.request_shutdown("SIGINT")
+        runtime.commands.request_shutdown("SIGINT")
 
     stopped = project.run_controlled(control, script, wait_for_answers=True)
 

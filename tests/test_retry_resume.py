@@ -120,7 +120,7 @@ def test_a_shutdown_during_the_retry_wait_ends_it_at_once_and_the_resume_continu
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.2)  # the retry's 30 s wait has begun
         stopped_after.append(time.monotonic())
-        runtime.request_shutdown("SIGTERM")
+        runtime.commands.request_shutdown("SIGTERM")
 
     first = project.run_controlled(stop_in_the_wait, {"a": OVERLOADED}, timeout=10)
     ended = time.monotonic()

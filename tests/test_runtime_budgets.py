@@ -330,7 +330,7 @@ def test_a_resumed_run_counts_what_the_stopped_run_spent_and_how_long_it_took(pr
         await wait_for_status(runtime, "b", "running")
         while not runtime.state.runs[0].codons[-1].assistant_message_count:
             await asyncio.sleep(0.005)
-        runtime.request_shutdown("SIGTERM")
+        runtime.commands.request_shutdown("SIGTERM")
 
     first = project.run_controlled(
         stop_in_b, {"a": {"messages": 2, "delayMs": 200}, "b": {"messages": 1, "hang": True}},

@@ -45,7 +45,7 @@ def test_skipping_a_hanging_codon_records_it_skipped_and_runs_the_next(project):
         # Skip once the agent hangs: its three messages (two, then the write) are in.
         while runtime.state.runs[0].codons[-1].assistant_message_count < 3:
             await asyncio.sleep(0.002)
-        assert runtime.skip()
+        assert runtime.commands.skip()
 
     outcome = project.run_controlled(
         skip_a, {"a": {"hang": True, "messages": 2, "writeFiles": {"a.md": "partial"}}})
@@ -68,8 +68,8 @@ def test_skip_without_a_running_codon_is_refused(project):
 
     async def skip_then_stop(runtime):
         # autostart off: the runtime waits for a start command; nothing runs, nothing to skip.
-        refused.append(runtime.skip())
-        runtime.request_shutdown("SIGINT")
+        refused.append(runtime.commands.skip())
+        runtime.commands.request_shutdown("SIGINT")
 
     outcome = project.run_controlled(skip_then_stop, autostart=False)
     assert refused == [False]
@@ -83,10 +83,10 @@ def test_a_skip_during_a_state_write_keeps_the_state_log_in_step(project, slow_d
     seen = {}
 
     async def skip_while_initializing(runtime):
-        while not (runtime.agent_running and runtime.state.runs[0].codons
+        while not (runtime.commands.agent_running and runtime.state.runs[0].codons
                    and runtime.state.runs[0].codons[-1].status == "initializing"):
             await asyncio.sleep(0.002)
-        runtime.skip()
+        runtime.commands.skip()
         await wait_for_status(runtime, "b", "running")
         # What a crash right now would leave: the state file plus its log, replayed.
         seen["disk"], seen["report"] = load_state(project.hankweave_dir)
@@ -107,7 +107,7 @@ def test_a_signal_mid_codon_fails_it_retriably_and_ends_the_run(project, signal_
 
     async def stop(runtime):
         await wait_for_status(runtime, "a", "running")
-        runtime.request_shutdown(signal_name)
+        runtime.commands.request_shutdown(signal_name)
 
     outcome = project.run_controlled(stop, {"a": {"hang": True}})
 
@@ -125,7 +125,7 @@ def test_a_stop_during_rig_setup_does_not_start_the_agent(project):
 
     async def stop_while_preparing(runtime):
         await wait_for_status(runtime, "a", "preparing")
-        runtime.request_shutdown("SIGINT")
+        runtime.commands.request_shutdown("SIGINT")
 
     outcome = project.run_controlled(stop_while_preparing)
 
@@ -142,7 +142,7 @@ def test_a_stop_while_the_agent_is_being_started_does_not_start_it(project, slow
     async def stop_while_starting(runtime):
         # The stop lands during the write of the initializing transition.
         await wait_for_status(runtime, "a", "starting")
-        runtime.request_shutdown("SIGINT")
+        runtime.commands.request_shutdown("SIGINT")
 
     outcome = project.run_controlled(stop_while_starting)
 
@@ -158,7 +158,7 @@ def test_a_stop_during_the_retry_wait_does_not_retry(project):
 
     async def stop_while_waiting(runtime):
         await wait_for_status(runtime, "a", "failed")
-        runtime.request_shutdown("SIGTERM")
+        runtime.commands.request_shutdown("SIGTERM")
 
     outcome = project.run_controlled(stop_while_waiting, {"a": [OVERLOADED, {}]}, timeout=5)
 
@@ -173,10 +173,10 @@ def test_autostart_off_waits_for_a_start_command(project):
 
     async def start_each(runtime):
         for codon_id in ("a", "b"):
-            runtime.request_start()
+            runtime.commands.request_start()
             await wait_for_status(runtime, codon_id, "completed")
             idle.append(runtime.state.runs[0].status)
-        runtime.request_start()  # nothing is left: the run ends
+        runtime.commands.request_start()  # nothing is left: the run ends
 
     outcome = project.run_controlled(start_each, autostart=False)
     assert idle == ["running", "running"]
@@ -268,7 +268,7 @@ def test_a_stopped_run_resumes_and_finishes_without_repeating_work(project):
 
     async def stop_b(runtime):
         await wait_for_status(runtime, "b", "running")
-        runtime.request_shutdown("SIGINT")
+        runtime.commands.request_shutdown("SIGINT")
 
     first = project.run_controlled(stop_b, {"a": {"writeFiles": {"a.md": "alpha"}},
                                             "b": {"hang": True}})
@@ -299,10 +299,10 @@ def test_an_attended_run_waits_after_a_retriable_failure_and_a_client_retries(pr
 
     async def retry_when_parked(runtime):
         await wait_for_status(runtime, "a", "failed")
-        while not runtime.waiting_for_command:
+        while not runtime.commands.waiting_for_command:
             await asyncio.sleep(0.005)
         parked.append(True)
-        runtime.start_codon("a")
+        runtime.commands.start_codon("a")
 
     outcome = project.run_controlled(
         retry_when_parked, {"a": [{"result": "error", "errorText": "API Error: 529 overloaded"},
@@ -346,7 +346,7 @@ def test_a_stop_during_a_long_rig_command_ends_it_at_once(project):
 
     async def stop_during_rig(runtime):
         await until_rig_runs(runtime, project)
-        runtime.request_shutdown("SIGINT")
+        runtime.commands.request_shutdown("SIGINT")
 
     started = time.monotonic()
     outcome = project.run_controlled(stop_during_rig, timeout=30)
@@ -363,7 +363,7 @@ def test_a_skip_during_rig_setup_skips_the_codon_and_runs_the_next(project):
 
     async def skip_during_rig(runtime):
         await until_rig_runs(runtime, project)
-        assert runtime.skip()
+        assert runtime.commands.skip()
 
     outcome = project.run_controlled(skip_during_rig, timeout=30)
 
@@ -378,10 +378,10 @@ def test_a_force_stop_during_rig_setup_fails_the_codon_and_waits_for_a_command(p
 
     async def force_stop_during_rig(runtime):
         await until_rig_runs(runtime, project)
-        assert runtime.force_stop("enough") == "a"
-        while not runtime.waiting_for_command:
+        assert runtime.commands.force_stop("enough") == "a"
+        while not runtime.commands.waiting_for_command:
             await asyncio.sleep(0.02)
-        runtime.request_shutdown("SIGTERM")
+        runtime.commands.request_shutdown("SIGTERM")
 
     outcome = project.run_controlled(force_stop_during_rig, timeout=30)
 

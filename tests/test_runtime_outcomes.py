@@ -194,7 +194,7 @@ def test_continue_previous_after_a_skip_with_messages_resumes_the_skipped_sessio
         await wait_for_status(runtime, "a", "running")
         while not runtime.state.runs[0].codons[-1].assistant_message_count:
             await asyncio.sleep(0.005)
-        runtime.skip()
+        runtime.commands.skip()
 
     outcome = project.run_controlled(skip_a, {"a": {"hang": True, "sessionId": "s-a"}})
 
@@ -209,7 +209,7 @@ def test_continue_previous_after_a_skip_without_messages_fails_without_retry(pro
 
     async def skip_a(runtime):
         await wait_for_status(runtime, "a", "running")
-        runtime.skip()
+        runtime.commands.skip()
 
     outcome = project.run_controlled(skip_a, {"a": {"hang": True, "messages": 0}})
 

@@ -133,7 +133,7 @@ def _mixed_run(project):
 
     async def skip_beta(runtime):
         await wait_for_status(runtime, "beta", "running")
-        runtime.skip()
+        runtime.commands.skip()
 
     return project.run_controlled(skip_beta, {"beta": {"hang": True},
                                               "gamma": {"result": "error"}})

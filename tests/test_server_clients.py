@@ -221,10 +221,10 @@ def test_ctl_drives_a_run_started_without_autostart(project):
             results["skip"] = await ctl(*where, "skip")
             results["next"] = await ctl(*where, "next")
             await wait_for_status(served.runtime, "a", "completed")
-            await _until(lambda: served.runtime.waiting_for_command)
+            await _until(lambda: served.runtime.commands.waiting_for_command)
             results["start"] = await ctl(*where, "start", "c")
             await wait_for_status(served.runtime, "c", "completed")
-            await _until(lambda: served.runtime.waiting_for_command)
+            await _until(lambda: served.runtime.commands.waiting_for_command)
             results["checkpoints"] = await ctl(*where, "checkpoints", "--json")
             results["rollback"] = await ctl(*where, "rollback", "--to", "a")
             results["shutdown"] = await ctl(*where, "shutdown", "--reason", "test over")
@@ -255,7 +255,7 @@ def test_ctl_stop_then_next(project):
             where = ["-e", str(project.exec_dir)]
             await wait_for_status(served.runtime, "a", "running")
             stop = await ctl(*where, "stop", "--reason", "wrong direction")
-            await _until(lambda: served.runtime.waiting_for_command)
+            await _until(lambda: served.runtime.commands.waiting_for_command)
             nxt = await ctl(*where, "next")
             return stop, nxt, await served.wait()
 

@@ -75,7 +75,7 @@ def test_reconnecting_with_after_seq_during_a_run_gets_every_event_exactly_once(
 
             def caught_up() -> bool:
                 # Nothing more comes once c hangs: then every event must have arrived.
-                return served.runtime.codon_in_progress() == ("c", "running") and \
+                return served.runtime.commands.codon_in_progress() == ("c", "running") and \
                     bool(seen) and seen[-1] >= bus.last_seq
 
             seen: list[int] = []
@@ -93,7 +93,7 @@ def test_reconnecting_with_after_seq_during_a_run_gets_every_event_exactly_once(
                     budget -= 1
                 ws.transport.abort()  # gone without a goodbye
             target = bus.last_seq
-            served.runtime.skip()
+            served.runtime.commands.skip()
             await served.wait()
         return seen, connections, target
 
@@ -168,7 +168,7 @@ def test_force_stop_fails_the_codon_without_retry_and_waits_for_the_next_command
             async with ws:
                 stop = await command(ws, "codon.forceStop", {"reason": "off the rails"})
                 waiting = await idle(ws)
-                assert served.runtime.waiting_for_command
+                assert served.runtime.commands.waiting_for_command
                 nxt = await command(ws, "codon.next", command_id="n")
             code = await served.wait()
         return stop, waiting, nxt, code
@@ -224,7 +224,7 @@ def test_starting_while_a_codon_runs_is_refused(project):
                            await command(ws, "codon.start", {"codonId": "b"}, "s"),
                            await command(ws, "codon.redo", command_id="r"),
                            await command(ws, "rollback.toLastSuccess", command_id="l")]
-                served.runtime.skip()
+                served.runtime.commands.skip()
             await served.wait()
         return replies
 
@@ -347,7 +347,7 @@ def test_commands_during_a_rollback_are_refused(project, monkeypatch):
                 await idle(first, "codon-completed")
                 rolling = asyncio.create_task(command(first, "rollback.toLastSuccess",
                                                       command_id="r"))
-                while not served.runtime.rolling_back:
+                while not served.runtime.commands.rolling_back:
                     await asyncio.sleep(0.005)
                 during = await command(second, "codon.next", command_id="d")
                 after = await rolling
@@ -409,19 +409,19 @@ def test_the_runtime_methods_refuse_what_the_protocol_refuses(project):
             runtime = served.runtime
             await wait_for_status(runtime, "a", "running")
             errors = []
-            for call in (runtime.start_next, lambda: runtime.start_codon("a"), runtime.redo):
+            for call in (runtime.commands.start_next, lambda: runtime.commands.start_codon("a"), runtime.commands.redo):
                 with pytest.raises(RuntimeCommandError) as caught:
                     call()
                 errors.append(str(caught.value))
             with pytest.raises(RuntimeCommandError):
-                await runtime.rollback_to_codon("a")
-            assert runtime.force_stop("test") == "a"
+                await runtime.commands.rollback_to_codon("a")
+            assert runtime.commands.force_stop("test") == "a"
             async with asyncio.timeout(5):
-                while not runtime.waiting_for_command:
+                while not runtime.commands.waiting_for_command:
                     await asyncio.sleep(0.005)
             with pytest.raises(RuntimeCommandError, match="No running codon to stop"):
-                runtime.force_stop()
-            assert runtime.skip() is False
+                runtime.commands.force_stop()
+            assert runtime.commands.skip() is False
             return errors
 
     errors = run(scenario())
@@ -448,7 +448,7 @@ def test_two_hundred_connect_disconnect_cycles_leave_the_run_unaffected(project)
             async with asyncio.timeout(5):
                 while served.server.client_count:
                     await asyncio.sleep(0.01)
-            served.runtime.skip()
+            served.runtime.commands.skip()
             return await served.wait()
 
     assert run(scenario(), timeout=60) == 0

@@ -170,7 +170,7 @@ class ServedRun:
             # Served, booted and, without autostart, waiting for its first command.
             runtime = runtimes[0] if runtimes else None
             return runtime is not None and server_of(runtime) is not None and \
-                runtime.run_id is not None and (runtime.waiting_for_command or not waits)
+                runtime.run_id is not None and (runtime.commands.waiting_for_command or not waits)
 
         async with asyncio.timeout(10):
             while not ready():
@@ -195,7 +195,7 @@ class ServedRun:
         assert self._task is not None
         try:
             if not self._task.done():
-                self.runtime.request_shutdown("SIGINT")
+                self.runtime.commands.request_shutdown("SIGINT")
             code = await asyncio.wait_for(self._task, 15)
         finally:
             if not self._task.done():

@@ -644,7 +644,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
         bus.subscribe(lambda event: on_event(event.to_wire()))
     runtime = _runtime(prepared, request, owned, checkpoints, bus.emit,
                        provider_env=mock.client_env() if mock is not None else {})
-    bus.subscribe(runtime.ctx.sentinels.observe)
+    bus.subscribe(runtime.services.sentinels.observe)
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, runtime)
     server = None
@@ -743,7 +743,7 @@ def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Runtime) -> list[
     installed: list[int] = []
     for signum, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
         try:
-            loop.add_signal_handler(signum, runtime.request_shutdown, name)
+            loop.add_signal_handler(signum, runtime.commands.request_shutdown, name)
             installed.append(signum)
         except (NotImplementedError, RuntimeError):  # not the main thread, or no signals
             pass

@@ -273,41 +273,51 @@ def archive_on_success(
         if loop_level or loop_context is None
         else ArchiveLoopContext(loop_id=loop_context.loop_id, iteration=loop_context.iteration)
     )
-    path = manifest_path(execution_dir)
     for rel in resolve_patterns(agent_root, patterns):
         source = agent_root / rel
         if not os.path.lexists(source):
             result.missing.append(rel)
             continue
         try:
-            archive_rel = archive_destination(
-                rel, codon_id=codon_id, loop_context=context, loop_level=loop_level
-            )
-            destination = _contained(execution_dir, archive_rel)
-            if os.path.lexists(destination):
-                log.info("Archive collision: %s is replaced", archive_rel)
-            _place_copy(source, destination)
-            entry = ArchiveEntry(
-                source_path=rel,
-                archive_path=archive_rel,
-                codon_id=codon_id,
-                loop_context=context,
-                checkpoint_sha=checkpoint_sha or ORPHAN,
-                timestamp=utc_now_iso(),
-            )
-            manifest.entries.append(entry)
-            try:
-                manifest.save(path)
-            except OSError:
-                manifest.entries.remove(entry)
-                raise
-            source.unlink()
+            entry = _archive_file(source, rel, execution_dir=execution_dir, codon_id=codon_id,
+                                  loop_context=context, loop_level=loop_level,
+                                  checkpoint_sha=checkpoint_sha, manifest=manifest)
         except (OSError, ValueError) as exc:
             result.failed.append(ArchiveFailure(rel, str(exc)))
             continue
         result.archived.append(rel)
         result.entries.append(entry)
     return result
+
+
+def _archive_file(source: Path, rel: str, *, execution_dir: Path, codon_id: str,
+                  loop_context: ArchiveLoopContext | None, loop_level: bool,
+                  checkpoint_sha: str | None, manifest: ArchiveManifest) -> ArchiveEntry:
+    """Copy one file into the archive, record it in the saved manifest, then delete it (see
+    :func:`archive_on_success`)."""
+    archive_rel = archive_destination(
+        rel, codon_id=codon_id, loop_context=loop_context, loop_level=loop_level
+    )
+    destination = _contained(execution_dir, archive_rel)
+    if os.path.lexists(destination):
+        log.info("Archive collision: %s is replaced", archive_rel)
+    _place_copy(source, destination)
+    entry = ArchiveEntry(
+        source_path=rel,
+        archive_path=archive_rel,
+        codon_id=codon_id,
+        loop_context=loop_context,
+        checkpoint_sha=checkpoint_sha or ORPHAN,
+        timestamp=utc_now_iso(),
+    )
+    manifest.entries.append(entry)
+    try:
+        manifest.save(manifest_path(execution_dir))
+    except OSError:
+        manifest.entries.remove(entry)
+        raise
+    source.unlink()
+    return entry
 
 
 # --------------------------------------------------------------------------------------------

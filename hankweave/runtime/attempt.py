@@ -29,7 +29,7 @@ from hankweave.harness import CodonRequest
 from hankweave.processes import AGENT_MARKER_ENV, agent_marker
 from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRunner, Interrupt
-from hankweave.runtime.completion import CodonResult, complete
+from hankweave.runtime.completion import CodonResult, Ending, record_end, settle
 from hankweave.runtime.context import RunContext, elapsed_ms
 from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED
 from hankweave.state.thread import find_continuation_session_id
@@ -38,6 +38,7 @@ from hankweave.state.types import FailureReason, LoopContext
 
 if TYPE_CHECKING:
     from hankweave.runtime.rig import RigResult
+    from hankweave.runtime.services import RunServices
 
 StopReason = Callable[[], str | None]
 """Why the runtime is shutting down (None while it is not)."""
@@ -46,9 +47,10 @@ StopReason = Callable[[], str | None]
 class CodonAttempt:
     """Runs one attempt of ``codon_id`` in the current run (see the module docstring)."""
 
-    def __init__(self, ctx: RunContext, codon_id: str, *, skip_rig: bool = False,
-                 stop_reason: StopReason, number: int = 1) -> None:
+    def __init__(self, ctx: RunContext, services: RunServices, codon_id: str, *,
+                 skip_rig: bool = False, stop_reason: StopReason, number: int = 1) -> None:
         self.ctx = ctx
+        self.services = services
         self.codon_id = codon_id
         self.skip_rig = skip_rig
         self.number = number
@@ -109,7 +111,8 @@ class CodonAttempt:
         ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
         # Asked before this attempt's record exists: only a run's first attempt of the codon
         # can carry on the interrupted one.
-        self._continues = ctx.config.humans and ctx.humans.continues_interrupted_attempt(codon_id)
+        self._continues = (ctx.config.humans
+                           and self.services.humans.continues_interrupted_attempt(codon_id))
         await self._record_start()
 
         rig_sha: str | None = None
@@ -119,7 +122,7 @@ class CodonAttempt:
         elif codon.rig_setup is not None and not self.skip_rig:
             failure = await self._rig_setup()
             if self._rig_interrupt == "skip":
-                return await complete(self, AttemptOutcome(interrupted="skip"))
+                return await self._complete(AttemptOutcome(interrupted="skip"))
             if self._rig_interrupt is not None:
                 return await self._fail_early("preparing", self.interrupted_reason())
             if failure is not None:
@@ -129,7 +132,7 @@ class CodonAttempt:
                 return await self._fail_early("preparing", FailureReason(
                     type="unknown", retriable=False, message="Rig-setup checkpoint failed"))
         await ctx.move(codon_id, "starting", checkpoint_sha=rig_sha)
-        failure = await ctx.sentinels.load(self)
+        failure = await self.services.sentinels.load(codon_id, codon)
         if failure is not None:
             return await self._fail_early("starting", failure)
 
@@ -159,12 +162,20 @@ class CodonAttempt:
                        claude_log_path=str(spec.log_path.relative_to(ctx.layout.path)),
                        previous_session_id=session)
         outcome = await self._drive(spec)
-        return await complete(self, outcome)
+        return await self._complete(outcome)
 
     async def skip_unstarted(self) -> CodonResult:
         """Record the codon skipped before anything ran (a person rejected its start)."""
         await self._record_start()
-        return await complete(self, AttemptOutcome(interrupted="skip"))
+        return await self._complete(AttemptOutcome(interrupted="skip"))
+
+    async def _complete(self, outcome: AttemptOutcome) -> CodonResult:
+        """Settle the final status, make the end checkpoint, record the end (runtime.completion)."""
+        ending = Ending(codon_id=self.codon_id, codon=self.codon, entry=self.entry,
+                        started=self._started, interrupted_reason=self.interrupted_reason())
+        settled = await settle(self.ctx, self.services, ending, outcome)
+        sha = await self.checkpoint(settled.checkpoint_kind)
+        return await record_end(self.ctx, self.services, ending, outcome, settled, sha)
 
     async def _record_start(self) -> None:
         """The attempt's record (``CodonStarted``, status ``preparing``)."""
@@ -216,9 +227,9 @@ class CodonAttempt:
         ctx = self.ctx
         self._resuming = False
         if ctx.config.policy is not None or not self._continues \
-                or not ctx.humans.carried(self.codon_id):
+                or not self.services.humans.carried(self.codon_id):
             return None
-        session = ctx.humans.resumed_session(self.codon_id)
+        session = self.services.humans.resumed_session(self.codon_id)
         try:
             harness = ctx.config.harness_override or ctx.registry.select_harness(
                 ctx.registry.resolve_model(self.codon.model))
@@ -242,7 +253,8 @@ class CodonAttempt:
         # crash of this runtime (hankweave.processes).
         marker = {AGENT_MARKER_ENV: agent_marker(run_id, codon_id)}
         request = CodonRequest(
-            prompt=ctx.humans.resume_prompt(codon_id) if resuming else ctx.prompts.user(codon),
+            prompt=(self.services.humans.resume_prompt(codon_id) if resuming
+                    else ctx.prompts.user(codon)),
             resumes_interruption=resuming, system_prompt=ctx.prompts.system(codon), model=model,
             work_dir=ctx.layout.agent_root, session_id_to_resume=session,
             fork_session=session is not None,
@@ -261,7 +273,7 @@ class CodonAttempt:
             max_extensions=codon.max_extensions,
             idle_timeout_s=effective_shim_idle_timeout(
                 codon, ctx.config.shim_idle_timeout, harness.default_idle_timeout_s),
-            policy=ctx.config.policy or ctx.humans)
+            policy=ctx.config.policy or self.services.humans)
 
     # ----- rig setup and checkpoints -----
 
@@ -335,13 +347,8 @@ class CodonAttempt:
         self.ctx.reporter.codon_completed(
             codon_id=self.codon_id, success=False, cost=0.0, duration_ms=0, exit_code=1,
             failure_reason=reason, failure_ignored=self.codon.on_failure == "ignore")
-        await self.ctx.sentinels.finish_codon(stopping=self._stop_reason() is not None)
+        await self.services.sentinels.finish_codon(stopping=self._stop_reason() is not None)
         return CodonResult(self.codon_id, "failed", reason)
-
-    @property
-    def started(self) -> float:
-        """When the attempt started (``time.monotonic()``)."""
-        return self._started
 
 
 async def _watch_time(runner: CodonRunner, budget: CodonBudget) -> None:

@@ -351,7 +351,7 @@ def loop_seconds(run: Run, last_write: LastWrite | None = None) -> dict[str, flo
 def log_last_write(execution_dir: Path) -> LastWrite:
     """:data:`LastWrite` from the agent logs under ``execution_dir``."""
     def last_write(record: CodonExecution) -> float | None:
-        relative = getattr(record, "claude_log_path", None)
+        relative: str | None = getattr(record, "claude_log_path", None)
         if not relative:
             return None
         try:

@@ -22,13 +22,15 @@ from hankweave.state.reducer import plan_splice
 from hankweave.state.transitions import ExecutionPlanData, ExecutionPlanUpdated
 from hankweave.state.types import (
     NO_CHECKPOINT,
+    ExecutionCodonEntry,
     FailureReason,
     is_terminal_status,
     plan_positions,
 )
 
 if TYPE_CHECKING:
-    from hankweave.runtime.attempt import CodonAttempt
+    from hankweave.config.hank import Codon
+    from hankweave.runtime.services import RunServices
 
 Status = Literal["completed", "failed", "skipped"]
 _CHECKPOINT_KIND: dict[str, Literal["completed", "error", "skipped"]] = {
@@ -47,26 +49,83 @@ class CodonResult:
     """The run cannot go on after this codon (a failed output copy)."""
 
 
-async def complete(attempt: CodonAttempt, outcome: AttemptOutcome) -> CodonResult:
-    """Record how ``attempt`` ended, report it, and do what its outcome calls for."""
-    ctx, codon_id = attempt.ctx, attempt.codon_id
-    record = ctx.current(codon_id)
-    status, reason, note = _final_status(attempt, outcome)
+@dataclass(frozen=True)
+class Ending:
+    """What the attempt that ends tells its completion (its codon, and why it was stopped)."""
+
+    codon_id: str
+    codon: Codon
+    entry: ExecutionCodonEntry
+    started: float
+    """When the attempt started (``time.monotonic()``)."""
+    interrupted_reason: FailureReason
+    """The failure of the attempt if a shutdown or a client stopped it."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The final status :func:`settle` decided; the attempt makes its end checkpoint of
+    :attr:`checkpoint_kind` and hands the sha to :func:`record_end`."""
+
+    status: Status
+    reason: FailureReason | None
+    note: str | None
+    during: str
+    """The record's status when the attempt ended (``failed_during``, ``skipped_during``)."""
+    stopping: bool
+    """A stop or an interruption ended the attempt (sentinels are not drained)."""
+
+    @property
+    def checkpoint_kind(self) -> Literal["completed", "error", "skipped"]:
+        return _CHECKPOINT_KIND[self.status]
+
+
+async def settle(ctx: RunContext, services: RunServices, ending: Ending,
+                 outcome: AttemptOutcome) -> Settled:
+    """Decide the final status and let the sentinels finish what the codon's events triggered;
+    the attempt then makes its end checkpoint."""
+    record = ctx.current(ending.codon_id)
+    status, reason, note = _final_status(ctx, services, ending, outcome)
     during = record.status
     stopping = outcome.interrupted in ("stop", "human")
-    if ctx.sentinels.loaded and not stopping:
+    sentinels = services.sentinels
+    if sentinels.loaded and not stopping:
         # The first drain (docs/sentinels.md): what the codon's events triggered finishes
         # before its final transition, while the record says so.
         if record.status == "running":
-            await ctx.move(codon_id, "completing-sentinels")
-        await ctx.sentinels.drain()
-        await ctx.sentinels.record_states()
-    sha = await attempt.checkpoint(_CHECKPOINT_KIND[status])
+            await ctx.move(ending.codon_id, "completing-sentinels")
+        await sentinels.drain()
+        await sentinels.record_states()
+    return Settled(status, reason, note, during, stopping)
+
+
+async def record_end(ctx: RunContext, services: RunServices, ending: Ending,
+                     outcome: AttemptOutcome, settled: Settled, sha: str | None) -> CodonResult:
+    """Record how the attempt ended (its end checkpoint ``sha``), report it, and do what its
+    outcome calls for."""
+    codon_id, status, reason = ending.codon_id, settled.status, settled.reason
     if sha is None and status == "completed":
         status, reason = "failed", FailureReason(type="unknown", retriable=False,
                                                  message="Checkpoint creation failed")
-    if note:
-        ctx.reporter.info(note)
+    if settled.note:
+        ctx.reporter.info(settled.note)
+    metadata = _end_metadata(status, reason, settled.during, outcome, sha)
+    await ctx.move(codon_id, status, **metadata)
+    kill_point("codon.recorded")  # test-only (docs/crash-testing.md)
+    _report_completion(ctx, ending, status, reason, outcome)
+    await services.sentinels.finish_codon(stopping=settled.stopping)
+    report_snapshot(ctx)
+    if status == "completed" and not await _after_success(ctx, ending, sha):
+        return CodonResult(codon_id, status, reason, sha, ends_run=True)
+    if status in ("completed", "skipped"):
+        await expand_plan(ctx, codon_id, status, outcome.context_exceeded,
+                          outcome.budget_exceeded is not None)
+    return CodonResult(codon_id, status, reason, sha)
+
+
+def _end_metadata(status: Status, reason: FailureReason | None, during: str,
+                  outcome: AttemptOutcome, sha: str | None) -> dict[str, Any]:
+    """The final transition's metadata."""
     metadata: dict[str, Any] = {
         "exit_code": outcome.exit_code, "checkpoint_sha": sha,
         "result_message_received": outcome.result_received,
@@ -75,61 +134,51 @@ async def complete(attempt: CodonAttempt, outcome: AttemptOutcome) -> CodonResul
     }
     if status == "completed":
         metadata["budget_exceeded"] = outcome.budget_exceeded
-        if record.status == "initializing" and not sha:
+        if during == "initializing" and not sha:
             metadata["checkpoint_sha"] = NO_CHECKPOINT
     elif status == "failed":
         metadata.update(exit_code=outcome.exit_code or 1, failure_reason=reason,
                         failed_during=during)
     else:
         metadata["skipped_during"] = during
-    await ctx.move(codon_id, status, **metadata)
-    kill_point("codon.recorded")  # test-only (docs/crash-testing.md)
-    _report_completion(attempt, status, reason, outcome)
-    await ctx.sentinels.finish_codon(stopping=stopping)
-    report_snapshot(ctx)
-    if status == "completed" and not await _after_success(attempt, sha):
-        return CodonResult(codon_id, status, reason, sha, ends_run=True)
-    if status in ("completed", "skipped"):
-        await expand_plan(ctx, codon_id, status, outcome.context_exceeded,
-                          outcome.budget_exceeded is not None)
-    return CodonResult(codon_id, status, reason, sha)
+    return metadata
 
 
-def _report_completion(attempt: CodonAttempt, status: Status, reason: FailureReason | None,
-                       outcome: AttemptOutcome) -> None:
+def _report_completion(ctx: RunContext, ending: Ending, status: Status,
+                       reason: FailureReason | None, outcome: AttemptOutcome) -> None:
     """``codon.completed``; its cost includes what the codon's failed attempts cost before."""
-    ctx, codon_id = attempt.ctx, attempt.codon_id
+    codon_id = ending.codon_id
     final = ctx.current(codon_id)
     cost = codon_cost(final)
     ctx.budget.record(codon_id, getattr(final, "final_cost", None)
                       or getattr(final, "partial_cost", 0.0) or 0.0)
-    reported = 0.0 if status == "skipped" else cost + ctx.retry_costs.pop(codon_id, 0.0)
+    retry_costs = ctx.bookkeeping.retry_costs
+    reported = 0.0 if status == "skipped" else cost + retry_costs.pop(codon_id, 0.0)
     if status == "failed":
-        ctx.retry_costs[codon_id] = ctx.retry_costs.get(codon_id, 0.0) + cost
+        retry_costs[codon_id] = retry_costs.get(codon_id, 0.0) + cost
     ctx.reporter.codon_completed(
         codon_id=codon_id, success=status == "completed", cost=reported,
-        duration_ms=elapsed_ms(attempt.started), exit_code=outcome.exit_code or 1,
+        duration_ms=elapsed_ms(ending.started), exit_code=outcome.exit_code or 1,
         failure_reason=reason if status == "failed" else None,
-        failure_ignored=status == "failed" and attempt.codon.on_failure == "ignore",
+        failure_ignored=status == "failed" and ending.codon.on_failure == "ignore",
         budget_exceeded=outcome.budget_exceeded, cost_complete=codon_cost_complete(final))
 
 
-def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
-                  ) -> tuple[Status, FailureReason | None, str | None]:
+def _final_status(ctx: RunContext, services: RunServices, ending: Ending,
+                  outcome: AttemptOutcome) -> tuple[Status, FailureReason | None, str | None]:
     """The status, the failure reason and a note for the user, in the original's order."""
     from hankweave.runtime.planner import is_context_exceeded_acceptable
 
-    ctx = attempt.ctx
     if outcome.interrupted == "stop":
-        return "failed", attempt.interrupted_reason(), None
+        return "failed", ending.interrupted_reason, None
     if outcome.interrupted == "human":
-        waiting = ", ".join(ctx.humans.stopped_for)
+        waiting = ", ".join(services.humans.stopped_for)
         return "failed", FailureReason(type="unknown", retriable=True,
                                        message=f"{WAITING_FOR_PERSON}{waiting}"), None
     if outcome.interrupted == "skip":
         return "skipped", None, None
     if outcome.budget_exceeded is not None:
-        on_exceeded = ctx.budget.on_exceeded_of(attempt.codon_id)  # codon, loop, hank
+        on_exceeded = ctx.budget.on_exceeded_of(ending.codon_id)  # codon, loop, hank
         note = outcome.budget_message or "budget exceeded"
         if on_exceeded == "fail":
             return "failed", FailureReason(type="unknown", retriable=False,
@@ -138,7 +187,7 @@ def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
         return "completed", None, f"Codon completed (budget limit reached: {note})"
     if outcome.exit_code == 0 and outcome.success:
         return "completed", None, None
-    if outcome.context_exceeded and is_context_exceeded_acceptable(ctx.hank, attempt.entry):
+    if outcome.context_exceeded and is_context_exceeded_acceptable(ctx.hank, ending.entry):
         return "completed", None, ("Codon completed successfully due to context exceeded"
                                    " (loop termination condition met)")
     reason = outcome.failure_reason or synthesize_missing_failure_reason(
@@ -146,9 +195,9 @@ def _final_status(attempt: CodonAttempt, outcome: AttemptOutcome
     return "failed", reason, None
 
 
-async def _after_success(attempt: CodonAttempt, sha: str | None) -> bool:
+async def _after_success(ctx: RunContext, ending: Ending, sha: str | None) -> bool:
     """Copy the outputs and archive; False when a failed copy ends the run (docs/behaviour.md §3.6)."""
-    ctx, codon, codon_id = attempt.ctx, attempt.codon, attempt.codon_id
+    codon, codon_id = ending.codon, ending.codon_id
     from hankweave.runtime.outputs import copy_codon_outputs
 
     if not await copy_codon_outputs(ctx, codon_id):
@@ -159,7 +208,7 @@ async def _after_success(attempt: CodonAttempt, sha: str | None) -> bool:
         archived = archive_on_success(
             codon.archive_on_success, agent_root=ctx.layout.agent_root,
             execution_dir=ctx.layout.path, codon_id=codon_id,
-            loop_context=attempt.entry.loop_context, checkpoint_sha=sha or "orphan",
+            loop_context=ending.entry.loop_context, checkpoint_sha=sha or "orphan",
             manifest=ArchiveManifest.load(ctx.layout.archive_manifest))
         ctx.reporter.archived(codon_id, archived.archived,
                               [(failure.path, failure.error) for failure in archived.failed])

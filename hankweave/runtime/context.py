@@ -1,9 +1,12 @@
 """What the parts of one runtime share: the hank, the execution directory, its state, its settings.
 
 :class:`RunContext` is built once per ``hankweave run`` and handed to every part of the runtime
-(the run lifecycle, live control, rollbacks, each codon attempt).  It holds no control flow of
-its own: it answers questions about the execution ("which codon config is ``review#2``?",
-"what is the thread now?") and performs the one way state changes, a typed transition.
+(the run lifecycle, live control, rollbacks, the human loop, the sentinels, each codon attempt).
+It is frozen data: every service it holds is built outside and passed in, it builds nothing
+that takes it back, and what changes while the run goes on (the run id, what failed attempts
+cost) lives in one named place, :class:`RunBookkeeping`.  It holds no control flow of its own:
+it answers questions about the execution ("which codon config is ``review#2``?", "what is the
+thread now?") and performs the one way state changes, a typed transition.
 """
 
 from __future__ import annotations
@@ -20,9 +23,7 @@ from hankweave.execution.layout import ExecutionLayout
 from hankweave.harness import AttemptPolicy, Harness, HarnessConfig
 from hankweave.runtime.checkpointing import KnownCheckpoints
 from hankweave.runtime.errors import RuntimeCommandError
-from hankweave.runtime.humans import HumanLoop
 from hankweave.runtime.rig import CommandPolicy
-from hankweave.runtime.sentinels import SentinelManager
 from hankweave.state.thread import ExecutionThread, ThreadTracker
 from hankweave.state.transitions import (
     CodonMetadata,
@@ -42,12 +43,12 @@ from hankweave.state.types import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from hankweave.checkpoints import CheckpointStore
     from hankweave.registry import Registry
     from hankweave.runtime.budget import RunBudget
     from hankweave.runtime.prompts import PromptBuilder
     from hankweave.runtime.reporter import Reporter
     from hankweave.state.boot import OwnedExecution
+    from hankweave.state.store import StateStore
 
 
 @dataclass
@@ -86,51 +87,54 @@ class RuntimeConfig:
     them (its hank is the recording author's code) unless ``--allow-commands`` was given."""
 
 
-class RunContext:
-    """The shared dependencies and queries of one runtime (see the module docstring)."""
+@dataclass
+class RunBookkeeping:
+    """What changes while the runtime runs, kept in one named place (the context is frozen)."""
 
-    def __init__(
-        self,
-        *,
-        hank: HankFile,
-        hank_dir: Path,
-        layout: ExecutionLayout,
-        owned: OwnedExecution,
-        checkpoints: CheckpointStore,
-        registry: Registry,
-        reporter: Reporter,
-        config: RuntimeConfig,
-        budget: RunBudget,
-        prompts: PromptBuilder,
-        plan_builder: Callable[[HankFile], list[ExecutionCodonEntry]],
-    ) -> None:
-        self.hank = hank
-        self.hank_dir = hank_dir
-        self.layout = layout
-        self.owned = owned
-        self.store = owned.store
-        self.checkpoints = KnownCheckpoints(checkpoints,
-                                            change_hints=config.checkpoint_change_hints)
-        self.registry = registry
-        self.reporter = reporter
-        self.config = config
-        self.budget = budget
-        self.prompts = prompts
-        self.plan_builder = plan_builder
-        self.started_at = time.monotonic()
-        self.run_id: str | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    """When this runtime started (``time.monotonic()``)."""
+    run_id: str | None = None
+    """The run this runtime is recording, once it started one."""
+    retry_costs: dict[str, float] = field(default_factory=dict)
+    """What failed attempts of a codon cost so far; its ``codon.completed`` reports them."""
+
+
+@dataclass(frozen=True, eq=False)
+class RunContext:
+    """The shared data and queries of one runtime (see the module docstring).
+
+    Every service it holds (``checkpoints``, ``reporter``) is built outside and passed in; the
+    parts that act on the run (the human loop, the sentinels, live control) take it, never the
+    other way round.  What changes as the run goes on lives in :attr:`bookkeeping`.
+    """
+
+    hank: HankFile
+    hank_dir: Path
+    layout: ExecutionLayout
+    owned: OwnedExecution
+    checkpoints: KnownCheckpoints
+    registry: Registry
+    reporter: Reporter
+    config: RuntimeConfig
+    budget: RunBudget
+    prompts: PromptBuilder
+    plan_builder: Callable[[HankFile], list[ExecutionCodonEntry]]
+    bookkeeping: RunBookkeeping = field(default_factory=RunBookkeeping)
+    _codons: dict[str, Codon] = field(init=False, repr=False)
+    _thread: ThreadTracker = field(init=False, repr=False, default_factory=ThreadTracker)
+
+    def __post_init__(self) -> None:
+        # Derived once from the hank; a frozen dataclass sets it through object.__setattr__.
+        object.__setattr__(self, "_codons", self.hank.codon_configs())
+
+    @property
+    def store(self) -> StateStore:
+        return self.owned.store
+
+    @property
+    def run_id(self) -> str | None:
         """The run this runtime is recording, once it started one."""
-        self.retry_costs: dict[str, float] = {}
-        """What failed attempts of a codon cost so far; its ``codon.completed`` reports them."""
-        self._codons = hank.codon_configs()
-        self._thread = ThreadTracker()
-        self.sentinels = SentinelManager(self)
-        """The sentinels of the codon attempt in progress."""
-        self.humans = HumanLoop(self, wait=config.wait_for_answers,
-                                stop_attempt=lambda: self.on_human_stop())
-        """Questions, held tool calls and approval gates (docs/human-in-the-loop.md)."""
-        self.on_human_stop: Callable[[], None] = lambda: None
-        """Ends the codon attempt in progress for an interruption (set by the runtime)."""
+        return self.bookkeeping.run_id
 
     # ----- state -----
 
@@ -193,7 +197,7 @@ class RunContext:
 
     def elapsed_ms(self) -> int:
         """Milliseconds since this runtime started."""
-        return elapsed_ms(self.started_at)
+        return elapsed_ms(self.bookkeeping.started_at)
 
 
 def elapsed_ms(since: float) -> int:

@@ -21,6 +21,7 @@ from hankweave.runtime.lifecycle import ALL_DONE, CLIENT_REQUEST, RunLifecycle, 
 
 if TYPE_CHECKING:
     from hankweave.runtime.attempt import CodonAttempt
+    from hankweave.runtime.sentinels import SentinelManager
 
 
 class Phase(enum.Enum):
@@ -53,9 +54,11 @@ class StartRequest:
 class LiveControl:
     """The runtime's phase, its command queue, and the commands (see the module docstring)."""
 
-    def __init__(self, ctx: RunContext, lifecycle: RunLifecycle) -> None:
+    def __init__(self, ctx: RunContext, lifecycle: RunLifecycle,
+                 sentinels: SentinelManager) -> None:
         self.ctx = ctx
         self.lifecycle = lifecycle
+        self.sentinels = sentinels
         self.phase = Phase.BOOTING
         self.shutdown_request: Shutdown | None = None
         self.attempt: CodonAttempt | None = None
@@ -222,10 +225,15 @@ class LiveControl:
         self.shutdown_request = Shutdown(reason)
         self.phase = Phase.SHUTTING_DOWN
         self.stopped.set()
-        self.ctx.sentinels.stop()  # a completion drain in progress stops waiting
+        self.sentinels.stop()  # a completion drain in progress stops waiting
         if self.attempt is not None:
             self.attempt.interrupt("stop")
         self._starts.put_nowait(None)  # wake a wait for a start command
+
+    def interrupt_for_human(self) -> None:
+        """End the attempt in progress: an interruption waits for a person."""
+        if self.attempt is not None:
+            self.attempt.interrupt("human")
 
     def _escalate(self) -> None:
         if self.shutdown_request is not None:

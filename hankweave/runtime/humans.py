@@ -96,18 +96,18 @@ def resume_conditions(state: HankweaveState, thread: ExecutionThread,
 class HumanLoop(AttemptPolicy):
     """Turns questions, held tool calls and gates into interruptions (see the module docstring).
 
-    ``stop_attempt`` ends the codon attempt in progress (the runtime's interrupt ``human``).
+    ``stop_attempt`` ends the codon attempt in progress (the runtime's interrupt ``human``);
+    ``shutdown`` is set when the runtime shuts down: a gate waiting for an answer stops waiting.
     """
 
-    def __init__(self, ctx: RunContext, *, wait: bool,
-                 stop_attempt: Callable[[], None]) -> None:
+    def __init__(self, ctx: RunContext, *, wait: bool, stop_attempt: Callable[[], None],
+                 shutdown: asyncio.Event | None = None) -> None:
         self.ctx = ctx
         self.wait = wait
         self._stop_attempt = stop_attempt
         self._answered: dict[str, asyncio.Event] = {}
         self._recording = 0
-        self.shutdown: asyncio.Event | None = None
-        """Set when the runtime shuts down: a gate waiting for an answer stops waiting."""
+        self.shutdown = shutdown
         self.stopped_for: list[str] = []
         """The interruptions this runtime stopped for (the run ends ``interrupted``)."""
 

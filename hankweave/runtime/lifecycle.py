@@ -101,7 +101,7 @@ class RunLifecycle:
         await ctx.transition(RunStarted(data=RunStartedData(
             run_id=run_id, run_folder=str(folder), git_branch=f"run-{run_id}",
             starting_conditions=conditions, server_pid=os.getpid(), execution_plan=plan)))
-        ctx.run_id = run_id
+        ctx.bookkeeping.run_id = run_id
         ctx.owned.lock.update(run_id=run_id)
         return run_id
 

@@ -3,7 +3,9 @@
 One :class:`Runtime` owns one execution directory for the life of a ``hankweave run``.  It is
 built from parts, each in its own module:
 
-* :mod:`~hankweave.runtime.context`: what every part shares (the hank, the layout, the state);
+* :mod:`~hankweave.runtime.context`: what every part shares (the hank, the layout, the state),
+  as frozen data, with the run's bookkeeping in one named place;
+* :mod:`~hankweave.runtime.services`: the human loop and the sentinels, which act on the run;
 * :mod:`~hankweave.runtime.lifecycle`: where a run starts, how it ends, the exit code;
 * :mod:`~hankweave.runtime.control`: the phase and the live-control commands;
 * :mod:`~hankweave.runtime.attempt` and :mod:`~hankweave.runtime.completion`: one codon attempt;
@@ -12,9 +14,9 @@ built from parts, each in its own module:
 
 :meth:`Runtime.boot` decides how this start continues the execution (fresh, a continuation, or
 a recovery that first rolls back); :meth:`Runtime.drive` runs codons until the plan is done, a
-failure stops it, or a shutdown; :meth:`Runtime.finish` ends the run.  The command methods are
-what the CLI and the WebSocket server call; they refuse what the original refuses by raising
-:class:`RuntimeCommandError`.
+failure stops it, or a shutdown; :meth:`Runtime.finish` ends the run.  :attr:`Runtime.commands`
+(:mod:`~hankweave.runtime.commands`) is what the CLI and the WebSocket server call; it refuses
+what the original refuses by raising :class:`RuntimeCommandError`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from hankweave.faults import kill_point
 from hankweave.registry import Registry
 from hankweave.runtime.attempt import CodonAttempt
 from hankweave.runtime.budget import RunBudget
+from hankweave.runtime.checkpointing import KnownCheckpoints
+from hankweave.runtime.commands import RunCommands, RuntimeCommands
 from hankweave.runtime.completion import CodonResult, expand_plan
 from hankweave.runtime.context import RunContext, RuntimeConfig
 from hankweave.runtime.control import LiveControl, Phase, StartRequest
@@ -43,7 +47,7 @@ from hankweave.runtime.failures import (
     resolve_failure_action,
     resumed_attempt,
 )
-from hankweave.runtime.humans import WAITING_FOR_HUMAN, resume_conditions
+from hankweave.runtime.humans import WAITING_FOR_HUMAN, HumanLoop, resume_conditions
 from hankweave.runtime.interrupted import finish_interrupted_completion
 from hankweave.runtime.lifecycle import (
     ALL_DONE,
@@ -59,13 +63,14 @@ from hankweave.runtime.rollback import (
     CheckpointListing,
     Rollbacks,
     RollbackTarget,
-    list_checkpoints,
     rollback_offline,
 )
+from hankweave.runtime.sentinels import SentinelManager
+from hankweave.runtime.services import RunServices
 from hankweave.state.boot import OwnedExecution
-from hankweave.state.interruptions import GivenAnswer, resumable_run, resume_chain
+from hankweave.state.interruptions import resumable_run, resume_chain
 from hankweave.state.thread import ExecutionThread
-from hankweave.state.types import ExecutionCodonEntry, HankweaveState, Interruption, Run
+from hankweave.state.types import ExecutionCodonEntry, HankweaveState, Run
 
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_RETRY_DELAY_MS = 1000
@@ -95,13 +100,21 @@ class Runtime:
         self.reporter = Reporter(emit)
         self.ctx = RunContext(
             hank=hank, hank_dir=hank_dir, layout=ExecutionLayout(execution_dir), owned=owned,
-            checkpoints=checkpoints, registry=registry, reporter=self.reporter, config=config,
-            budget=budget, prompts=prompt_builder, plan_builder=plan_builder)
+            checkpoints=KnownCheckpoints(checkpoints, change_hints=config.checkpoint_change_hints),
+            registry=registry, reporter=self.reporter, config=config, budget=budget,
+            prompts=prompt_builder, plan_builder=plan_builder)
         self.lifecycle = RunLifecycle(self.ctx)
-        self.control = LiveControl(self.ctx, self.lifecycle)
+        sentinels = SentinelManager(self.ctx)
+        self.control = LiveControl(self.ctx, self.lifecycle, sentinels)
+        self.services = RunServices(
+            humans=HumanLoop(self.ctx, wait=config.wait_for_answers,
+                             stop_attempt=self.control.interrupt_for_human,
+                             shutdown=self.control.stopped),
+            sentinels=sentinels)
         self.rollbacks = Rollbacks(self.ctx, self.lifecycle, self.control)
-        self.ctx.on_human_stop = self._stop_for_human
-        self.ctx.humans.shutdown = self.control.stopped
+        self.commands: RuntimeCommands = RunCommands(self.ctx, self.control, self.rollbacks,
+                                                     self.services.humans)
+        """What the server and the CLI's signal handlers ask of this runtime."""
         owned.store.add_listener(self.reporter.transition)
 
     # ----- what it runs -----
@@ -163,7 +176,7 @@ class Runtime:
     async def _resume(self, resumed: Run, thread: ExecutionThread) -> bool:
         """Start a run that resumes ``resumed`` (it waited for a person); False when answers
         are still missing and the runtime does not wait for them (it stops at once)."""
-        humans = self.ctx.humans
+        humans = self.services.humans
         await humans.apply_due_defaults()
         chain = set(resume_chain(self.state, resumed.run_id))
         waiting = [item for item in humans.waiting() if item.run_id in chain]
@@ -182,11 +195,6 @@ class Runtime:
         if not self.control.shutting_down:
             await self.control.shutdown(WAITING_FOR_HUMAN)
 
-    def _stop_for_human(self) -> None:
-        """End the attempt in progress: an interruption waits for a person."""
-        if self.control.attempt is not None:
-            self.control.attempt.interrupt("human")
-
     async def _gate_after(self) -> bool:
         """The ``approval: after`` gate of the thread's newest codon, if it completed; False
         when the run stops (waiting for a person, or the result was rejected)."""
@@ -197,7 +205,7 @@ class Runtime:
         if newest is None or newest.status != "completed":
             return True
         try:
-            outcome = await self.ctx.humans.gate(newest.codon_id, "after")
+            outcome = await self.services.humans.gate(newest.codon_id, "after")
         except RuntimeCommandError:  # the hank no longer has that codon
             return True
         if outcome == "stop":
@@ -270,21 +278,22 @@ class Runtime:
         or it failed retriably in an attended run), or None when the drive loop goes on.
         """
         control = self.control
-        gate = await self.ctx.humans.gate(codon_id, "before") if self.config.humans else "go"
+        humans = self.services.humans
+        gate = await humans.gate(codon_id, "before") if self.config.humans else "go"
         if gate == "stop":
             await self._stop_waiting()
             return None
         if gate == "reject":
             self.reporter.info(f"A person rejected starting codon {codon_id}; it is skipped")
-            attempt = CodonAttempt(self.ctx, codon_id, stop_reason=lambda: control.shutdown_reason)
+            attempt = CodonAttempt(self.ctx, self.services, codon_id, stop_reason=lambda: control.shutdown_reason)
             await attempt.skip_unstarted()
             return None
         number = self._first_attempt(codon_id)
         while True:
-            attempt = CodonAttempt(self.ctx, codon_id, skip_rig=skip_rig, number=number,
+            attempt = CodonAttempt(self.ctx, self.services, codon_id, skip_rig=skip_rig, number=number,
                                    stop_reason=lambda: control.shutdown_reason)
             result = await self._attempt(attempt)
-            if self.ctx.humans.stopping:
+            if humans.stopping:
                 await self._stop_waiting()
                 return None
             if result.ends_run:
@@ -361,86 +370,6 @@ class Runtime:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.control.stopped.wait(), delay / 1000)
         return action
-
-    # ----- commands (see LiveControl and Rollbacks) -----
-
-    @property
-    def shutting_down(self) -> bool:
-        """Whether a shutdown has been asked for (commands that change the run are refused)."""
-        return self.control.shutting_down
-
-    @property
-    def rolling_back(self) -> bool:
-        """Whether a rollback command is restoring a checkpoint right now."""
-        return self.control.phase is Phase.ROLLING_BACK
-
-    @property
-    def waiting_for_command(self) -> bool:
-        """Whether the drive loop waits for a start command (``--no-autostart``, a force stop,
-        a rollback without restart): the only time a codon can be started or a rollback made."""
-        return self.control.waiting_for_command
-
-    @property
-    def agent_running(self) -> bool:
-        """Whether a codon's agent runs now (what skip and force stop act on)."""
-        attempt = self.control.attempt
-        return attempt is not None and attempt.agent_running
-
-    def codon_in_progress(self) -> tuple[str, str] | None:
-        """``(codon id, status)`` of the current run's unfinished codon record, if any."""
-        return self.ctx.codon_in_progress()
-
-    def codon_name(self, codon_id: str) -> str:
-        """The configured name of a codon (its id when the hank does not know it)."""
-        return self.ctx.codon_name(codon_id)
-
-    def request_start(self) -> None:
-        self.control.request_start()
-
-    def skip(self) -> bool:
-        return self.control.skip()
-
-    def force_stop(self, reason: str | None = None) -> str:
-        return self.control.force_stop(reason)
-
-    def start_next(self) -> str | None:
-        return self.control.start_next()
-
-    def start_codon(self, codon_id: str, *, skip_rig: bool = False) -> None:
-        self.control.start_codon(codon_id, skip_rig=skip_rig)
-
-    def redo(self) -> str:
-        return self.control.redo()
-
-    async def shutdown(self, reason: str) -> None:
-        await self.control.shutdown(reason)
-
-    def request_shutdown(self, reason: str) -> None:
-        self.control.request_shutdown(reason)
-
-    def force_shutdown(self, reason: str = CLIENT_REQUEST) -> None:
-        self.control.force_shutdown(reason)
-
-    async def rollback_to_last_success(self, *, auto_restart: bool = False) -> RollbackTarget:
-        return await self.rollbacks.to_last_success(auto_restart=auto_restart)
-
-    async def rollback_to_codon(self, codon_id: str, checkpoint_type: str = "end", *,
-                                auto_restart: bool = False) -> RollbackTarget:
-        return await self.rollbacks.to_codon(codon_id, checkpoint_type,
-                                             auto_restart=auto_restart)
-
-    async def rollback_to_checkpoint(self, sha_prefix: str, *,
-                                     auto_restart: bool = False) -> RollbackTarget:
-        return await self.rollbacks.to_checkpoint(sha_prefix, auto_restart=auto_restart)
-
-    def list_checkpoints(self, run_id: str | None = None) -> CheckpointListing:
-        return list_checkpoints(self.ctx, run_id)
-
-    async def answer(self, interruption_id: str, given: GivenAnswer, by: str) -> Interruption:
-        """Answer a pending interruption (``interruption.answer``): a run waiting for it goes
-        on; an :class:`~hankweave.state.interruptions.AnswerError` changes nothing."""
-        async with self.control.command_lock:
-            return await self.ctx.humans.answer(interruption_id, given, by)
 
 
 __all__ = [

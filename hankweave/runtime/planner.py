@@ -318,54 +318,64 @@ def expand_after(
     if loop is None:
         raise PlanError(f"Loop not found for codon {codon_id}: {context.loop_id}")
 
-    is_last_of_iteration = context.codon_index_in_loop == len(loop.codons) - 1
-    new_plan = plan
-    reason: TerminationReason | None = None
-    iteration_completed = False
-
-    stop_early: TerminationReason | None = None
-    if context_exceeded and loop.terminate_on.type == "contextExceeded":
-        stop_early = "context_exceeded"
-    elif budget_exceeded:
-        # The budget branch's source was not available; like the context branch, the loop ends
-        # now, and the codons left in this iteration would only run over the same budget.
-        stop_early = "budget_exceeded"
-
+    stop_early = _stop_early(loop, context_exceeded=context_exceeded,
+                             budget_exceeded=budget_exceeded)
     if stop_early is not None:
         end = _end_of_iteration(plan, index)
-        if end > index + 1:
-            new_plan = [*plan[: index + 1], *plan[end:]]
-        reason = stop_early
-        iteration_completed = True
-    elif not is_last_of_iteration:
-        return Expansion(plan=plan)
-    else:
-        iteration_completed = True
-        terminate_on = loop.terminate_on
-        if terminate_on.type == "iterationLimit" and context.iteration >= terminate_on.limit - 1:
-            reason = "iteration_limit"
-        else:
-            # Reuse this iteration's plan copies so the runtime's resolved model info carries
-            # over; `plan_codon` is only the fallback for an entry that is missing.
-            known = {
-                entry.loop_context.codon_index_in_loop: entry.codon
-                for entry in _iteration_around(plan, index)
-                if entry.loop_context is not None
-            }
-            next_entries = _iteration_entries(
-                loop, context.iteration + 1, plan_codon or default_plan_codon, known
-            )
-            if next_entries[0].codon_id not in plan_positions(plan):
-                new_plan = [*plan[: index + 1], *next_entries, *plan[index + 1 :]]
+        return _iteration_ended([*plan[: index + 1], *plan[end:]] if end > index + 1 else plan,
+                                index, loop, stop_early)
+    if context.codon_index_in_loop != len(loop.codons) - 1:
+        return Expansion(plan=plan)  # not the last codon of its iteration
+    terminate_on = loop.terminate_on
+    if terminate_on.type == "iterationLimit" and context.iteration >= terminate_on.limit - 1:
+        return _iteration_ended(plan, index, loop, "iteration_limit")
+    return _iteration_ended(
+        _with_next_iteration(plan, index, loop, context.iteration + 1,
+                             plan_codon or default_plan_codon),
+        index, loop, None)
 
+
+def _stop_early(loop: Loop, *, context_exceeded: bool,
+                budget_exceeded: bool) -> TerminationReason | None:
+    """Why the loop stops in the middle of its iteration, if it does (checks 1 and 2)."""
+    if context_exceeded and loop.terminate_on.type == "contextExceeded":
+        return "context_exceeded"
+    if budget_exceeded:
+        # The budget branch's source was not available; like the context branch, the loop ends
+        # now, and the codons left in this iteration would only run over the same budget.
+        return "budget_exceeded"
+    return None
+
+
+def _with_next_iteration(plan: list[ExecutionCodonEntry], index: int, loop: Loop,
+                         iteration: int, plan_codon: Callable[[Codon], PlanCodon]
+                         ) -> list[ExecutionCodonEntry]:
+    """``plan`` with ``iteration`` inserted right after ``plan[index]``, unless it is already
+    there."""
+    # Reuse this iteration's plan copies so the runtime's resolved model info carries
+    # over; `plan_codon` is only the fallback for an entry that is missing.
+    known = {
+        entry.loop_context.codon_index_in_loop: entry.codon
+        for entry in _iteration_around(plan, index)
+        if entry.loop_context is not None
+    }
+    next_entries = _iteration_entries(loop, iteration, plan_codon, known)
+    if next_entries[0].codon_id in plan_positions(plan):
+        return plan
+    return [*plan[: index + 1], *next_entries, *plan[index + 1 :]]
+
+
+def _iteration_ended(new_plan: list[ExecutionCodonEntry], index: int, loop: Loop,
+                     reason: TerminationReason | None) -> Expansion:
+    """The expansion after an iteration ended at ``plan[index]`` (its last codon, or early)."""
     # The 0.12 rule: the loop has ended only when nothing of it is left to run.
     terminated = not _loop_continues_after(new_plan, index, loop.id)
     return Expansion(
         plan=new_plan,
         terminated_loop_id=loop.id if terminated else None,
         termination_reason=reason if terminated else None,
-        iteration_completed=iteration_completed,
-        is_final=iteration_completed and terminated,
+        iteration_completed=True,
+        is_final=terminated,
     )
 
 

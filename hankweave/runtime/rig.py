@@ -284,6 +284,47 @@ async def run_command(
         OSError: the command could not be started (e.g. ``cwd`` does not exist).
     """
     started = time.monotonic()
+    process, exited, out_read, err_read = await _spawn(command, cwd=cwd, env=env)
+    try:
+        stdout_reader, stdout_transport = await _open_reader(out_read)
+        stderr_reader, stderr_transport = await _open_reader(err_read)
+    except BaseException:
+        # Cancelled (a skip, a stop) before the readers were set up: the command runs already.
+        await asyncio.shield(_end_group(process, exited))
+        raise
+
+    throttles = _throttles(on_output)
+    out: list[str] = []
+    err: list[str] = []
+    readers = [
+        asyncio.ensure_future(_pump(stdout_reader, out, throttles.get("stdout"))),
+        asyncio.ensure_future(_pump(stderr_reader, err, throttles.get("stderr"))),
+    ]
+    try:
+        timed_out = await _wait_for_exit(process, exited, readers, timeout_s)
+    finally:
+        stdout_transport.close()
+        stderr_transport.close()
+        for throttle in throttles.values():
+            throttle.close()
+
+    returncode = exited.result()
+    killed_by = -returncode if returncode < 0 else None
+    return CommandResult(
+        exit_code=-1 if returncode < 0 else returncode,
+        stdout="".join(out)[-_OUTPUT_KEEP_CHARS:],
+        stderr="".join(err)[-_OUTPUT_KEEP_CHARS:],
+        timed_out=timed_out,
+        duration_ms=round((time.monotonic() - started) * 1000),
+        signal=killed_by,
+    )
+
+
+async def _spawn(
+    command: str, *, cwd: Path, env: Mapping[str, str]
+) -> tuple[asyncio.subprocess.Process, asyncio.Future[int], int, int]:
+    """Start ``command`` in a new session: the process, its exit, and its stdout and stderr
+    pipes' read ends."""
     # Our own pipes rather than asyncio's PIPE: asyncio's wait() also waits for the pipes to
     # close, which a background process (`server &`) may never do.
     out_read, out_write = os.pipe()
@@ -305,28 +346,28 @@ async def run_command(
     finally:
         os.close(out_write)
         os.close(err_write)
-    exited: asyncio.Future[int] = asyncio.ensure_future(process.wait())
-    try:
-        stdout_reader, stdout_transport = await _open_reader(out_read)
-        stderr_reader, stderr_transport = await _open_reader(err_read)
-    except BaseException:
-        # Cancelled (a skip, a stop) before the readers were set up: the command runs already.
-        await asyncio.shield(_end_group(process, exited))
-        raise
+    return process, asyncio.ensure_future(process.wait()), out_read, err_read
 
-    throttles: dict[Stream, _LineThrottle] = {}
-    if on_output is not None:
-        callback = on_output
-        throttles = {
-            "stdout": _LineThrottle(lambda line: callback("stdout", line), OUTPUT_THROTTLE_S),
-            "stderr": _LineThrottle(lambda line: callback("stderr", line), OUTPUT_THROTTLE_S),
-        }
-    out: list[str] = []
-    err: list[str] = []
-    readers = [
-        asyncio.ensure_future(_pump(stdout_reader, out, throttles.get("stdout"))),
-        asyncio.ensure_future(_pump(stderr_reader, err, throttles.get("stderr"))),
-    ]
+
+def _throttles(on_output: OutputCallback | None) -> dict[Stream, _LineThrottle]:
+    """One line throttle per stream when ``on_output`` wants the output."""
+    if on_output is None:
+        return {}
+    callback = on_output
+    return {
+        "stdout": _LineThrottle(lambda line: callback("stdout", line), OUTPUT_THROTTLE_S),
+        "stderr": _LineThrottle(lambda line: callback("stderr", line), OUTPUT_THROTTLE_S),
+    }
+
+
+async def _wait_for_exit(
+    process: asyncio.subprocess.Process,
+    exited: asyncio.Future[int],
+    readers: Sequence[asyncio.Future[None]],
+    timeout_s: float | None,
+) -> bool:
+    """Wait for the command (its group is killed at ``timeout_s``, or when the wait is
+    cancelled) and for its output; whether it timed out."""
     timed_out = False
     try:
         try:
@@ -344,22 +385,7 @@ async def run_command(
         for reader in readers:
             reader.cancel()
         raise
-    finally:
-        stdout_transport.close()
-        stderr_transport.close()
-        for throttle in throttles.values():
-            throttle.close()
-
-    returncode = exited.result()
-    killed_by = -returncode if returncode < 0 else None
-    return CommandResult(
-        exit_code=-1 if returncode < 0 else returncode,
-        stdout="".join(out)[-_OUTPUT_KEEP_CHARS:],
-        stderr="".join(err)[-_OUTPUT_KEEP_CHARS:],
-        timed_out=timed_out,
-        duration_ms=round((time.monotonic() - started) * 1000),
-        signal=killed_by,
-    )
+    return timed_out
 
 
 # --------------------------------------------------------------------------------------------
@@ -573,79 +599,89 @@ async def run_rig(
             instead of running.
     """
     started = time.monotonic()
-    command_env = {**os.environ, **env}
+    rig = _RigSetup(agent_root=agent_root, hank_dir=hank_dir, env={**os.environ, **env},
+                    ignore_failures=ignore_failures, timeout_s=timeout_s, total=len(ops),
+                    commands=commands, on_output=on_output, on_failure=on_failure,
+                    on_notice=on_notice)
     outcomes: list[RigOpOutcome] = []
-    created: list[Path] = []
-    last_copied: Path | None = None
-    total = len(ops)
-
     for index, op in enumerate(ops):
-        on_operation(index, total, describe_operation(op))
-        op_started = time.monotonic()
-        target: Path | None = None
-        exit_code: int | None = None
+        on_operation(index, len(ops), describe_operation(op))
+        outcome = await rig.run(index, op)
+        outcomes.append(outcome)
+        if outcome.failure is not None and not outcome.failure.ignored:
+            return RigResult(outcomes, outcome.failure, rig.created, _ms_since(started))
+    return RigResult(outcomes, None, rig.created, _ms_since(started))
+
+
+@dataclass
+class _RigSetup:
+    """One rig setup under way: its settings and callbacks (see :func:`run_rig`), and what
+    its copies made so far."""
+
+    agent_root: Path
+    hank_dir: Path
+    env: Mapping[str, str]
+    """The runtime's environment plus the codon's ``env``."""
+    ignore_failures: bool
+    timeout_s: float | None
+    total: int
+    commands: CommandPolicy
+    on_output: Callable[[int, str, str], None]
+    on_failure: Callable[[RigFailure], None]
+    on_notice: Callable[[str], None]
+    created: list[Path] = field(default_factory=list)
+    last_copied: Path | None = None
+
+    async def run(self, index: int, op: RigOperation) -> RigOpOutcome:
+        """Run one operation; a failure (reported to ``on_failure``) is in the outcome."""
+        started = time.monotonic()
         try:
             if isinstance(op, RigCopy):
-                target = await _run_copy(op, agent_root=agent_root, hank_dir=hank_dir)
-                last_copied = target
-                created.append(target)
-            else:
-                notice = commands.notice(f"rig operation {index + 1}/{total}", op.command.run)
-                if notice is not None:
-                    on_notice(notice)
-                if commands is CommandPolicy.SKIP:
-                    outcomes.append(RigOpOutcome(index=index, op_type=op.type, ok=True,
-                                                 duration_ms=0, skipped=True))
-                    continue
-                if op.command.working_directory == "lastCopied" and last_copied is not None:
-                    cwd = last_copied
-                else:
-                    cwd = agent_root
-
-                def forward(stream: Stream, line: str, index: int = index) -> None:
-                    kill_point("rig.command")  # test-only (docs/crash-testing.md)
-                    on_output(index, stream, line)
-
-                exit_code = await _run_rig_command(
-                    op, cwd=cwd, env=command_env, timeout_s=timeout_s, on_output=forward
-                )
+                target = await _run_copy(op, agent_root=self.agent_root, hank_dir=self.hank_dir)
+                self.last_copied = target
+                self.created.append(target)
+                return RigOpOutcome(index=index, op_type=op.type, ok=True,
+                                    duration_ms=_ms_since(started), target=target)
+            return await self._command(index, op, started)
         except _OperationError as exc:
-            ignored = ignore_failures or op.allow_failure
-            failure = RigFailure(
-                index=index,
-                op_type=op.type,
-                failure_type=classify_rig_failure(str(exc), exc.stderr, op.type),
-                exit_code=exc.exit_code,
-                message=str(exc),
-                stderr_tail=exc.stderr[-_STDERR_TAIL_CHARS:],
-                ignored=ignored,
-            )
-            on_failure(failure)
-            outcomes.append(
-                RigOpOutcome(
-                    index=index,
-                    op_type=op.type,
-                    ok=False,
-                    duration_ms=_ms_since(op_started),
-                    target=target,
-                    exit_code=exc.exit_code,
-                    failure=failure,
-                )
-            )
-            if ignored:
-                continue
-            return RigResult(outcomes, failure, created, _ms_since(started))
-        outcomes.append(
-            RigOpOutcome(
-                index=index,
-                op_type=op.type,
-                ok=True,
-                duration_ms=_ms_since(op_started),
-                target=target,
-                exit_code=exit_code,
-            )
+            return self._failed(index, op, exc, started)
+
+    async def _command(self, index: int, op: RigCommand, started: float) -> RigOpOutcome:
+        notice = self.commands.notice(f"rig operation {index + 1}/{self.total}", op.command.run)
+        if notice is not None:
+            self.on_notice(notice)
+        if self.commands is CommandPolicy.SKIP:
+            return RigOpOutcome(index=index, op_type=op.type, ok=True, duration_ms=0,
+                                skipped=True)
+        cwd = self.agent_root
+        if op.command.working_directory == "lastCopied" and self.last_copied is not None:
+            cwd = self.last_copied
+
+        def forward(stream: Stream, line: str) -> None:
+            kill_point("rig.command")  # test-only (docs/crash-testing.md)
+            self.on_output(index, stream, line)
+
+        exit_code = await _run_rig_command(
+            op, cwd=cwd, env=self.env, timeout_s=self.timeout_s, on_output=forward
         )
-    return RigResult(outcomes, None, created, _ms_since(started))
+        return RigOpOutcome(index=index, op_type=op.type, ok=True,
+                            duration_ms=_ms_since(started), exit_code=exit_code)
+
+    def _failed(self, index: int, op: RigOperation, exc: _OperationError,
+                started: float) -> RigOpOutcome:
+        failure = RigFailure(
+            index=index,
+            op_type=op.type,
+            failure_type=classify_rig_failure(str(exc), exc.stderr, op.type),
+            exit_code=exc.exit_code,
+            message=str(exc),
+            stderr_tail=exc.stderr[-_STDERR_TAIL_CHARS:],
+            ignored=self.ignore_failures or op.allow_failure,
+        )
+        self.on_failure(failure)
+        return RigOpOutcome(index=index, op_type=op.type, ok=False,
+                            duration_ms=_ms_since(started), exit_code=exc.exit_code,
+                            failure=failure)
 
 
 def _ms_since(started: float) -> int:

@@ -60,7 +60,7 @@ from hankweave.state.transitions import SentinelStatesData, SentinelStatesUpdate
 from hankweave.state.types import FailureReason, SentinelState
 
 if TYPE_CHECKING:
-    from hankweave.runtime.attempt import CodonAttempt
+    from hankweave.config.hank import Codon
     from hankweave.runtime.context import RunContext
 
 log = logging.getLogger(__name__)
@@ -135,21 +135,22 @@ class SentinelManager:
 
     # ----- loading -----
 
-    async def load(self, attempt: CodonAttempt) -> FailureReason | None:
-        """Load the sentinels of ``attempt``'s codon; the failure that fails it, if any."""
+    async def load(self, codon_id: str, codon: Codon) -> FailureReason | None:
+        """Load the sentinels of ``codon`` (attempted as ``codon_id``); the failure that fails
+        its attempt, if any."""
         if self._sentinels:  # an attempt that ended without finishing (it raised)
             await self.unload_all("codon-complete", record=False)
-        entries = attempt.codon.sentinels or []
+        entries = codon.sentinels or []
         if not entries:
             return None
         ctx = self.ctx
         if not ctx.config.sentinels:
-            ctx.reporter.info(f"Sentinels of codon {attempt.codon_id} are not run ({len(entries)}"
+            ctx.reporter.info(f"Sentinels of codon {codon_id} are not run ({len(entries)}"
                               " configured): this run plays a recording")
             return None
-        self._codon_id, self._run_id = attempt.codon_id, ctx.run_id or ""
+        self._codon_id, self._run_id = codon_id, ctx.run_id or ""
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
-        result = self._config_loader().load(entries, ctx.hank_dir, codon_id=attempt.codon_id)
+        result = self._config_loader().load(entries, ctx.hank_dir, codon_id=codon_id)
         errors = list(result.errors)
         for loaded in result.configs:
             try:

@@ -145,7 +145,8 @@ class ControlClient:
     @property
     def mode(self) -> ClientMode:
         """The mode the server granted."""
-        return self.handshake["data"]["mode"]
+        mode: ClientMode = self.handshake["data"]["mode"]
+        return mode
 
     @property
     def last_seq(self) -> int:
@@ -228,7 +229,8 @@ class ControlClient:
     async def _next(self) -> dict[str, Any]:
         if self._pending:
             return self._pending.popleft()
-        return json.loads(await self._ws.recv())
+        message: dict[str, Any] = json.loads(await self._ws.recv())
+        return message
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
         """Everything the server sends, in order, until the connection closes."""

@@ -3,8 +3,8 @@
 :class:`ControlServer` subscribes to the run's :class:`~hankweave.events.bus.EventBus` and
 fans every event out to the connected clients; it reads their commands, checks them against
 the typed schemas of :mod:`hankweave.server.protocol` and the client's mode, and has the
-:class:`~hankweave.runtime.orchestrator.Runtime` act through the same command methods the CLI
-uses.  ``docs/websocket.md`` describes the protocol; :func:`serve_runtime` is what
+:class:`~hankweave.runtime.commands.RuntimeCommands` of the runtime act on them, as the
+CLI's signal handlers do.  ``docs/websocket.md`` describes the protocol; :func:`serve_runtime` is what
 ``hankweave run`` calls.
 
 How the server keeps its promises:
@@ -78,6 +78,7 @@ from hankweave.server.protocol import (
 
 if TYPE_CHECKING:
     from hankweave.events.bus import EventBus
+    from hankweave.runtime.commands import RuntimeCommands
     from hankweave.runtime.orchestrator import Runtime
     from hankweave.state.boot import OwnedExecution
 
@@ -283,12 +284,18 @@ def _describe(address: Any) -> str:
     return str(address)
 
 
+_Handler = Callable[[_Client, Any], Awaitable[tuple[str, Any]]]
+"""Answers one client message: the reply's type and data."""
+
+
 class ControlServer:
     """Serves one run's event stream and commands over WebSocket.
 
     Args:
         bus: the run's event bus; its journal (if any) provides history.
-        runtime: what commands act on; ``None`` serves events only (control is refused).
+        commands: what clients' commands act on (the runtime's
+            :class:`~hankweave.runtime.commands.RuntimeCommands`); ``None`` serves events only
+            (control is refused).
         token: the control token a read-write handshake must carry (``runtime.lock``'s
             ``token``); ``None`` makes every connection read-only.
         host, port: where to listen (port 0: a free port the OS chooses; see :attr:`port`).
@@ -307,7 +314,7 @@ class ControlServer:
         self,
         bus: EventBus,
         *,
-        runtime: Runtime | None = None,
+        commands: RuntimeCommands | None = None,
         token: str | None = None,
         host: str = DEFAULT_HOST,
         port: int = 0,
@@ -323,7 +330,7 @@ class ControlServer:
         if max_frame < 1 or max_queue < 1:
             raise ValueError("max_frame and max_queue must be positive")
         self._bus = bus
-        self._runtime = runtime
+        self._commands = commands
         self._token = token
         self.host = host
         self.port = port
@@ -352,7 +359,11 @@ class ControlServer:
         self._dirty: list[_Client] = []
         self._flush_scheduled = False
         self._stopped = False
-        self._handlers: dict[str, Callable[[_Client, Any], Awaitable[tuple[str, Any]]]] = {
+        self._handlers = self._command_handlers()
+
+    def _command_handlers(self) -> dict[str, _Handler]:
+        """What answers each message type (after the handshake and the mode check)."""
+        return {
             "ping": self._ping,
             "ping.broadcast": self._ping_broadcast,
             "history.sync": self._history_sync,
@@ -493,11 +504,11 @@ class ControlServer:
     def _execution_document(self, connection: ServerConnection) -> Response:
         from hankweave.execution.document import document_of
 
-        runtime = self._runtime
-        if runtime is None:
+        commands = self._commands
+        if commands is None:
             return _json_response(connection, HTTPStatus.NOT_FOUND, {
                 "error": "No execution", "message": "This server has no runtime"})
-        document = document_of(runtime.execution_dir, runtime.state)
+        document = document_of(commands.execution_dir, commands.state)
         return _json_response(connection, HTTPStatus.OK,
                               document.model_dump(mode="json", by_alias=True))
 
@@ -665,16 +676,16 @@ class ControlServer:
             return ("INSUFFICIENT_PERMISSIONS",
                     f"{kind} needs a read-write connection: handshake with the control token"
                     " of .hankweave/runtime.lock (this connection is read-only)")
-        runtime = self._runtime
+        commands = self._commands
         if kind == "ping.broadcast":
             return None
-        if runtime is None:
+        if commands is None:
             return "NO_RUNTIME", "This server has no runtime to control"
         if kind in _SHUTDOWN_COMMANDS:
             return None  # a second shutdown escalates to a forced one
-        if runtime.shutting_down:
+        if commands.shutting_down:
             return "SHUTTING_DOWN", "The runtime is shutting down"
-        if runtime.rolling_back:
+        if commands.rolling_back:
             return "ROLLBACK_IN_PROGRESS", "A rollback is in progress; wait for rollback.completed"
         return None
 
@@ -727,13 +738,13 @@ class ControlServer:
         client.hold = None
 
     def _announce_incomplete_codon(self, client: _Client) -> None:
-        runtime = self._runtime
-        current = runtime.codon_in_progress() if runtime is not None else None
-        if current is None or runtime is None:
+        commands = self._commands
+        current = commands.codon_in_progress() if commands is not None else None
+        if current is None or commands is None:
             return
         codon_id, status = current
         client.send(_Frame.of_event(make_event("incomplete.codon", {
-            "codonId": codon_id, "codonName": runtime.codon_name(codon_id),
+            "codonId": codon_id, "codonName": commands.codon_name(codon_id),
             "message": f"Codon {codon_id} is {status}"})))
 
     # ----- history -----
@@ -791,12 +802,12 @@ class ControlServer:
 
     # ----- command handlers: each returns (acknowledgement text, result or None) -----
 
-    def _runtime_or_refuse(self) -> Runtime:
+    def _commands_or_refuse(self) -> RuntimeCommands:
         from hankweave.runtime.errors import RuntimeCommandError
 
-        if self._runtime is None:
+        if self._commands is None:
             raise RuntimeCommandError("This server has no runtime")
-        return self._runtime
+        return self._commands
 
     async def _ping(self, client: _Client, message: ClientMessage) -> tuple[str, Any]:
         client.send(_Frame.of_event(make_event("pong", {"message": "pong",
@@ -816,7 +827,7 @@ class ControlServer:
         return f"history sent up to seq {client.live_from}", None
 
     async def _checkpoint_list(self, client: _Client, message: Any) -> tuple[str, Any]:
-        listing = self._runtime_or_refuse().list_checkpoints(message.data.run_id)
+        listing = self._commands_or_refuse().list_checkpoints(message.data.run_id)
         data = {"runId": listing.run_id,
                 "checkpoints": [entry.to_wire() for entry in listing.checkpoints],
                 "currentBranch": listing.current_branch}
@@ -824,32 +835,32 @@ class ControlServer:
         return f"{len(listing.checkpoints)} checkpoint(s)", data
 
     async def _codon_next(self, client: _Client, message: Any) -> tuple[str, Any]:
-        codon_id = self._runtime_or_refuse().start_next()
+        codon_id = self._commands_or_refuse().start_next()
         if codon_id is None:
             return "No more codons to run: the run completes", {"codonId": None}
         return f"Starting codon {codon_id}", {"codonId": codon_id}
 
     async def _codon_start(self, client: _Client, message: Any) -> tuple[str, Any]:
         data = message.data
-        self._runtime_or_refuse().start_codon(data.codon_id, skip_rig=data.skip_pre_commands)
+        self._commands_or_refuse().start_codon(data.codon_id, skip_rig=data.skip_pre_commands)
         return f"Starting codon {data.codon_id}", {"codonId": data.codon_id}
 
     async def _codon_skip(self, client: _Client, message: Any) -> tuple[str, Any]:
         from hankweave.runtime.errors import RuntimeCommandError
 
-        runtime = self._runtime_or_refuse()
-        current = runtime.codon_in_progress()
-        if not runtime.skip():
+        commands = self._commands_or_refuse()
+        current = commands.codon_in_progress()
+        if not commands.skip():
             raise RuntimeCommandError("No running codon to skip")
         codon_id = current[0] if current else None
         return f"Skipping codon {codon_id}", {"codonId": codon_id}
 
     async def _codon_redo(self, client: _Client, message: Any) -> tuple[str, Any]:
-        codon_id = self._runtime_or_refuse().redo()
+        codon_id = self._commands_or_refuse().redo()
         return f"Running codon {codon_id} again", {"codonId": codon_id}
 
     async def _codon_force_stop(self, client: _Client, message: Any) -> tuple[str, Any]:
-        codon_id = self._runtime_or_refuse().force_stop(message.data.reason)
+        codon_id = self._commands_or_refuse().force_stop(message.data.reason)
         return f"Codon {codon_id} force stopped", {"codonId": codon_id}
 
     async def _interruption_answer(self, client: _Client, message: Any) -> tuple[str, Any]:
@@ -864,7 +875,7 @@ class ControlServer:
             reject=data.reject,
             json_text=json_module.dumps(value) if value is not None and not isinstance(
                 value, str) else None)
-        item = await self._runtime_or_refuse().answer(
+        item = await self._commands_or_refuse().answer(
             data.interruption_id, given, data.answered_by or f"websocket:{client.id}")
         return (f"Answered {item.id}",
                 {"interruptionId": item.id, "answer": item.answer,
@@ -872,46 +883,46 @@ class ControlServer:
 
     async def _rollback_to_checkpoint(self, client: _Client, message: Any) -> tuple[str, Any]:
         data = message.data
-        target = await self._runtime_or_refuse().rollback_to_checkpoint(
+        target = await self._commands_or_refuse().rollback_to_checkpoint(
             data.checkpoint_sha, auto_restart=data.auto_restart)
         return self._rolled_back(target)
 
     async def _rollback_to_codon(self, client: _Client, message: Any) -> tuple[str, Any]:
         data = message.data
-        target = await self._runtime_or_refuse().rollback_to_codon(
+        target = await self._commands_or_refuse().rollback_to_codon(
             data.codon_id, data.checkpoint_type, auto_restart=data.auto_restart)
         return self._rolled_back(target)
 
     async def _rollback_to_last_success(self, client: _Client, message: Any) -> tuple[str, Any]:
-        target = await self._runtime_or_refuse().rollback_to_last_success(
+        target = await self._commands_or_refuse().rollback_to_last_success(
             auto_restart=message.data.auto_restart)
         return self._rolled_back(target)
 
     def _rolled_back(self, target: Any) -> tuple[str, Any]:
-        runtime = self._runtime_or_refuse()
+        commands = self._commands_or_refuse()
         where = target.codon_id or "the start"
         return (f"Rolled back to {where} ({target.checkpoint_type} checkpoint"
-                f" {target.sha[:12]}); run {runtime.run_id}",
+                f" {target.sha[:12]}); run {commands.run_id}",
                 {"codonId": target.codon_id, "checkpoint": target.sha,
-                 "checkpointType": target.checkpoint_type, "runId": runtime.run_id})
+                 "checkpointType": target.checkpoint_type, "runId": commands.run_id})
 
     async def _server_shutdown(self, client: _Client, message: Any) -> tuple[str, Any]:
         from hankweave.runtime.orchestrator import CLIENT_REQUEST
 
-        runtime = self._runtime_or_refuse()
-        again = runtime.shutting_down
+        commands = self._commands_or_refuse()
+        again = commands.shutting_down
         log.warning("shutdown requested by client %s (%s): %s", client.id, client.address,
                     message.data.reason or "no reason given")
-        runtime.request_shutdown(CLIENT_REQUEST)
+        commands.request_shutdown(CLIENT_REQUEST)
         return ("Shutdown escalated to a forced one" if again else "Shutting down"), None
 
     async def _server_force_shutdown(self, client: _Client, message: Any) -> tuple[str, Any]:
         from hankweave.runtime.orchestrator import CLIENT_REQUEST
 
-        runtime = self._runtime_or_refuse()
+        commands = self._commands_or_refuse()
         log.warning("forced shutdown requested by client %s (%s): %s", client.id,
                     client.address, message.data.reason or "no reason given")
-        runtime.force_shutdown(CLIENT_REQUEST)
+        commands.force_shutdown(CLIENT_REQUEST)
         return "Forced shutdown", None
 
 
@@ -1013,8 +1024,8 @@ async def serve_runtime(
         notify(f"warning: the WebSocket server listens on {host}, reachable from other"
                " machines; anyone who can reach it can watch the run, and the control token"
                " travels unencrypted")
-    server = ControlServer(bus, runtime=runtime, token=owned.lock.token, host=host, port=port,
-                           max_frame=max_frame, server_info=_server_info(runtime))
+    server = ControlServer(bus, commands=runtime.commands, token=owned.lock.token, host=host,
+                           port=port, max_frame=max_frame, server_info=_server_info(runtime))
     await server.start()
     _SERVERS[runtime] = server
     try:

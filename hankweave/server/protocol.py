@@ -138,6 +138,24 @@ class NoData(_Wire):
     """``data`` of a command that takes none (``{}`` or left out)."""
 
 
+class ReasonData(_Wire):
+    reason: str | None = None
+
+
+class _NoDataCommand(_Envelope):
+    """A command whose ``data`` is empty; each subclass narrows ``type`` to its own."""
+
+    type: str
+    data: NoData = Field(default_factory=NoData)
+
+
+class _ReasonCommand(_Envelope):
+    """A command whose ``data`` may give a reason; each subclass narrows ``type``."""
+
+    type: str
+    data: ReasonData = Field(default_factory=ReasonData)
+
+
 class HandshakeData(_Wire):
     mode: Literal["readonly", "read-only", "readandwrite", "read-write"] | None = None
     """Asked mode; ``read-write`` modes need :attr:`token`.  Default: read-write when a token
@@ -173,28 +191,20 @@ class CodonStartCommand(_Envelope):
     data: CodonStartData
 
 
-class CodonNextCommand(_Envelope):
+class CodonNextCommand(_NoDataCommand):
     type: Literal["codon.next"]
-    data: NoData = Field(default_factory=NoData)
 
 
-class CodonSkipCommand(_Envelope):
+class CodonSkipCommand(_NoDataCommand):
     type: Literal["codon.skip"]
-    data: NoData = Field(default_factory=NoData)
 
 
-class CodonRedoCommand(_Envelope):
+class CodonRedoCommand(_NoDataCommand):
     type: Literal["codon.redo"]
-    data: NoData = Field(default_factory=NoData)
 
 
-class ReasonData(_Wire):
-    reason: str | None = None
-
-
-class CodonForceStopCommand(_Envelope):
+class CodonForceStopCommand(_ReasonCommand):
     type: Literal["codon.forceStop"]
-    data: ReasonData = Field(default_factory=ReasonData)
 
 
 class InterruptionAnswerData(_Wire):
@@ -255,24 +265,20 @@ class RollbackToLastSuccessCommand(_Envelope):
     data: AutoRestartData = Field(default_factory=AutoRestartData)
 
 
-class ServerShutdownCommand(_Envelope):
+class ServerShutdownCommand(_ReasonCommand):
     type: Literal["server.shutdown"]
-    data: ReasonData = Field(default_factory=ReasonData)
 
 
-class ServerForceShutdownCommand(_Envelope):
+class ServerForceShutdownCommand(_ReasonCommand):
     type: Literal["server.force_shutdown"]
-    data: ReasonData = Field(default_factory=ReasonData)
 
 
-class PingCommand(_Envelope):
+class PingCommand(_NoDataCommand):
     type: Literal["ping"]
-    data: NoData = Field(default_factory=NoData)
 
 
-class PingBroadcastCommand(_Envelope):
+class PingBroadcastCommand(_NoDataCommand):
     type: Literal["ping.broadcast"]
-    data: NoData = Field(default_factory=NoData)
 
 
 class HistorySyncData(_Wire):
