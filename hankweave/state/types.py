@@ -250,6 +250,11 @@ FailedDuring: TypeAlias = Literal[
 ]
 
 
+# FailedCodon and SkippedCodon share most fields but stay two declarations: pydantic writes a
+# base class's fields before a subclass's, and the keys of state.json follow the original's
+# order, in which each record's own fields (``failedDuring``, ``exitCode``, ``errorCheckpoint``;
+# ``skippedDuring``, ``skipCheckpoint``) sit between the shared ones.  A shared base would
+# reorder the keys of every failed or skipped record (a kept format, docs/state.md).
 class FailedCodon(_CodonBase):
     status: Literal["failed"] = "failed"
     end_time: str
