@@ -50,7 +50,6 @@ from hankweave.fsutil import (
     PRIVATE_FILE_MODE,
     atomic_write_bytes,
     fsync_dir,
-    last_line_start,
     open_private,
     pid_alive,
     private_dir,
@@ -86,9 +85,13 @@ from hankweave.state.transitions import (
     is_lifecycle,
 )
 from hankweave.state.types import HankweaveState, dump_state
-from hankweave.state.wal import FoldMarker, Segment, header, new_segment_id, read_segment
-from hankweave.state.writing import (
+from hankweave.state.wal import FoldMarker, header, new_segment_id, read_segment
+from hankweave.state.writing import (  # PersistenceError re-exported
+    SYNC_INLINE_MAX_S,
+    OpenLog,
+    PersistenceError,
     quarantine_unreadable,
+    reason,
     replace_state_file,
     retire_folded_logs,
 )
@@ -131,13 +134,6 @@ FOLD_LOG_SHARE = 0.02
 ``FOLD_MIN_BYTES``): readers then replay at most about that much."""
 FOLD_RETRY_S = 5.0
 """How long after a failed background fold the next one is tried."""
-SYNC_INLINE_MAX_S = 0.0005
-"""A log ``fdatasync`` that takes less than this on average is done on the event loop."""
-SYNC_SLOW_S = 0.002
-
-
-class PersistenceError(StateError):
-    """The state could not be written; the transition was not applied."""
 
 
 class StateStoreBusyError(StateError):
@@ -158,22 +154,6 @@ class RecoveryResult:
             "dataLoss": self.data_loss,
             "message": self.message,
         }
-
-
-@dataclass
-class OpenLog:
-    """``state.wal`` as this writer appends to it."""
-
-    path: Path
-    fd: int | None = None
-    size: int = 0
-    """Its bytes, header included: a failed append is cut back to this."""
-    segment_id: str | None = None
-    """Its header's id (None for a log of the first format, which has none)."""
-    dir_unsynced: bool = False
-    """A rotation renamed the log: the next sync syncs the directory too, so the entry lasts."""
-    sync_seconds: float = SYNC_INLINE_MAX_S * 2
-    """A moving average of ``fdatasync``: measured in a thread until known fast."""
 
 
 @dataclass
@@ -284,7 +264,7 @@ class StateStore:
             self._fold.rotated(report.folding.id)  # a fold that did not finish: folded next
         self._hold = WriterHold(_claim_writer(self.dir))
         if report.wal_appendable:
-            self._continue_log(report.segment)
+            self._log.continue_on(report.segment, report.state_digest)
         self._retire_stale_folding()
         self._keep_collections_short(opening=True)
 
@@ -335,7 +315,8 @@ class StateStore:
             if new_state is not self._state:
                 if self._log.fd is None:
                     await asyncio.to_thread(self._fold_sync, self._state)
-                self._append(line)
+                self._log.append(line)
+                self.appended_bytes += len(line)
                 if is_lifecycle(transition):
                     await self._sync_wal_async()
                 self._state = new_state
@@ -353,9 +334,10 @@ class StateStore:
         if new_state is not self._state:
             if self._log.fd is None:
                 self._fold_sync(self._state)
-            self._append(line)
+            self._log.append(line)
+            self.appended_bytes += len(line)
             if is_lifecycle(transition):
-                self._sync_wal()
+                self._log.sync()
             self._state = new_state
             self._fold.dirty = True
         self._publish(transition)
@@ -473,18 +455,6 @@ class StateStore:
             return new_state, b""
         return new_state, transition.model_dump_json(exclude_none=True).encode() + b"\n"
 
-    def _continue_log(self, segment: Segment | None) -> None:
-        """Append to ``state.wal`` as loaded, or start it on the state loaded."""
-        path = self.dir / WAL_FILE
-        if segment is None:
-            self._log.segment_id = new_segment_id()
-            atomic_write_bytes(path, header(self._log.segment_id, base=self.report.state_digest),
-                               mode=PRIVATE_FILE_MODE)
-        else:
-            self._log.segment_id = segment.id
-        self._log.fd = os.open(path, os.O_RDWR | os.O_APPEND)
-        self._log.size = _cut_torn_tail(self._log.fd)
-
     def _retire_stale_folding(self) -> None:
         """A background fold that finished just before its writer died leaves its segment, now
         in ``state.json``: retire it as that fold would have."""
@@ -496,46 +466,14 @@ class StateStore:
                     and marker.state == self.report.state_digest):
                 os.replace(stale, self.dir / PREVIOUS_WAL_FILE)
 
-    def _append(self, line: bytes) -> None:
-        assert self._log.fd is not None
-        path = self._log.path
-        try:
-            disk_write(path)
-            written = os.write(self._log.fd, line)
-            if written != len(line):
-                raise OSError(f"short write to {WAL_FILE} ({written} of {len(line)} bytes)")
-        except OSError as exc:
-            # Take back a partial line: the next append would glue onto it and be lost.
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._log.fd, self._log.size)
-            raise PersistenceError(f"cannot append to {path}: {_reason(exc)}") from exc
-        self._log.size += len(line)
-        self.appended_bytes += len(line)
-        kill_point("state.append")
-
     async def _sync_wal_async(self) -> None:
         """``fdatasync`` the log: here when this disk syncs faster than a hand-off to a thread
         costs (a thread that must be woken takes longer than a fast disk's sync), in a thread
         when it is slow, so a slow disk never stalls the event loop."""
         if self._log.sync_seconds > SYNC_INLINE_MAX_S:
-            await asyncio.to_thread(self._sync_wal)
+            await asyncio.to_thread(self._log.sync)
         else:
-            self._sync_wal()
-
-    def _sync_wal(self) -> None:
-        assert self._log.fd is not None
-        try:
-            started = time.perf_counter()
-            os.fdatasync(self._log.fd)
-            took = time.perf_counter() - started
-            # A moving average of the sync alone; one slow sync sends the next ones to a thread.
-            self._log.sync_seconds = max(0.8 * self._log.sync_seconds + 0.2 * took,
-                                     took if took > SYNC_SLOW_S else 0.0)
-            if self._log.dir_unsynced:  # a rotation renamed the log: its entry must last too
-                fsync_dir(self.dir)
-                self._log.dir_unsynced = False
-        except OSError as exc:
-            raise PersistenceError(f"cannot fsync {self.dir / WAL_FILE}: {exc}") from exc
+            self._log.sync()
 
     def _publish(self, transition: StateTransition) -> None:
         for listener in list(self._listeners):
@@ -625,7 +563,7 @@ class StateStore:
             os.replace(next_path, self.dir / WAL_FILE)
             fd = os.open(self.dir / WAL_FILE, os.O_RDWR | os.O_APPEND)
         except OSError as exc:
-            raise PersistenceError(f"cannot rotate {self.dir / WAL_FILE}: {_reason(exc)}"
+            raise PersistenceError(f"cannot rotate {self.dir / WAL_FILE}: {reason(exc)}"
                                    ) from exc
         os.close(self._log.fd)
         self._log.fd, self._log.size = fd, os.fstat(fd).st_size
@@ -701,14 +639,12 @@ class StateStore:
             kill_point("state.fold")
             replace_state_file(self.dir, data)
             kill_point("state.fold.swap")
-            if self._log.fd is not None:
-                os.close(self._log.fd)
-                self._log.fd = None
+            self._log.close()
             retire_folded_logs(self.dir, folding=self._fold.segment is not None)
             os.replace(next_path, self.dir / WAL_FILE)
             fsync_dir(self.dir)
         except OSError as exc:
-            raise PersistenceError(f"cannot write {self.dir / STATE_FILE}: {_reason(exc)}"
+            raise PersistenceError(f"cannot write {self.dir / STATE_FILE}: {reason(exc)}"
                                    ) from exc
         self._fold.state_size = len(data)
         self.folds += 1
@@ -716,14 +652,12 @@ class StateStore:
         self._keep_collections_short()
         self._fold.folded()
         self._log.dir_unsynced = False
-        self._continue_log(read_segment(self.dir / WAL_FILE))
+        self._log.continue_on(read_segment(self.dir / WAL_FILE), self.report.state_digest)
         self._fold.dirty = False
 
     def _shutdown(self) -> None:
         self._fold.cancel_timer()
-        if self._log.fd is not None:
-            os.close(self._log.fd)
-            self._log.fd = None
+        self._log.close()
         if self._hold.writer_fd is not None:
             os.close(self._hold.writer_fd)  # releases the writer flock
             self._hold.writer_fd = None
@@ -731,21 +665,6 @@ class StateStore:
             heap.release()
             self._hold.heap = False
         self._hold.closed = True
-
-
-def _cut_torn_tail(fd: int) -> int:
-    """Cut a last line that lacks its newline (the process died writing it, so it was never
-    acknowledged) and return the size left: the next append must start a line of its own."""
-    size = os.fstat(fd).st_size
-    keep = last_line_start(fd, size)
-    if keep < size:
-        os.ftruncate(fd, keep)
-    return keep
-
-
-def _reason(exc: OSError) -> str:
-    """An OS error in words, without the path the message around it already names."""
-    return exc.strerror or str(exc)
 
 
 ORPHAN_FOLD_WAIT_S = 120.0

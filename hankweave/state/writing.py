@@ -5,9 +5,9 @@ writer's own (:meth:`hankweave.state.store.StateStore.fold`, ``close()``, a smal
 fold) and the background fold's process (:mod:`hankweave.state.fold`).  Two folds are needed,
 not one: serialising a large state holds Python's GIL for as long as it takes, so it is done
 in another process, while a small state is folded in a few milliseconds in the writer, which
-also starts its next log there (:func:`retire_folded_logs`).  Appending to ``state.wal`` is the
-writer's (:class:`hankweave.state.store.StateStore`); reading is
-:mod:`hankweave.state.loading`'s.
+also starts its next log there (:func:`retire_folded_logs`).  A transition is one append to
+``state.wal`` (:class:`OpenLog`); the writer (:class:`hankweave.state.store.StateStore`) decides
+when, and when to fold.  Reading is :mod:`hankweave.state.loading`'s.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ import contextlib
 import logging
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from hankweave.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, fsync_dir
+from hankweave.faults import disk_write, kill_point
+from hankweave.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, fsync_dir, last_line_start
 from hankweave.state.files import (
     BACKUP_FILE,
     FOLDING_WAL_FILE,
@@ -26,9 +28,99 @@ from hankweave.state.files import (
     STATE_FILE,
     WAL_FILE,
 )
-from hankweave.state.wal import header, read_segment
+from hankweave.state.transitions import StateError
+from hankweave.state.wal import Segment, header, new_segment_id, read_segment
 
 log = logging.getLogger(__name__)
+
+SYNC_INLINE_MAX_S = 0.0005
+"""A log ``fdatasync`` that takes less than this on average is done on the event loop."""
+SYNC_SLOW_S = 0.002
+
+
+class PersistenceError(StateError):
+    """The state could not be written; the transition was not applied."""
+
+
+@dataclass
+class OpenLog:
+    """``state.wal`` as a writer appends to it."""
+
+    path: Path
+    fd: int | None = None
+    size: int = 0
+    """Its bytes, header included: a failed append is cut back to this."""
+    segment_id: str | None = None
+    """Its header's id (None for a log of the first format, which has none)."""
+    dir_unsynced: bool = False
+    """A rotation renamed the log: the next sync syncs the directory too, so the entry lasts."""
+    sync_seconds: float = SYNC_INLINE_MAX_S * 2
+    """A moving average of ``fdatasync``: measured in a thread until known fast."""
+
+    def continue_on(self, segment: Segment | None, base: str) -> None:
+        """Append to ``state.wal`` as loaded (``segment``), or start it on the state whose
+        digest is ``base``."""
+        if segment is None:
+            self.segment_id = new_segment_id()
+            atomic_write_bytes(self.path, header(self.segment_id, base=base),
+                               mode=PRIVATE_FILE_MODE)
+        else:
+            self.segment_id = segment.id
+        self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+        self.size = _cut_torn_tail(self.fd)
+
+    def append(self, line: bytes) -> None:
+        """Write one transition line: it survives a killed process once this returns."""
+        assert self.fd is not None
+        try:
+            disk_write(self.path)
+            written = os.write(self.fd, line)
+            if written != len(line):
+                raise OSError(f"short write to {WAL_FILE} ({written} of {len(line)} bytes)")
+        except OSError as exc:
+            # Take back a partial line: the next append would glue onto it and be lost.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, self.size)
+            raise PersistenceError(f"cannot append to {self.path}: {reason(exc)}") from exc
+        self.size += len(line)
+        kill_point("state.append")
+
+    def sync(self) -> None:
+        """``fdatasync`` the log (and the directory after a rotation): what was appended
+        survives a machine crash once this returns."""
+        assert self.fd is not None
+        try:
+            started = time.perf_counter()
+            os.fdatasync(self.fd)
+            took = time.perf_counter() - started
+            # A moving average of the sync alone; one slow sync sends the next ones to a thread.
+            self.sync_seconds = max(0.8 * self.sync_seconds + 0.2 * took,
+                                    took if took > SYNC_SLOW_S else 0.0)
+            if self.dir_unsynced:  # a rotation renamed the log: its entry must last too
+                fsync_dir(self.path.parent)
+                self.dir_unsynced = False
+        except OSError as exc:
+            raise PersistenceError(f"cannot fsync {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _cut_torn_tail(fd: int) -> int:
+    """Cut a last line that lacks its newline (the process died writing it, so it was never
+    acknowledged) and return the size left: the next append must start a line of its own."""
+    size = os.fstat(fd).st_size
+    keep = last_line_start(fd, size)
+    if keep < size:
+        os.ftruncate(fd, keep)
+    return keep
+
+
+def reason(exc: OSError) -> str:
+    """An OS error in words, without the path the message around it already names."""
+    return exc.strerror or str(exc)
 
 
 def replace_state_file(hankweave_dir: Path, data: bytes, *,
