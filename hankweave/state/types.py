@@ -342,7 +342,7 @@ class ContinuationSource(StateModel):
     def _keep_null_after_codon(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if "afterCodon" not in data and "after_codon" not in data:
             key = "afterCodon" if info.by_alias is not False else "after_codon"
             data = {k: v for k, v in data.items()}
@@ -453,7 +453,7 @@ class HankweaveState(StateModel):
     def _keep_null_current_run(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         key = "currentRunId" if info.by_alias is not False else "current_run_id"
         if key not in data:
             # Rebuild to keep the original key order: runs, currentRunId, ...
