@@ -337,7 +337,7 @@ class StateStore:
             self._log.append(line)
             self.appended_bytes += len(line)
             if is_lifecycle(transition):
-                self._log.sync()
+                self._sync_wal()
             self._state = new_state
             self._fold.dirty = True
         self._publish(transition)
@@ -471,9 +471,14 @@ class StateStore:
         costs (a thread that must be woken takes longer than a fast disk's sync), in a thread
         when it is slow, so a slow disk never stalls the event loop."""
         if self._log.sync_seconds > SYNC_INLINE_MAX_S:
-            await asyncio.to_thread(self._log.sync)
+            await asyncio.to_thread(self._sync_wal)
         else:
-            self._log.sync()
+            self._sync_wal()
+
+    def _sync_wal(self) -> None:
+        """The log's ``fdatasync``: a lifecycle transition is durable when this returns (the
+        one step the runtime-control tests slow down, tests/test_runtime_control.py)."""
+        self._log.sync()
 
     def _publish(self, transition: StateTransition) -> None:
         for listener in list(self._listeners):
