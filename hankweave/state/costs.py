@@ -84,10 +84,7 @@ def run_cost(run: Run) -> float:
 
 def run_tokens(run: Run) -> TokenUsage:
     """The sum of :func:`codon_tokens` over every record of ``run``."""
-    total = ZERO_TOKENS
-    for codon in run.codons:
-        total = total + codon_tokens(codon)
-    return total
+    return sum((codon_tokens(codon) for codon in run.codons), ZERO_TOKENS)
 
 
 def run_sentinel_cost(run: Run) -> float:
@@ -102,10 +99,7 @@ def total_cost(state: HankweaveState) -> float:
 
 def total_tokens(state: HankweaveState) -> TokenUsage:
     """The tokens of every codon record of every run."""
-    total = ZERO_TOKENS
-    for run in state.runs:
-        total = total + run_tokens(run)
-    return total
+    return sum((run_tokens(run) for run in state.runs), ZERO_TOKENS)
 
 
 def total_sentinel_cost(state: HankweaveState) -> float:

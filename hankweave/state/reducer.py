@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 
@@ -31,6 +31,7 @@ from hankweave.state.transitions import (
     CodonMetadata,
     CodonStarted,
     CodonTransitioned,
+    CodonTransitionedData,
     CostsIncremented,
     CostsUpdated,
     ExecutionPlanUpdated,
@@ -300,78 +301,123 @@ def _fail(
 def _codon_transitioned(state: HankweaveState, t: CodonTransitioned) -> HankweaveState:
     data = t.data
     run_index, codon_index, codon = _target(state, data.run_id, data.codon_id)
+    _check_codon_move(codon, data)
+    meta = data.metadata or CodonMetadata()
+    new = _CODON_MOVES[data.to](codon, _fields(codon), meta, t.timestamp)
+    return _with_codon(state, run_index, codon_index, new)
+
+
+def _check_codon_move(codon: CodonExecution, data: CodonTransitionedData) -> None:
+    """The record is where the transition says it starts, the edge is allowed, and the
+    metadata carries what the target status needs."""
     if codon.status != data.from_:
         raise InvalidTransitionError(
             f"codon {data.codon_id!r} is {codon.status}, not {data.from_}"
         )
     check_codon_transition(data.from_, data.to)
     validate_transition_metadata(data.to, data.metadata)
-    meta = data.metadata or CodonMetadata()
-    fields = _fields(codon)
-    to = data.to
 
-    if to == "starting":
-        if meta.checkpoint_sha:
-            fields["rig_setup_checkpoint"] = meta.checkpoint_sha
-        new = _become(to, fields)
-    elif to == "initializing":
-        fields.update(claude_pid=meta.claude_pid, claude_log_path=meta.claude_log_path)
-        if meta.previous_session_id:
-            fields["previous_session_id"] = meta.previous_session_id
-        new = _become(to, fields)
-    elif to == "running":
-        fields.update(
-            claude_session_id=meta.claude_session_id,
-            current_cost=0.0,
-            current_tokens=TokenUsage(),
-            assistant_message_count=0,
-            extension_count=0,
-        )
-        new = _become(to, fields)
-    elif to == "completing-sentinels":
-        new = _become(to, fields)
-    elif to == "completed":
-        fields.update(
-            end_time=t.timestamp,
-            exit_code=0,
-            final_cost=fields.get("current_cost", 0.0),
-            final_tokens=fields.get("current_tokens") or TokenUsage(),
-            result_message_received=bool(meta.result_message_received),
-            completion_checkpoint=meta.checkpoint_sha,
-            sentinels=_executed(fields.get("sentinels")),
-            extension_count=(
-                meta.extension_count
-                if meta.extension_count is not None
-                else fields.get("extension_count", 0)
-            ),
-        )
-        if meta.budget_exceeded is not None:
-            fields["budget_exceeded"] = meta.budget_exceeded
-        new = _become(to, fields)
-    elif to == "failed":
-        new = _fail(
-            codon,
-            end_time=t.timestamp,
-            exit_code=meta.exit_code,  # type: ignore[arg-type]  # guarded above
-            failure_reason=meta.failure_reason,  # type: ignore[arg-type]
-            metadata=meta,
-            failed_during=meta.failed_during,
-        )
-        if meta.extension_count is not None:
-            new = _evolve(new, {"extension_count": meta.extension_count})
-    else:  # skipped
-        fields.update(
-            end_time=t.timestamp,
-            skipped_during=meta.skipped_during,
-            partial_cost=fields.pop("current_cost", 0.0),
-            # The original's type comment says zeros; its reducer copies what was used.
-            partial_tokens=fields.pop("current_tokens", None) or TokenUsage(),
-            sentinels=_executed(fields.get("sentinels")),
-        )
-        if meta.checkpoint_sha:
-            fields["skip_checkpoint"] = meta.checkpoint_sha
-        new = _become(to, fields)
-    return _with_codon(state, run_index, codon_index, new)
+
+# One step per target status: the record the codon becomes, from its current record (``codon``),
+# that record's fields (``fields``, a copy each step may change), the transition's metadata and
+# its timestamp.
+CodonMove: TypeAlias = Callable[
+    [CodonExecution, dict[str, Any], CodonMetadata, str], CodonExecution
+]
+
+
+def _to_starting(codon: CodonExecution, fields: dict[str, Any], meta: CodonMetadata,
+                 timestamp: str) -> CodonExecution:
+    if meta.checkpoint_sha:
+        fields["rig_setup_checkpoint"] = meta.checkpoint_sha
+    return _become("starting", fields)
+
+
+def _to_initializing(codon: CodonExecution, fields: dict[str, Any], meta: CodonMetadata,
+                     timestamp: str) -> CodonExecution:
+    fields.update(claude_pid=meta.claude_pid, claude_log_path=meta.claude_log_path)
+    if meta.previous_session_id:
+        fields["previous_session_id"] = meta.previous_session_id
+    return _become("initializing", fields)
+
+
+def _to_running(codon: CodonExecution, fields: dict[str, Any], meta: CodonMetadata,
+                timestamp: str) -> CodonExecution:
+    fields.update(
+        claude_session_id=meta.claude_session_id,
+        current_cost=0.0,
+        current_tokens=TokenUsage(),
+        assistant_message_count=0,
+        extension_count=0,
+    )
+    return _become("running", fields)
+
+
+def _to_completing_sentinels(codon: CodonExecution, fields: dict[str, Any],
+                             meta: CodonMetadata, timestamp: str) -> CodonExecution:
+    return _become("completing-sentinels", fields)
+
+
+def _to_completed(codon: CodonExecution, fields: dict[str, Any], meta: CodonMetadata,
+                  timestamp: str) -> CodonExecution:
+    fields.update(
+        end_time=timestamp,
+        exit_code=0,
+        final_cost=fields.get("current_cost", 0.0),
+        final_tokens=fields.get("current_tokens") or TokenUsage(),
+        result_message_received=bool(meta.result_message_received),
+        completion_checkpoint=meta.checkpoint_sha,
+        sentinels=_executed(fields.get("sentinels")),
+        extension_count=(
+            meta.extension_count
+            if meta.extension_count is not None
+            else fields.get("extension_count", 0)
+        ),
+    )
+    if meta.budget_exceeded is not None:
+        fields["budget_exceeded"] = meta.budget_exceeded
+    return _become("completed", fields)
+
+
+def _to_failed(codon: CodonExecution, fields: dict[str, Any], meta: CodonMetadata,
+               timestamp: str) -> CodonExecution:
+    new = _fail(
+        codon,
+        end_time=timestamp,
+        exit_code=meta.exit_code,  # type: ignore[arg-type]  # guarded by the metadata check
+        failure_reason=meta.failure_reason,  # type: ignore[arg-type]
+        metadata=meta,
+        failed_during=meta.failed_during,
+    )
+    if meta.extension_count is not None:
+        new = _evolve(new, {"extension_count": meta.extension_count})
+    return new
+
+
+def _to_skipped(codon: CodonExecution, fields: dict[str, Any], meta: CodonMetadata,
+                timestamp: str) -> CodonExecution:
+    fields.update(
+        end_time=timestamp,
+        skipped_during=meta.skipped_during,
+        partial_cost=fields.pop("current_cost", 0.0),
+        # The original's type comment says zeros; its reducer copies what was used.
+        partial_tokens=fields.pop("current_tokens", None) or TokenUsage(),
+        sentinels=_executed(fields.get("sentinels")),
+    )
+    if meta.checkpoint_sha:
+        fields["skip_checkpoint"] = meta.checkpoint_sha
+    return _become("skipped", fields)
+
+
+_CODON_MOVES: dict[str, CodonMove] = {
+    "starting": _to_starting,
+    "initializing": _to_initializing,
+    "running": _to_running,
+    "completing-sentinels": _to_completing_sentinels,
+    "completed": _to_completed,
+    "failed": _to_failed,
+    "skipped": _to_skipped,
+}
 
 
 # ----- high-frequency updates (only while the codon is running) -----

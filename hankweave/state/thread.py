@@ -493,7 +493,7 @@ def find_continuation_session_id(
         codon = thread_codon.codon
         if codon.codon_id != previous_id:
             continue
-        session_id = getattr(codon, "claude_session_id", None)
+        session_id: str | None = getattr(codon, "claude_session_id", None)
         if not session_id:
             continue
         if codon.status == "completed":

@@ -250,6 +250,11 @@ FailedDuring: TypeAlias = Literal[
 ]
 
 
+# FailedCodon and SkippedCodon share most fields but stay two declarations: pydantic writes a
+# base class's fields before a subclass's, and the keys of state.json follow the original's
+# order, in which each record's own fields (``failedDuring``, ``exitCode``, ``errorCheckpoint``;
+# ``skippedDuring``, ``skipCheckpoint``) sit between the shared ones.  A shared base would
+# reorder the keys of every failed or skipped record (a kept format, docs/state.md).
 class FailedCodon(_CodonBase):
     status: Literal["failed"] = "failed"
     end_time: str
@@ -337,7 +342,7 @@ class ContinuationSource(StateModel):
     def _keep_null_after_codon(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if "afterCodon" not in data and "after_codon" not in data:
             key = "afterCodon" if info.by_alias is not False else "after_codon"
             data = {k: v for k, v in data.items()}
@@ -448,7 +453,7 @@ class HankweaveState(StateModel):
     def _keep_null_current_run(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         key = "currentRunId" if info.by_alias is not False else "current_run_id"
         if key not in data:
             # Rebuild to keep the original key order: runs, currentRunId, ...

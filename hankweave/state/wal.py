@@ -145,32 +145,3 @@ def chain(digest: str, segments: Sequence[Segment | None],
         found.append(following)
         last = following.id
     return found
-
-
-def replace_state_file(hankweave_dir: Path, data: bytes, *,
-                       sync_chunk: int | None = None) -> None:
-    """Replace ``state.json`` with ``data`` durably, the previous one kept as
-    ``state.json.bak``.  The backup is a hard link to the old file, not a copy, so a fold
-    writes the state's bytes once; where links are not possible, it is a copy.
-    ``sync_chunk``: as :func:`hankweave.fsutil.atomic_write_bytes`'s."""
-    import contextlib
-    import os
-
-    from hankweave.state.files import BACKUP_FILE, STATE_FILE
-
-    state, backup = hankweave_dir / STATE_FILE, hankweave_dir / BACKUP_FILE
-    linked = hankweave_dir / f"{BACKUP_FILE}.tmp-{os.getpid()}"
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(linked)
-        os.link(state, linked)
-        os.replace(linked, backup)
-    except FileNotFoundError:
-        pass  # the first state.json: nothing to keep
-    except OSError:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(linked)
-        atomic_write_bytes(state, data, backup=backup, sync_chunk=sync_chunk,
-                           mode=PRIVATE_FILE_MODE)
-        return
-    atomic_write_bytes(state, data, sync_chunk=sync_chunk, mode=PRIVATE_FILE_MODE)
