@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hankweave.api import WorkspaceScan
 from hankweave_checkpoint_snapshot.objects import ObjectStore
 from hankweave_checkpoint_snapshot.statcache import CachedStat, matches_cache, stat_key
 from hankweave_checkpoint_snapshot.treetext import TreeText
-
-from hankweave.api import WorkspaceScan
 
 
 @dataclass

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from hankweave.api import RetentionPolicy
 from hankweave_checkpoint_snapshot.formats import FileEntry, Manifest
 from hankweave_checkpoint_snapshot.manifests import Manifests
 from hankweave_checkpoint_snapshot.objects import ObjectStore
 from hankweave_checkpoint_snapshot.statcache import StatCache
 from hankweave_checkpoint_snapshot.trees import Trees
-
-from hankweave.api import RetentionPolicy
 
 
 def expired(manifests: Iterable[Manifest], policy: RetentionPolicy) -> list[Manifest]:

@@ -15,10 +15,9 @@ import stat
 from pathlib import Path
 from typing import TypeAlias
 
+from hankweave.api import PRIVATE_FILE_MODE, atomic_write_bytes, open_private
 from hankweave_checkpoint_snapshot.formats import HASH, STAT_CACHE_FORMAT, FileEntry, canonical_json
 from hankweave_checkpoint_snapshot.objects import OPEN_READ, hash_stream
-
-from hankweave.api import PRIVATE_FILE_MODE, atomic_write_bytes, open_private
 
 STAT_CACHE_SLACK = 256
 """How many stat-cache entries may change before the cache is written again."""

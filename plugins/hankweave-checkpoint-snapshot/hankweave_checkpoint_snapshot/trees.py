@@ -6,6 +6,9 @@ import json
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from pydantic import ValidationError
+
+from hankweave.api import CheckpointStorageError
 from hankweave_checkpoint_snapshot.formats import (
     MAX_DELTA_CHAIN,
     TREE,
@@ -14,9 +17,6 @@ from hankweave_checkpoint_snapshot.formats import (
     is_safe_path,
 )
 from hankweave_checkpoint_snapshot.objects import ObjectStore
-from pydantic import ValidationError
-
-from hankweave.api import CheckpointStorageError
 
 
 class Trees:
