@@ -108,7 +108,7 @@ def lazy_facade(namespace: MutableMapping[str, Any]
 
     def __getattr__(name: str) -> Any:
         if name == "__all__":
-            value: Any = list(listed())
+            value: Any = sorted(listed())
         elif (export := listed().get(name)) is not None:
             value = getattr(import_module(export.module), export.attribute)
         else:
