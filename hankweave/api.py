@@ -5,537 +5,191 @@ from nowhere else in the kernel; their tests may also use :mod:`hankweave.testin
 module of the kernel is internal and free to change.  A test enforces the rule
 (``tests/test_layers.py``); ``docs/api.md`` describes each name.
 
-Names resolve lazily, so a plugin that imports this module at start-up (every installed plugin
-is imported when ``hankweave`` starts, ``--help`` included) pays only for what it uses.
+The ``if TYPE_CHECKING:`` block below is the one list of public names, one
+``from module import name as name`` line each (``as name`` marks it public for mypy --strict
+and pyright).  Type checkers read it and see each name's real type, and an unknown name is an
+error.  At run time nothing in it is imported: :func:`hankweave.lazy.lazy_facade` reads the same
+lines on the first attribute lookup and imports each name's module when the name is first used,
+so a plugin that imports this module at start-up (every installed plugin is imported when
+``hankweave`` starts, ``--help`` included) pays only for what it uses.  ``__all__`` and
+``dir()`` come from the same lines.  Adding a public name is adding one line
+(docs/api.md, "How to add a public name").
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hankweave.lazy import lazy_exports
-
 if TYPE_CHECKING:
-    from hankweave import __version__, hookimpl
-    from hankweave.app.answers import AnswerError, GivenAnswer, RecordedAnswer, answer_interruption
-    from hankweave.app.launch import LaunchError, LaunchRequest, launch, prepare, warm_up
-    from hankweave.app.playback import REPLAY_HARNESS, Playback
-    from hankweave.app.stop_latch import StopLatch
-    from hankweave.checkpoints import (
-        AmbiguousCheckpointError,
-        BackendNotInstalledError,
-        ChangeHint,
-        Checkpoint,
-        CheckpointError,
-        CheckpointKind,
-        CheckpointNotFoundError,
-        CheckpointStorageError,
-        CheckpointStore,
-        FileChange,
-        RetentionPolicy,
-        checkpoint_message,
-        run_branch,
-    )
-    from hankweave.cli.errors import CLIError
-    from hankweave.codonlog import (
-        CodonLogParser,
-        LogLine,
-        LogModel,
-        LogReadReport,
-        UnknownRecord,
-        assistant_record,
-        assistant_text,
-        assistant_tool_use,
-        catalogue_price,
-        compact_boundary_record,
-        error_result,
-        init_record,
-        parse_record,
-        read_log,
-        result_record,
-        summarize_log,
-        text_block,
-        thinking_block,
-        tool_result_record,
-        tool_use_block,
-    )
-    from hankweave.config.errors import ConfigError
-    from hankweave.config.hank import HankFile, base_codon_id, load_hank, runtime_codon_id
-    from hankweave.config.settings import (
-        RUNTIME_CONFIG_FILE,
-        hankweave_passthrough,
-        load_runtime_config,
-        resolve_settings,
-    )
-    from hankweave.events.catalogue import ServerEvent
-    from hankweave.events.journal import JournalReadReport, journal_last_seq, read_journal
-    from hankweave.events.sink import (
-        EventSink,
-        SentinelAnswer,
-        SentinelError,
-        SentinelFatalError,
-        SentinelFiring,
-        SentinelKind,
-        SentinelOptions,
-        SentinelSetup,
-        SentinelTrigger,
-        SinkConfig,
-    )
-    from hankweave.execution.document import ExecutionDocument, document_of
-    from hankweave.execution.layout import ExecutionLayout, codon_log_name
-    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
-    from hankweave.execution.setup import managed_executions_root
-    from hankweave.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-    from hankweave.faults import kill_point
-    from hankweave.fsutil import (
-        PRIVATE_DIR_MODE,
-        PRIVATE_FILE_MODE,
-        atomic_write_bytes,
-        fsync_dir,
-        open_private,
-        parse_iso,
-        pid_alive,
-        private_dir,
-        process_running,
-        utc_now_iso,
-    )
-    from hankweave.harness import (
-        NO_HUMAN_MESSAGE,
-        AgentStartError,
-        AttemptContext,
-        AttemptPolicy,
-        CodonLogRecord,
-        CodonRequest,
-        Harness,
-        HarnessConfig,
-        HarnessNotInstalledError,
-        HarnessSelectionError,
-        HumanReply,
-        StderrLog,
-        ToolDecision,
-    )
-    from hankweave.hosts import LOCAL_HOST_NAMES, host_allowed, host_name, local_host_names
-    from hankweave.lazy import lazy_exports
-    from hankweave.models import (
-        CatalogueSnapshot,
-        ModelCost,
-        ModelEntry,
-        ProviderEntry,
-        UnknownModelError,
-    )
-    from hankweave.plugins import make_plugin_manager
-    from hankweave.processes import (
-        AGENT_MARKER_ENV,
-        end_processes,
-        end_processes_now,
-        marked_processes,
-    )
-    from hankweave.providers import CredentialsError, ProviderOptions, Route, route
-    from hankweave.registry import Registry, get_registry
-    from hankweave.runtime.budget_report import RecordedLimits, budget_report, read_recorded_limits
-    from hankweave.runtime.planner import checkpoint_patterns_through, expected_codon_ids
-    from hankweave.secrets import REDACTION_KINDS, Redactor, mask_url_credentials, redact_text
-    from hankweave.server.client import (
-        CommandReply,
-        ControlClient,
-        ControlRefusedError,
-        NoServerError,
-        ServerAddress,
-        server_address,
-    )
-    from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens, total_cost
-    from hankweave.state.lock import (
-        LockCorruptError,
-        LockError,
-        LockInfo,
-        live_runtime_lock,
-        this_host,
-    )
-    from hankweave.state.store import StateLoadError, load_state, read_state_strict
-    from hankweave.state.thread import ExecutionThread, analyze_execution_thread
-    from hankweave.state.types import (
-        CodonExecution,
-        HankweaveState,
-        TokenUsage,
-        dump_state,
-        end_checkpoint,
-        record_checkpoints,
-    )
-    from hankweave.workspace import (
-        DATA_LINK,
-        WorkspaceScan,
-        glob_regex,
-        resolve_patterns,
-        trusted_before,
-    )
-    from hankweave.workspace_watch import WorkspaceWatcher
+    from hankweave import __version__ as __version__
+    from hankweave import hookimpl as hookimpl
+    from hankweave.app.answers import AnswerError as AnswerError
+    from hankweave.app.answers import GivenAnswer as GivenAnswer
+    from hankweave.app.answers import RecordedAnswer as RecordedAnswer
+    from hankweave.app.answers import answer_interruption as answer_interruption
+    from hankweave.app.launch import LaunchError as LaunchError
+    from hankweave.app.launch import LaunchRequest as LaunchRequest
+    from hankweave.app.launch import launch as launch
+    from hankweave.app.launch import prepare as prepare
+    from hankweave.app.launch import warm_up as warm_up
+    from hankweave.app.playback import REPLAY_HARNESS as REPLAY_HARNESS
+    from hankweave.app.playback import Playback as Playback
+    from hankweave.app.stop_latch import StopLatch as StopLatch
+    from hankweave.checkpoints import AmbiguousCheckpointError as AmbiguousCheckpointError
+    from hankweave.checkpoints import BackendNotInstalledError as BackendNotInstalledError
+    from hankweave.checkpoints import ChangeHint as ChangeHint
+    from hankweave.checkpoints import Checkpoint as Checkpoint
+    from hankweave.checkpoints import CheckpointError as CheckpointError
+    from hankweave.checkpoints import CheckpointKind as CheckpointKind
+    from hankweave.checkpoints import CheckpointNotFoundError as CheckpointNotFoundError
+    from hankweave.checkpoints import CheckpointStorageError as CheckpointStorageError
+    from hankweave.checkpoints import CheckpointStore as CheckpointStore
+    from hankweave.checkpoints import FileChange as FileChange
+    from hankweave.checkpoints import RetentionPolicy as RetentionPolicy
+    from hankweave.checkpoints import checkpoint_message as checkpoint_message
+    from hankweave.checkpoints import run_branch as run_branch
+    from hankweave.cli.errors import CLIError as CLIError
+    from hankweave.codonlog import CodonLogParser as CodonLogParser
+    from hankweave.codonlog import LogLine as LogLine
+    from hankweave.codonlog import LogModel as LogModel
+    from hankweave.codonlog import LogReadReport as LogReadReport
+    from hankweave.codonlog import UnknownRecord as UnknownRecord
+    from hankweave.codonlog import assistant_record as assistant_record
+    from hankweave.codonlog import assistant_text as assistant_text
+    from hankweave.codonlog import assistant_tool_use as assistant_tool_use
+    from hankweave.codonlog import catalogue_price as catalogue_price
+    from hankweave.codonlog import compact_boundary_record as compact_boundary_record
+    from hankweave.codonlog import error_result as error_result
+    from hankweave.codonlog import init_record as init_record
+    from hankweave.codonlog import parse_record as parse_record
+    from hankweave.codonlog import read_log as read_log
+    from hankweave.codonlog import result_record as result_record
+    from hankweave.codonlog import summarize_log as summarize_log
+    from hankweave.codonlog import text_block as text_block
+    from hankweave.codonlog import thinking_block as thinking_block
+    from hankweave.codonlog import tool_result_record as tool_result_record
+    from hankweave.codonlog import tool_use_block as tool_use_block
+    from hankweave.config.errors import ConfigError as ConfigError
+    from hankweave.config.hank import HankFile as HankFile
+    from hankweave.config.hank import base_codon_id as base_codon_id
+    from hankweave.config.hank import load_hank as load_hank
+    from hankweave.config.hank import runtime_codon_id as runtime_codon_id
+    from hankweave.config.settings import RUNTIME_CONFIG_FILE as RUNTIME_CONFIG_FILE
+    from hankweave.config.settings import hankweave_passthrough as hankweave_passthrough
+    from hankweave.config.settings import load_runtime_config as load_runtime_config
+    from hankweave.config.settings import resolve_settings as resolve_settings
+    from hankweave.events.catalogue import ServerEvent as ServerEvent
+    from hankweave.events.journal import JournalReadReport as JournalReadReport
+    from hankweave.events.journal import journal_last_seq as journal_last_seq
+    from hankweave.events.journal import read_journal as read_journal
+    from hankweave.events.sink import EventSink as EventSink
+    from hankweave.events.sink import SentinelAnswer as SentinelAnswer
+    from hankweave.events.sink import SentinelError as SentinelError
+    from hankweave.events.sink import SentinelFatalError as SentinelFatalError
+    from hankweave.events.sink import SentinelFiring as SentinelFiring
+    from hankweave.events.sink import SentinelKind as SentinelKind
+    from hankweave.events.sink import SentinelOptions as SentinelOptions
+    from hankweave.events.sink import SentinelSetup as SentinelSetup
+    from hankweave.events.sink import SentinelTrigger as SentinelTrigger
+    from hankweave.events.sink import SinkConfig as SinkConfig
+    from hankweave.execution.document import ExecutionDocument as ExecutionDocument
+    from hankweave.execution.document import document_of as document_of
+    from hankweave.execution.layout import ExecutionLayout as ExecutionLayout
+    from hankweave.execution.layout import codon_log_name as codon_log_name
+    from hankweave.execution.meta import ExecutionMetaError as ExecutionMetaError
+    from hankweave.execution.meta import load_execution_meta as load_execution_meta
+    from hankweave.execution.setup import managed_executions_root as managed_executions_root
+    from hankweave.exitcodes import EXIT_FAILED as EXIT_FAILED
+    from hankweave.exitcodes import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+    from hankweave.exitcodes import EXIT_OK as EXIT_OK
+    from hankweave.exitcodes import EXIT_USAGE as EXIT_USAGE
+    from hankweave.faults import kill_point as kill_point
+    from hankweave.fsutil import PRIVATE_DIR_MODE as PRIVATE_DIR_MODE
+    from hankweave.fsutil import PRIVATE_FILE_MODE as PRIVATE_FILE_MODE
+    from hankweave.fsutil import atomic_write_bytes as atomic_write_bytes
+    from hankweave.fsutil import fsync_dir as fsync_dir
+    from hankweave.fsutil import open_private as open_private
+    from hankweave.fsutil import parse_iso as parse_iso
+    from hankweave.fsutil import pid_alive as pid_alive
+    from hankweave.fsutil import private_dir as private_dir
+    from hankweave.fsutil import process_running as process_running
+    from hankweave.fsutil import utc_now_iso as utc_now_iso
+    from hankweave.harness import NO_HUMAN_MESSAGE as NO_HUMAN_MESSAGE
+    from hankweave.harness import AgentStartError as AgentStartError
+    from hankweave.harness import AttemptContext as AttemptContext
+    from hankweave.harness import AttemptPolicy as AttemptPolicy
+    from hankweave.harness import CodonLogRecord as CodonLogRecord
+    from hankweave.harness import CodonRequest as CodonRequest
+    from hankweave.harness import Harness as Harness
+    from hankweave.harness import HarnessConfig as HarnessConfig
+    from hankweave.harness import HarnessNotInstalledError as HarnessNotInstalledError
+    from hankweave.harness import HarnessSelectionError as HarnessSelectionError
+    from hankweave.harness import HumanReply as HumanReply
+    from hankweave.harness import StderrLog as StderrLog
+    from hankweave.harness import ToolDecision as ToolDecision
+    from hankweave.hosts import LOCAL_HOST_NAMES as LOCAL_HOST_NAMES
+    from hankweave.hosts import host_allowed as host_allowed
+    from hankweave.hosts import host_name as host_name
+    from hankweave.hosts import local_host_names as local_host_names
+    from hankweave.lazy import lazy_exports as lazy_exports
+    from hankweave.models import CatalogueSnapshot as CatalogueSnapshot
+    from hankweave.models import ModelCost as ModelCost
+    from hankweave.models import ModelEntry as ModelEntry
+    from hankweave.models import ProviderEntry as ProviderEntry
+    from hankweave.models import UnknownModelError as UnknownModelError
+    from hankweave.plugins import make_plugin_manager as make_plugin_manager
+    from hankweave.processes import AGENT_MARKER_ENV as AGENT_MARKER_ENV
+    from hankweave.processes import end_processes as end_processes
+    from hankweave.processes import end_processes_now as end_processes_now
+    from hankweave.processes import marked_processes as marked_processes
+    from hankweave.providers import CredentialsError as CredentialsError
+    from hankweave.providers import ProviderOptions as ProviderOptions
+    from hankweave.providers import Route as Route
+    from hankweave.providers import route as route
+    from hankweave.registry import Registry as Registry
+    from hankweave.registry import get_registry as get_registry
+    from hankweave.runtime.budget_report import RecordedLimits as RecordedLimits
+    from hankweave.runtime.budget_report import budget_report as budget_report
+    from hankweave.runtime.budget_report import read_recorded_limits as read_recorded_limits
+    from hankweave.runtime.planner import checkpoint_patterns_through as checkpoint_patterns_through
+    from hankweave.runtime.planner import expected_codon_ids as expected_codon_ids
+    from hankweave.secrets import REDACTION_KINDS as REDACTION_KINDS
+    from hankweave.secrets import Redactor as Redactor
+    from hankweave.secrets import mask_url_credentials as mask_url_credentials
+    from hankweave.secrets import redact_text as redact_text
+    from hankweave.server.client import CommandReply as CommandReply
+    from hankweave.server.client import ControlClient as ControlClient
+    from hankweave.server.client import ControlRefusedError as ControlRefusedError
+    from hankweave.server.client import NoServerError as NoServerError
+    from hankweave.server.client import ServerAddress as ServerAddress
+    from hankweave.server.client import server_address as server_address
+    from hankweave.state.costs import codon_cost as codon_cost
+    from hankweave.state.costs import codon_cost_complete as codon_cost_complete
+    from hankweave.state.costs import codon_tokens as codon_tokens
+    from hankweave.state.costs import total_cost as total_cost
+    from hankweave.state.lock import LockCorruptError as LockCorruptError
+    from hankweave.state.lock import LockError as LockError
+    from hankweave.state.lock import LockInfo as LockInfo
+    from hankweave.state.lock import live_runtime_lock as live_runtime_lock
+    from hankweave.state.lock import this_host as this_host
+    from hankweave.state.store import StateLoadError as StateLoadError
+    from hankweave.state.store import load_state as load_state
+    from hankweave.state.store import read_state_strict as read_state_strict
+    from hankweave.state.thread import ExecutionThread as ExecutionThread
+    from hankweave.state.thread import analyze_execution_thread as analyze_execution_thread
+    from hankweave.state.types import CodonExecution as CodonExecution
+    from hankweave.state.types import HankweaveState as HankweaveState
+    from hankweave.state.types import TokenUsage as TokenUsage
+    from hankweave.state.types import dump_state as dump_state
+    from hankweave.state.types import end_checkpoint as end_checkpoint
+    from hankweave.state.types import record_checkpoints as record_checkpoints
+    from hankweave.workspace import DATA_LINK as DATA_LINK
+    from hankweave.workspace import WorkspaceScan as WorkspaceScan
+    from hankweave.workspace import glob_regex as glob_regex
+    from hankweave.workspace import resolve_patterns as resolve_patterns
+    from hankweave.workspace import trusted_before as trusted_before
+    from hankweave.workspace_watch import WorkspaceWatcher as WorkspaceWatcher
+else:
+    from hankweave.lazy import lazy_facade
 
-_EXPORTS: dict[str, str] = {
-    # plugins
-    "__version__": "hankweave",
-    "hookimpl": "hankweave",
-    "make_plugin_manager": "hankweave.plugins",
-    "Registry": "hankweave.registry",
-    "get_registry": "hankweave.registry",
-    # the harness contract
-    "AgentStartError": "hankweave.harness",
-    "AttemptContext": "hankweave.harness",
-    "AttemptPolicy": "hankweave.harness",
-    "CodonLogRecord": "hankweave.harness",
-    "CodonRequest": "hankweave.harness",
-    "Harness": "hankweave.harness",
-    "HarnessConfig": "hankweave.harness",
-    "HarnessNotInstalledError": "hankweave.harness",
-    "HarnessSelectionError": "hankweave.harness",
-    "HumanReply": "hankweave.harness",
-    "NO_HUMAN_MESSAGE": "hankweave.harness",
-    "StderrLog": "hankweave.harness",
-    "ToolDecision": "hankweave.harness",
-    # codon logs: the records a harness yields, and reading them back
-    "CodonLogParser": "hankweave.codonlog",
-    "LogLine": "hankweave.codonlog",
-    "LogModel": "hankweave.codonlog",
-    "LogReadReport": "hankweave.codonlog",
-    "UnknownRecord": "hankweave.codonlog",
-    "assistant_record": "hankweave.codonlog",
-    "assistant_text": "hankweave.codonlog",
-    "assistant_tool_use": "hankweave.codonlog",
-    "catalogue_price": "hankweave.codonlog",
-    "compact_boundary_record": "hankweave.codonlog",
-    "error_result": "hankweave.codonlog",
-    "init_record": "hankweave.codonlog",
-    "parse_record": "hankweave.codonlog",
-    "read_log": "hankweave.codonlog",
-    "result_record": "hankweave.codonlog",
-    "summarize_log": "hankweave.codonlog",
-    "text_block": "hankweave.codonlog",
-    "thinking_block": "hankweave.codonlog",
-    "tool_result_record": "hankweave.codonlog",
-    "tool_use_block": "hankweave.codonlog",
-    # models
-    "CatalogueSnapshot": "hankweave.models",
-    "ModelCost": "hankweave.models",
-    "ModelEntry": "hankweave.models",
-    "ProviderEntry": "hankweave.models",
-    "UnknownModelError": "hankweave.models",
-    # checkpoint backends
-    "AmbiguousCheckpointError": "hankweave.checkpoints",
-    "BackendNotInstalledError": "hankweave.checkpoints",
-    "ChangeHint": "hankweave.checkpoints",
-    "Checkpoint": "hankweave.checkpoints",
-    "CheckpointError": "hankweave.checkpoints",
-    "CheckpointKind": "hankweave.checkpoints",
-    "CheckpointNotFoundError": "hankweave.checkpoints",
-    "CheckpointStorageError": "hankweave.checkpoints",
-    "CheckpointStore": "hankweave.checkpoints",
-    "FileChange": "hankweave.checkpoints",
-    "RetentionPolicy": "hankweave.checkpoints",
-    "checkpoint_message": "hankweave.checkpoints",
-    "run_branch": "hankweave.checkpoints",
-    "DATA_LINK": "hankweave.workspace",
-    "glob_regex": "hankweave.workspace",
-    "resolve_patterns": "hankweave.workspace",
-    "trusted_before": "hankweave.workspace",
-    "WorkspaceScan": "hankweave.workspace",
-    "WorkspaceWatcher": "hankweave.workspace_watch",
-    # events
-    "EventSink": "hankweave.events.sink",
-    "SentinelAnswer": "hankweave.events.sink",
-    "SentinelError": "hankweave.events.sink",
-    "SentinelFatalError": "hankweave.events.sink",
-    "SentinelFiring": "hankweave.events.sink",
-    "SentinelKind": "hankweave.events.sink",
-    "SentinelOptions": "hankweave.events.sink",
-    "SentinelSetup": "hankweave.events.sink",
-    "SentinelTrigger": "hankweave.events.sink",
-    "SinkConfig": "hankweave.events.sink",
-    "ServerEvent": "hankweave.events.catalogue",
-    "read_journal": "hankweave.events.journal",
-    "journal_last_seq": "hankweave.events.journal",
-    "JournalReadReport": "hankweave.events.journal",
-    # an execution directory, its state and the execution thread (reading)
-    "ExecutionLayout": "hankweave.execution.layout",
-    "codon_log_name": "hankweave.execution.layout",
-    "ExecutionMetaError": "hankweave.execution.meta",
-    "load_execution_meta": "hankweave.execution.meta",
-    "managed_executions_root": "hankweave.execution.setup",
-    "CodonExecution": "hankweave.state.types",
-    "HankweaveState": "hankweave.state.types",
-    "TokenUsage": "hankweave.state.types",
-    "dump_state": "hankweave.state.types",
-    "end_checkpoint": "hankweave.state.types",
-    "record_checkpoints": "hankweave.state.types",
-    "StateLoadError": "hankweave.state.store",
-    "load_state": "hankweave.state.store",
-    "read_state_strict": "hankweave.state.store",
-    "ExecutionDocument": "hankweave.execution.document",
-    "document_of": "hankweave.execution.document",
-    "ExecutionThread": "hankweave.state.thread",
-    "analyze_execution_thread": "hankweave.state.thread",
-    "codon_cost": "hankweave.state.costs",
-    "codon_cost_complete": "hankweave.state.costs",
-    "codon_tokens": "hankweave.state.costs",
-    "total_cost": "hankweave.state.costs",
-    # lock liveness: is a runtime using an execution directory?
-    "LockCorruptError": "hankweave.state.lock",
-    "LockInfo": "hankweave.state.lock",
-    "LockError": "hankweave.state.lock",
-    "live_runtime_lock": "hankweave.state.lock",
-    "this_host": "hankweave.state.lock",
-    # a running execution's live-control server (WebSocket)
-    "CommandReply": "hankweave.server.client",
-    "ControlClient": "hankweave.server.client",
-    "ControlRefusedError": "hankweave.server.client",
-    "NoServerError": "hankweave.server.client",
-    "ServerAddress": "hankweave.server.client",
-    "server_address": "hankweave.server.client",
-    # interruptions: answering one
-    "AnswerError": "hankweave.app.answers",
-    "GivenAnswer": "hankweave.app.answers",
-    "RecordedAnswer": "hankweave.app.answers",
-    "answer_interruption": "hankweave.app.answers",
-    # budgets: limits against spending
-    "RecordedLimits": "hankweave.runtime.budget_report",
-    "budget_report": "hankweave.runtime.budget_report",
-    "read_recorded_limits": "hankweave.runtime.budget_report",
-    # durable file writing
-    "atomic_write_bytes": "hankweave.fsutil",
-    "fsync_dir": "hankweave.fsutil",
-    "parse_iso": "hankweave.fsutil",
-    "pid_alive": "hankweave.fsutil",
-    "process_running": "hankweave.fsutil",
-    "utc_now_iso": "hankweave.fsutil",
-    # .hankweave/ is private: 0700 directories, 0600 files (docs/state.md)
-    "PRIVATE_DIR_MODE": "hankweave.fsutil",
-    "PRIVATE_FILE_MODE": "hankweave.fsutil",
-    "open_private": "hankweave.fsutil",
-    "private_dir": "hankweave.fsutil",
-    # local HTTP servers: the Host rule against DNS rebinding
-    "LOCAL_HOST_NAMES": "hankweave.hosts",
-    "host_allowed": "hankweave.hosts",
-    "host_name": "hankweave.hosts",
-    "local_host_names": "hankweave.hosts",
-    "mask_url_credentials": "hankweave.secrets",
-    "REDACTION_KINDS": "hankweave.secrets",
-    "Redactor": "hankweave.secrets",
-    "redact_text": "hankweave.secrets",
-    # test-only kill points (docs/crash-testing.md)
-    "kill_point": "hankweave.faults",
-    # agent processes: the marker they carry, ending them
-    "AGENT_MARKER_ENV": "hankweave.processes",
-    "end_processes": "hankweave.processes",
-    "end_processes_now": "hankweave.processes",
-    "marked_processes": "hankweave.processes",
-    # litellm routes and credentials (the pi harness; the sentinels use the same)
-    "CredentialsError": "hankweave.providers",
-    "ProviderOptions": "hankweave.providers",
-    "Route": "hankweave.providers",
-    "route": "hankweave.providers",
-    # hanks, settings and plans
-    "ConfigError": "hankweave.config.errors",
-    "HankFile": "hankweave.config.hank",
-    "base_codon_id": "hankweave.config.hank",
-    "load_hank": "hankweave.config.hank",
-    "runtime_codon_id": "hankweave.config.hank",
-    "resolve_settings": "hankweave.config.settings",
-    "load_runtime_config": "hankweave.config.settings",
-    "hankweave_passthrough": "hankweave.config.settings",
-    "RUNTIME_CONFIG_FILE": "hankweave.config.settings",
-    "checkpoint_patterns_through": "hankweave.runtime.planner",
-    "expected_codon_ids": "hankweave.runtime.planner",
-    # running a hank, and commands
-    "LaunchError": "hankweave.app.launch",
-    "LaunchRequest": "hankweave.app.launch",
-    "Playback": "hankweave.app.playback",
-    "REPLAY_HARNESS": "hankweave.app.playback",
-    "launch": "hankweave.app.launch",
-    "prepare": "hankweave.app.launch",
-    "warm_up": "hankweave.app.launch",
-    "StopLatch": "hankweave.app.stop_latch",
-    "EXIT_FAILED": "hankweave.exitcodes",
-    "EXIT_INTERRUPTED": "hankweave.exitcodes",
-    "EXIT_OK": "hankweave.exitcodes",
-    "EXIT_USAGE": "hankweave.exitcodes",
-    "CLIError": "hankweave.cli.errors",
-    # a package's lazy exports (PEP 562), as this module does it
-    "lazy_exports": "hankweave.lazy",
-}
-
-
-__getattr__ = lazy_exports(globals(), _EXPORTS)
-
-
-def __dir__() -> list[str]:
-    return sorted(_EXPORTS)
-
-
-__all__ = [
-    "AGENT_MARKER_ENV",
-    "DATA_LINK",
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "LOCAL_HOST_NAMES",
-    "NO_HUMAN_MESSAGE",
-    "PRIVATE_DIR_MODE",
-    "PRIVATE_FILE_MODE",
-    "REDACTION_KINDS",
-    "REPLAY_HARNESS",
-    "RUNTIME_CONFIG_FILE",
-    "AgentStartError",
-    "AmbiguousCheckpointError",
-    "AnswerError",
-    "AttemptContext",
-    "AttemptPolicy",
-    "BackendNotInstalledError",
-    "CLIError",
-    "CatalogueSnapshot",
-    "ChangeHint",
-    "Checkpoint",
-    "CheckpointError",
-    "CheckpointKind",
-    "CheckpointNotFoundError",
-    "CheckpointStorageError",
-    "CheckpointStore",
-    "CodonExecution",
-    "CodonLogParser",
-    "CodonLogRecord",
-    "CodonRequest",
-    "CommandReply",
-    "ConfigError",
-    "ControlClient",
-    "ControlRefusedError",
-    "CredentialsError",
-    "EventSink",
-    "ExecutionDocument",
-    "ExecutionLayout",
-    "ExecutionMetaError",
-    "ExecutionThread",
-    "FileChange",
-    "GivenAnswer",
-    "HankFile",
-    "HankweaveState",
-    "Harness",
-    "HarnessConfig",
-    "HarnessNotInstalledError",
-    "HarnessSelectionError",
-    "HumanReply",
-    "JournalReadReport",
-    "LaunchError",
-    "LaunchRequest",
-    "LockCorruptError",
-    "LockError",
-    "LockInfo",
-    "LogLine",
-    "LogModel",
-    "LogReadReport",
-    "ModelCost",
-    "ModelEntry",
-    "NoServerError",
-    "Playback",
-    "ProviderEntry",
-    "ProviderOptions",
-    "RecordedAnswer",
-    "RecordedLimits",
-    "Redactor",
-    "Registry",
-    "RetentionPolicy",
-    "Route",
-    "SentinelAnswer",
-    "SentinelError",
-    "SentinelFatalError",
-    "SentinelFiring",
-    "SentinelKind",
-    "SentinelOptions",
-    "SentinelSetup",
-    "SentinelTrigger",
-    "ServerAddress",
-    "ServerEvent",
-    "SinkConfig",
-    "StateLoadError",
-    "StderrLog",
-    "StopLatch",
-    "TokenUsage",
-    "ToolDecision",
-    "UnknownModelError",
-    "UnknownRecord",
-    "WorkspaceScan",
-    "WorkspaceWatcher",
-    "__version__",
-    "analyze_execution_thread",
-    "answer_interruption",
-    "assistant_record",
-    "assistant_text",
-    "assistant_tool_use",
-    "atomic_write_bytes",
-    "base_codon_id",
-    "budget_report",
-    "catalogue_price",
-    "checkpoint_message",
-    "checkpoint_patterns_through",
-    "codon_cost",
-    "codon_cost_complete",
-    "codon_log_name",
-    "codon_tokens",
-    "compact_boundary_record",
-    "document_of",
-    "dump_state",
-    "end_checkpoint",
-    "end_processes",
-    "end_processes_now",
-    "error_result",
-    "expected_codon_ids",
-    "fsync_dir",
-    "get_registry",
-    "glob_regex",
-    "hankweave_passthrough",
-    "hookimpl",
-    "host_allowed",
-    "host_name",
-    "init_record",
-    "journal_last_seq",
-    "kill_point",
-    "launch",
-    "lazy_exports",
-    "live_runtime_lock",
-    "load_execution_meta",
-    "load_hank",
-    "load_runtime_config",
-    "load_state",
-    "local_host_names",
-    "make_plugin_manager",
-    "managed_executions_root",
-    "marked_processes",
-    "mask_url_credentials",
-    "open_private",
-    "parse_iso",
-    "parse_record",
-    "pid_alive",
-    "prepare",
-    "private_dir",
-    "process_running",
-    "read_journal",
-    "read_log",
-    "read_recorded_limits",
-    "read_state_strict",
-    "record_checkpoints",
-    "redact_text",
-    "resolve_patterns",
-    "resolve_settings",
-    "result_record",
-    "route",
-    "run_branch",
-    "runtime_codon_id",
-    "server_address",
-    "summarize_log",
-    "text_block",
-    "thinking_block",
-    "this_host",
-    "tool_result_record",
-    "tool_use_block",
-    "total_cost",
-    "trusted_before",
-    "utc_now_iso",
-    "warm_up",
-]
+    __getattr__, __dir__ = lazy_facade(globals())

@@ -23,6 +23,8 @@ from hankweave.cli.options import execution_option
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
     from hankweave.state.thread import CheckpointData, ExecutionThread
     from hankweave.state.types import CodonExecution, HankweaveState, Interruption, Run
@@ -255,70 +257,88 @@ def _origin(run: Run) -> str:
 
 
 def _render_state(state: HankweaveState, console: Console) -> None:
+    if not state.runs:
+        console.print("No runs recorded.")
+    for run in state.runs:
+        _render_run(run, run.run_id == state.current_run_id, console)
+    console.print(_totals(state))
+
+
+def _render_run(run: Run, current: bool, console: Console) -> None:
+    """A run's header line, then its codon table."""
+    from rich.text import Text
+
+    from hankweave.state.costs import codon_cost_complete, run_cost, run_tokens
+
+    tokens = run_tokens(run)
+    run_priced = all(codon_cost_complete(codon) for codon in run.codons)
+    header = Text.assemble(
+        ("Run ", "bold"),
+        (run.run_id, "bold"),
+        f"{' (current)' if current else ''}  {run.status}  {_origin(run)}\n",
+        f"  started {_time(run.start_time)}  ended {_time(run.end_time)}  branch {run.git_branch}"
+        f"  cost {_money(run_cost(run), run_priced)}  tokens in {tokens.input_tokens}"
+        f" out {tokens.output_tokens}",
+    )
+    console.print(header)
+    if not run.codons:
+        console.print("  (no codons)\n")
+        return
+    console.print(_codon_table(run))
+    console.print()
+
+
+def _codon_table(run: Run) -> Table:
+    """One row per codon record of a run; a Sentinels column only when a codon has some."""
     from rich.table import Table
     from rich.text import Text
 
+    from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens
+
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("#", "Codon", "Status", "Cost", "In", "Out", "Started", "Ended"):
+        numeric = column in ("#", "Cost", "In", "Out")
+        table.add_column(
+            column, justify="right" if numeric else "left", no_wrap=column != "Codon"
+        )
+    table.add_column("Checkpoint", no_wrap=True)
+    watched = any(getattr(codon, "sentinels", None) for codon in run.codons)
+    if watched:
+        table.add_column("Sentinels", no_wrap=True)
+    table.add_column("Failure", overflow="fold")
+    for index, codon in enumerate(run.codons):
+        used = codon_tokens(codon)
+        sentinel_cells = [_sentinels(codon)] if watched else []
+        table.add_row(
+            str(index),
+            Text(codon.codon_id),
+            Text(codon.status),
+            _money(codon_cost(codon), codon_cost_complete(codon)),
+            str(used.input_tokens),
+            str(used.output_tokens),
+            _time(codon.start_time),
+            _time(getattr(codon, "end_time", None)),
+            _short(_checkpoint(codon)),
+            *sentinel_cells,
+            Text(_failure(codon)),
+        )
+    return table
+
+
+def _totals(state: HankweaveState) -> Text:
+    """The closing line: every run's cost and tokens, sentinels apart, and whether it is a
+    lower bound (some usage had no known price)."""
+    from rich.text import Text
+
     from hankweave.state.costs import (
-        codon_cost,
         codon_cost_complete,
-        codon_tokens,
         current_run_cost,
-        run_cost,
-        run_tokens,
         total_cost,
         total_sentinel_cost,
         total_tokens,
     )
 
-    if not state.runs:
-        console.print("No runs recorded.")
     priced = all(codon_cost_complete(codon) for run in state.runs for codon in run.codons)
-    for run in state.runs:
-        current = " (current)" if run.run_id == state.current_run_id else ""
-        tokens = run_tokens(run)
-        run_priced = all(codon_cost_complete(codon) for codon in run.codons)
-        header = Text.assemble(
-            ("Run ", "bold"),
-            (run.run_id, "bold"),
-            f"{current}  {run.status}  {_origin(run)}\n",
-            f"  started {_time(run.start_time)}  ended {_time(run.end_time)}  branch {run.git_branch}"
-            f"  cost {_money(run_cost(run), run_priced)}  tokens in {tokens.input_tokens}"
-            f" out {tokens.output_tokens}",
-        )
-        console.print(header)
-        if not run.codons:
-            console.print("  (no codons)\n")
-            continue
-        table = Table(show_edge=False, pad_edge=False)
-        for column in ("#", "Codon", "Status", "Cost", "In", "Out", "Started", "Ended"):
-            numeric = column in ("#", "Cost", "In", "Out")
-            table.add_column(
-                column, justify="right" if numeric else "left", no_wrap=column != "Codon"
-            )
-        table.add_column("Checkpoint", no_wrap=True)
-        watched = any(getattr(codon, "sentinels", None) for codon in run.codons)
-        if watched:
-            table.add_column("Sentinels", no_wrap=True)
-        table.add_column("Failure", overflow="fold")
-        for index, codon in enumerate(run.codons):
-            used = codon_tokens(codon)
-            sentinel_cells = [_sentinels(codon)] if watched else []
-            table.add_row(
-                str(index),
-                Text(codon.codon_id),
-                Text(codon.status),
-                _money(codon_cost(codon), codon_cost_complete(codon)),
-                str(used.input_tokens),
-                str(used.output_tokens),
-                _time(codon.start_time),
-                _time(getattr(codon, "end_time", None)),
-                _short(_checkpoint(codon)),
-                *sentinel_cells,
-                Text(_failure(codon)),
-            )
-        console.print(table)
-        console.print()
-
     tokens = total_tokens(state)
     codon_count = sum(len(run.codons) for run in state.runs)
     totals = (
@@ -333,7 +353,7 @@ def _render_state(state: HankweaveState, console: Console) -> None:
         totals += f", sentinels {_money(sentinels)} (not in the total)"
     if not priced:
         totals += "\n+ a lower bound: some usage had no known price (costComplete: false)"
-    console.print(Text(totals))
+    return Text(totals)
 
 
 def _sentinels(codon: CodonExecution) -> str:

@@ -26,9 +26,9 @@ from hankweave.exitcodes import EXIT_USAGE
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hankweave.app.preflight import PreflightReport
+    from hankweave.app.preflight import PreflightReport, ResolvedCodonModel
     from hankweave.config.errors import HankIssue
-    from hankweave.config.hank import CodonBudget, ContainerBudget, HankFile
+    from hankweave.config.hank import CodonBudget, CodonSite, ContainerBudget, HankFile
     from hankweave.config.settings import ResolvedSettings, Settings
     from hankweave.registry import Registry
 
@@ -143,39 +143,18 @@ def build_report(
     Returns the ``--json`` report: ``valid``, ``errors`` (``[{path, message}]``), ``warnings``,
     ``codons``, ``loops``, ``executionDir`` and the other keys documented in ``docs/cli.md``.
     """
-    from hankweave.app.preflight import check_plugin_settings, run_preflight
-    from hankweave.config.errors import ROOT_PATH, ConfigError, HankIssue, HankValidationError
-    from hankweave.config.hank import load_hank
-    from hankweave.plugins import strict_plugins
-
     errors: list[HankIssue] = []
     warnings: list[str] = []
-    loaded: HankFile | None = None
-    load_failed = False
-    try:
-        loaded = load_hank(hank_path)
-    except HankValidationError:
-        pass  # the preflight reports these, each at its path
-    except ConfigError as exc:
-        errors.append(HankIssue(ROOT_PATH, str(exc)))
-        load_failed = True
-
-    ceiling = {"maxDollars": max_cost, "maxTimeSeconds": max_time}
-    cli: dict[str, Any] = {"model": model}
-    if max_cost is not None or max_time is not None:
-        cli["budget"] = {key: value for key, value in ceiling.items() if value is not None}
+    loaded, load_failed = _load_hank(hank_path, errors)
+    cli = _command_line_settings(model, max_cost, max_time)
     resolved = _resolve_settings(cwd, loaded, env, cli, errors, warnings)
     settings = resolved.settings if resolved is not None else None
     override = settings.model_override if settings is not None else model
     preflight: PreflightReport | None = None
     if not load_failed:
-        preflight = run_preflight(hank_path, env=env, registry=registry, model_override=override)
-        errors += preflight.errors
-        warnings += preflight.warnings
+        preflight = _run_preflight(hank_path, env, registry, override, errors, warnings)
     if resolved is not None:
-        plugin_check = check_plugin_settings(registry, resolved, strict=strict_plugins(env))
-        errors += plugin_check.errors
-        warnings += plugin_check.warnings
+        _check_plugin_settings(registry, resolved, env, errors, warnings)
 
     data_hash = _hash_data(data_path, settings, errors)
     execution_dir: dict[str, Any] | None = None
@@ -185,7 +164,7 @@ def build_report(
         )
 
     hank_file = preflight.hank if preflight is not None else None
-    report: dict[str, Any] = {
+    return {
         "valid": not errors,
         "hankPath": str(hank_path),
         "dataPath": str(data_path),
@@ -193,13 +172,71 @@ def build_report(
         "errors": [{"path": issue.path, "message": issue.message} for issue in errors],
         "warnings": warnings,
         "modelOverride": override,
+        **_describe_hank(hank_file, preflight),
+        "budget": _describe_run_budget(settings),
+        "budgetTable": _budget_table(hank_file, settings),
+        "executionDir": execution_dir,
+        "env": _describe_env(env, hank_file),
     }
-    report.update(_describe_hank(hank_file, preflight))
-    report["budget"] = _describe_run_budget(settings)
-    report["budgetTable"] = _budget_table(hank_file, settings)
-    report["executionDir"] = execution_dir
-    report["env"] = _describe_env(env, hank_file)
-    return report
+
+
+def _load_hank(hank_path: Path, errors: list[HankIssue]) -> tuple[HankFile | None, bool]:
+    """The hank for the settings layers (its overrides), and whether loading it failed outright.
+
+    Schema problems leave it unloaded but not failed: the preflight reports them, each at its
+    path.  Any other problem (no file, not JSON) is one error, and the preflight is skipped."""
+    from hankweave.config.errors import ROOT_PATH, ConfigError, HankIssue, HankValidationError
+    from hankweave.config.hank import load_hank
+
+    try:
+        return load_hank(hank_path), False
+    except HankValidationError:
+        return None, False
+    except ConfigError as exc:
+        errors.append(HankIssue(ROOT_PATH, str(exc)))
+        return None, True
+
+
+def _command_line_settings(model: str | None, max_cost: float | None, max_time: float | None
+                           ) -> dict[str, Any]:
+    """The command-line layer of the settings: ``-m``, ``--max-cost``, ``--max-time``."""
+    ceiling = {"maxDollars": max_cost, "maxTimeSeconds": max_time}
+    cli: dict[str, Any] = {"model": model}
+    if max_cost is not None or max_time is not None:
+        cli["budget"] = {key: value for key, value in ceiling.items() if value is not None}
+    return cli
+
+
+def _run_preflight(
+    hank_path: Path,
+    env: Mapping[str, str],
+    registry: Registry,
+    model_override: str | None,
+    errors: list[HankIssue],
+    warnings: list[str],
+) -> PreflightReport:
+    from hankweave.app.preflight import run_preflight
+
+    preflight = run_preflight(hank_path, env=env, registry=registry, model_override=model_override)
+    errors += preflight.errors
+    warnings += preflight.warnings
+    return preflight
+
+
+def _check_plugin_settings(
+    registry: Registry,
+    resolved: ResolvedSettings,
+    env: Mapping[str, str],
+    errors: list[HankIssue],
+    warnings: list[str],
+) -> None:
+    """Each plugin's section of the settings, checked by its own config model."""
+    from hankweave.app.preflight import check_plugin_settings
+    from hankweave.plugins import strict_plugins
+
+    plugin_check = check_plugin_settings(registry, resolved, strict=strict_plugins(env))
+    errors += plugin_check.errors
+    warnings += plugin_check.warnings
 
 
 def _resolve_settings(
@@ -264,16 +301,8 @@ def _preview_execution_dir(
     warnings: list[str],
 ) -> dict[str, Any]:
     """Which execution directory ``hankweave run`` would use, found by reading only."""
-    from hankweave.config.errors import HankIssue
     from hankweave.execution.layout import ExecutionLayout
-    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
-    from hankweave.execution.setup import (
-        ExecutionSetupError,
-        compute_hank_hash,
-        find_execution_dir_for_resume,
-        is_within,
-        managed_executions_root,
-    )
+    from hankweave.execution.setup import find_execution_dir_for_resume, managed_executions_root
 
     root = managed_executions_root(env)
     preview: dict[str, Any] = {
@@ -291,27 +320,50 @@ def _preview_execution_dir(
     else:
         preview["path"] = str(execution)
         if not ExecutionLayout(execution).meta_file.is_file():
-            if is_within(execution, root):
-                errors.append(
-                    HankIssue(
-                        "execution",
-                        (
-                            f"Cannot create a new execution in {root}: this location is reserved for "
-                            f"auto-managed executions, and {execution} holds no execution to resume. "
-                            "Leave out -e, or pass -e with a directory outside it."
-                        ),
-                    )
-                )
-            if execution.exists() and any(execution.iterdir()):
-                preview["action"] = "use"  # non-empty: run asks for confirmation first
+            _preview_new_execution(execution, root, preview, errors)
             return preview
         preview["action"] = "resume"
+    _check_resume(hank_path, data_hash, preview, warnings)
+    return preview
+
+
+def _preview_new_execution(
+    execution: Path, root: Path, preview: dict[str, Any], errors: list[HankIssue]
+) -> None:
+    """``-e DIR`` holding no execution: refused inside the managed root; a non-empty directory
+    is used after a confirmation."""
+    from hankweave.config.errors import HankIssue
+    from hankweave.execution.setup import is_within
+
+    if is_within(execution, root):
+        errors.append(
+            HankIssue(
+                "execution",
+                (
+                    f"Cannot create a new execution in {root}: this location is reserved for "
+                    f"auto-managed executions, and {execution} holds no execution to resume. "
+                    "Leave out -e, or pass -e with a directory outside it."
+                ),
+            )
+        )
+    if execution.exists() and any(execution.iterdir()):
+        preview["action"] = "use"  # non-empty: run asks for confirmation first
+
+
+def _check_resume(
+    hank_path: Path, data_hash: str, preview: dict[str, Any], warnings: list[str]
+) -> None:
+    """What a run would say before resuming ``preview["path"]``: unreadable metadata, a changed
+    data source, a changed hank.json (which also sets ``hankChanged``)."""
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+    from hankweave.execution.setup import ExecutionSetupError, compute_hank_hash
 
     try:
         meta = load_execution_meta(ExecutionLayout(Path(preview["path"])).meta_file)
     except ExecutionMetaError as exc:
         warnings.append(f"execution: {exc}; a run would refuse to resume it")
-        return preview
+        return
     if meta.data_hash != data_hash:
         warnings.append(
             f"execution: the data source changed since {preview['path']} was created (hash "
@@ -327,12 +379,10 @@ def _preview_execution_dir(
             f"execution: hank.json changed since the last run of {preview['path']}; a run asks "
             "for confirmation (or -y) before continuing with it"
         )
-    return preview
 
 
 def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> dict[str, Any]:
     """Codons, loops, files, rig operations and budgets of a loaded hank (empty when none)."""
-    from hankweave.config.hank import Loop, RigCommand
     from hankweave.config.refs import iter_hank_refs
 
     described: dict[str, Any] = {
@@ -354,44 +404,11 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
     sites = list(hank.codon_sites())
     # The preflight resolves codons in codon_sites() order, one entry each.
     resolved = preflight.models if len(preflight.models) == len(sites) else []
-    codons = []
-    for position, site in enumerate(sites):
-        path, codon = site.path, site.codon
-        entry = resolved[position] if resolved else None
-        model = entry.model if entry is not None else None
-        rig = codon.rig_setup or []
-        codons.append(
-            {
-                "id": codon.id,
-                "name": codon.name,
-                "path": path,
-                "loop": site.loop.id if site.loop is not None else None,
-                "model": codon.model,
-                "resolvedModel": model.full_id if model is not None else None,
-                "harness": entry.harness if entry is not None else None,
-                "continuationMode": codon.continuation_mode,
-                "rigOperations": {
-                    "copy": sum(1 for op in rig if not isinstance(op, RigCommand)),
-                    "command": sum(1 for op in rig if isinstance(op, RigCommand)),
-                },
-                "checkpointedFiles": list(codon.checkpointed_files or []),
-                "outputFiles": sum(len(group.copy_) for group in codon.output_files or []),
-                "onFailure": codon.on_failure or "abort",
-                "budget": _budget_json(codon.budget),
-            }
-        )
-    described["codons"] = codons
-    described["loops"] = [
-        {
-            "id": item.id,
-            "name": item.name,
-            "termination": item.terminate_on.model_dump(by_alias=True),
-            "codons": [codon.id for codon in item.codons],
-            "budget": _budget_json(item.budget),
-        }
-        for item in hank.hank
-        if isinstance(item, Loop)
+    described["codons"] = [
+        _describe_codon(site, resolved[position] if resolved else None)
+        for position, site in enumerate(sites)
     ]
+    described["loops"] = _describe_loops(hank)
     refs = list(iter_hank_refs(hank))
     described["promptFiles"] = _unique(site.relative for site in refs if site.kind == "prompt")
     described["systemPromptFiles"] = _unique(
@@ -404,6 +421,49 @@ def _describe_hank(hank: HankFile | None, preflight: PreflightReport | None) -> 
     described["sentinels"] = _sentinels(sites)
     described["humanInTheLoop"] = _human_in_the_loop(hank, sites)
     return described
+
+
+def _describe_codon(site: CodonSite, entry: ResolvedCodonModel | None) -> dict[str, Any]:
+    """One codon of the report, with the model and harness the preflight resolved for it."""
+    from hankweave.config.hank import RigCommand
+
+    codon = site.codon
+    model = entry.model if entry is not None else None
+    rig = codon.rig_setup or []
+    return {
+        "id": codon.id,
+        "name": codon.name,
+        "path": site.path,
+        "loop": site.loop.id if site.loop is not None else None,
+        "model": codon.model,
+        "resolvedModel": model.full_id if model is not None else None,
+        "harness": entry.harness if entry is not None else None,
+        "continuationMode": codon.continuation_mode,
+        "rigOperations": {
+            "copy": sum(1 for op in rig if not isinstance(op, RigCommand)),
+            "command": sum(1 for op in rig if isinstance(op, RigCommand)),
+        },
+        "checkpointedFiles": list(codon.checkpointed_files or []),
+        "outputFiles": sum(len(group.copy_) for group in codon.output_files or []),
+        "onFailure": codon.on_failure or "abort",
+        "budget": _budget_json(codon.budget),
+    }
+
+
+def _describe_loops(hank: HankFile) -> list[dict[str, Any]]:
+    from hankweave.config.hank import Loop
+
+    return [
+        {
+            "id": item.id,
+            "name": item.name,
+            "termination": item.terminate_on.model_dump(by_alias=True),
+            "codons": [codon.id for codon in item.codons],
+            "budget": _budget_json(item.budget),
+        }
+        for item in hank.hank
+        if isinstance(item, Loop)
+    ]
 
 
 def _human_in_the_loop(hank: Any, sites: list[Any]) -> list[str]:
@@ -550,8 +610,28 @@ def _termination_text(termination: dict[str, Any]) -> str:
 
 
 def _render_summary(report: dict[str, Any], console: Console) -> None:
-    from rich.table import Table
+    _render_header(report, console)
+    _render_codons(report["codons"], console)
+    _render_loops(report["loops"], console)
+    _print_list(console, "Prompt files", report["promptFiles"])
+    _print_list(console, "System prompt files", report["systemPromptFiles"])
+    console.print(f"Rig operations: {report['rigOperations']}")
+    _print_list(console, "Codons with checkpointed files", report["checkpointedCodons"])
+    _print_list(console, "Sentinels", report["sentinels"])
+    _print_list(console, "Human in the loop", report["humanInTheLoop"])
+    _render_ceiling(report["budget"] or {}, console)
+    _render_budget_table(report["budgetTable"], console)
+    console.print(f"\nExecution directory: {_execution_text(report['executionDir'])}")
+    _render_env(report["env"], console)
+    if report["warnings"]:
+        console.print("\nWarnings:")
+        for warning in report["warnings"]:
+            console.print(f"  - {warning}")
+    console.print("\nThe hank is valid.")
 
+
+def _render_header(report: dict[str, Any], console: Console) -> None:
+    """The hank's name and description, the data source and the model override."""
     meta = report["meta"] or {}
     title = f"{meta['name']} {meta.get('version', '')}".strip() if meta.get("name") else "hank"
     console.print(f"Hank: {title}  ({report['hankPath']})")
@@ -561,7 +641,10 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
     if report["modelOverride"]:
         console.print(f"Model override: every codon uses {report['modelOverride']}")
 
-    codons = report["codons"]
+
+def _render_codons(codons: list[dict[str, Any]], console: Console) -> None:
+    from rich.table import Table
+
     console.print(f"\nCodons: {len(codons)}")
     table = Table(show_edge=False, pad_edge=False)
     for column in ("#", "Id", "Name", "Model", "Harness", "Session", "Loop", "Budget"):
@@ -579,7 +662,8 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
 
-    loops = report["loops"]
+
+def _render_loops(loops: list[dict[str, Any]], console: Console) -> None:
     console.print(f"\nLoops: {len(loops)}")
     for loop in loops:
         loop_budget = f"; budget {_budget_text(loop['budget'])}" if loop["budget"] else ""
@@ -588,14 +672,9 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
             f"codons {', '.join(loop['codons'])}{loop_budget}"
         )
 
-    _print_list(console, "Prompt files", report["promptFiles"])
-    _print_list(console, "System prompt files", report["systemPromptFiles"])
-    console.print(f"Rig operations: {report['rigOperations']}")
-    _print_list(console, "Codons with checkpointed files", report["checkpointedCodons"])
-    _print_list(console, "Sentinels", report["sentinels"])
-    _print_list(console, "Human in the loop", report["humanInTheLoop"])
 
-    budget = report["budget"] or {}
+def _render_ceiling(budget: dict[str, Any], console: Console) -> None:
+    """The run-wide budget ceiling after every settings layer."""
     ceiling = [
         f"dollars {_money(budget.get('maxDollars'))}",
         f"time {_seconds(budget.get('maxTimeSeconds'))}",
@@ -604,11 +683,10 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
     if budget.get("shares"):
         ceiling.append("shares " + ", ".join(f"{k} {v:.0%}" for k, v in budget["shares"].items()))
     console.print(f"\nBudget ceiling: {', '.join(ceiling)}")
-    _render_budget_table(report["budgetTable"], console)
 
-    console.print(f"\nExecution directory: {_execution_text(report['executionDir'])}")
 
-    env = report["env"]
+def _render_env(env: dict[str, Any], console: Console) -> None:
+    """The HANKWEAVE_* passthrough and each codon's own environment, values masked."""
     if env["passthrough"]:
         console.print("\nHANKWEAVE_* variables passed to agents:")
         for variable in env["passthrough"]:
@@ -622,12 +700,6 @@ def _render_summary(report: dict[str, Any], console: Console) -> None:
         console.print(
             f"Environment of codon {codon_id}: " + ", ".join(f"{k}={v}" for k, v in values.items())
         )
-
-    if report["warnings"]:
-        console.print("\nWarnings:")
-        for warning in report["warnings"]:
-            console.print(f"  - {warning}")
-    console.print("\nThe hank is valid.")
 
 
 def _render_budget_table(table_json: dict[str, Any] | None, console: Console) -> None:
