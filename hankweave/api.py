@@ -78,19 +78,26 @@ if TYPE_CHECKING:
     from hankweave.config.settings import hankweave_passthrough as hankweave_passthrough
     from hankweave.config.settings import load_runtime_config as load_runtime_config
     from hankweave.config.settings import resolve_settings as resolve_settings
+    from hankweave.events.catalogue import AssistantActionData as AssistantActionData
+    from hankweave.events.catalogue import CodonCompletedData as CodonCompletedData
+    from hankweave.events.catalogue import CodonExtendedData as CodonExtendedData
+    from hankweave.events.catalogue import CodonStartedData as CodonStartedData
+    from hankweave.events.catalogue import RunCrashedData as RunCrashedData
+    from hankweave.events.catalogue import SentinelErrorData as SentinelErrorData
+    from hankweave.events.catalogue import SentinelOutputData as SentinelOutputData
+    from hankweave.events.catalogue import SentinelTriggeredData as SentinelTriggeredData
     from hankweave.events.catalogue import ServerEvent as ServerEvent
+    from hankweave.events.catalogue import StateTransitionData as StateTransitionData
+    from hankweave.events.catalogue import TokenUsageData as TokenUsageData
+    from hankweave.events.catalogue import ToolResultData as ToolResultData
     from hankweave.events.journal import JournalReadReport as JournalReadReport
     from hankweave.events.journal import journal_last_seq as journal_last_seq
     from hankweave.events.journal import read_journal as read_journal
+    from hankweave.events.reading import Event as Event
+    from hankweave.events.reading import EventReadError as EventReadError
+    from hankweave.events.reading import parse_event as parse_event
+    from hankweave.events.reading import read_transition as read_transition
     from hankweave.events.sink import EventSink as EventSink
-    from hankweave.events.sink import SentinelAnswer as SentinelAnswer
-    from hankweave.events.sink import SentinelError as SentinelError
-    from hankweave.events.sink import SentinelFatalError as SentinelFatalError
-    from hankweave.events.sink import SentinelFiring as SentinelFiring
-    from hankweave.events.sink import SentinelKind as SentinelKind
-    from hankweave.events.sink import SentinelOptions as SentinelOptions
-    from hankweave.events.sink import SentinelSetup as SentinelSetup
-    from hankweave.events.sink import SentinelTrigger as SentinelTrigger
     from hankweave.events.sink import SinkConfig as SinkConfig
     from hankweave.execution.document import ExecutionDocument as ExecutionDocument
     from hankweave.execution.document import document_of as document_of
@@ -137,6 +144,7 @@ if TYPE_CHECKING:
     from hankweave.models import ModelEntry as ModelEntry
     from hankweave.models import ProviderEntry as ProviderEntry
     from hankweave.models import UnknownModelError as UnknownModelError
+    from hankweave.plugin_config import PluginConfig as PluginConfig
     from hankweave.plugins import make_plugin_manager as make_plugin_manager
     from hankweave.processes import AGENT_MARKER_ENV as AGENT_MARKER_ENV
     from hankweave.processes import end_processes as end_processes
@@ -157,6 +165,15 @@ if TYPE_CHECKING:
     from hankweave.secrets import Redactor as Redactor
     from hankweave.secrets import mask_url_credentials as mask_url_credentials
     from hankweave.secrets import redact_text as redact_text
+    from hankweave.sentinel import SentinelAnswer as SentinelAnswer
+    from hankweave.sentinel import SentinelDefinition as SentinelDefinition
+    from hankweave.sentinel import SentinelError as SentinelError
+    from hankweave.sentinel import SentinelFatalError as SentinelFatalError
+    from hankweave.sentinel import SentinelFiring as SentinelFiring
+    from hankweave.sentinel import SentinelKind as SentinelKind
+    from hankweave.sentinel import SentinelOptions as SentinelOptions
+    from hankweave.sentinel import SentinelSetup as SentinelSetup
+    from hankweave.sentinel import SentinelTrigger as SentinelTrigger
     from hankweave.server.client import CommandReply as CommandReply
     from hankweave.server.client import ControlClient as ControlClient
     from hankweave.server.client import ControlRefusedError as ControlRefusedError
@@ -177,7 +194,21 @@ if TYPE_CHECKING:
     from hankweave.state.store import read_state_strict as read_state_strict
     from hankweave.state.thread import ExecutionThread as ExecutionThread
     from hankweave.state.thread import analyze_execution_thread as analyze_execution_thread
+    from hankweave.state.transitions import CodonFinalCostSet as CodonFinalCostSet
+    from hankweave.state.transitions import CodonStarted as CodonStarted
+    from hankweave.state.transitions import CodonTransitioned as CodonTransitioned
+    from hankweave.state.transitions import CodonTransitionedData as CodonTransitionedData
+    from hankweave.state.transitions import CostsIncremented as CostsIncremented
+    from hankweave.state.transitions import ExecutionPlanUpdated as ExecutionPlanUpdated
+    from hankweave.state.transitions import RunCompleted as RunCompleted
+    from hankweave.state.transitions import RunCrashed as RunCrashed
+    from hankweave.state.transitions import RunFailed as RunFailed
+    from hankweave.state.transitions import RunInterrupted as RunInterrupted
+    from hankweave.state.transitions import RunStarted as RunStarted
+    from hankweave.state.transitions import RunStartedData as RunStartedData
     from hankweave.state.types import CodonExecution as CodonExecution
+    from hankweave.state.types import ContinuationStart as ContinuationStart
+    from hankweave.state.types import ExecutionCodonEntry as ExecutionCodonEntry
     from hankweave.state.types import HankweaveState as HankweaveState
     from hankweave.state.types import TokenUsage as TokenUsage
     from hankweave.state.types import dump_state as dump_state

@@ -64,28 +64,4 @@ class EventSink(abc.ABC):
         """Flush and release resources; called once at shutdown, after the last event."""
 
 
-# `hankweave.api` still imports the sentinel contract from here until it names
-# `hankweave.sentinel` (issue 35); nothing else does.
-from hankweave.sentinel import (  # noqa: E402
-    SentinelAnswer,
-    SentinelError,
-    SentinelFatalError,
-    SentinelFiring,
-    SentinelKind,
-    SentinelOptions,
-    SentinelSetup,
-    SentinelTrigger,
-)
-
-__all__ = [
-    "EventSink",
-    "SentinelAnswer",
-    "SentinelError",
-    "SentinelFatalError",
-    "SentinelFiring",
-    "SentinelKind",
-    "SentinelOptions",
-    "SentinelSetup",
-    "SentinelTrigger",
-    "SinkConfig",
-]
+__all__ = ["EventSink", "SinkConfig"]
