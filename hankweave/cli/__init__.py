@@ -28,6 +28,7 @@ def _register_commands() -> None:
     from hankweave.cli.ctl_cmd import ctl_group
     from hankweave.cli.init_cmd import init_command
     from hankweave.cli.inspect import inspect_group
+    from hankweave.cli.inspect_budget import inspect_budget
     from hankweave.cli.journal_cmd import journal_command
     from hankweave.cli.mock_provider_cmd import mock_provider_group
     from hankweave.cli.plugins_cmd import plugins_command
@@ -42,6 +43,9 @@ def _register_commands() -> None:
                     cleanup_command, schema_command, plugins_command, mock_provider_group,
                     answer_command):
         cli.add_command(command)
+    # `inspect budget` has its own module (it needs the allocation rules), which uses the
+    # group's helpers: added here, so neither module imports the other back.
+    inspect_group.add_command(inspect_budget)
 
 
 _register_commands()

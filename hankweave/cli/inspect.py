@@ -487,13 +487,4 @@ def _render_interruptions(items: list[Interruption], console: Console) -> None:
                       " --reject | --json VALUE)")
 
 
-def _add_budget_command() -> None:
-    # Its own module (it needs the allocation rules); registered here so `inspect` has it.
-    from hankweave.cli.inspect_budget import inspect_budget
-
-    inspect_group.add_command(inspect_budget)
-
-
-_add_budget_command()
-
 __all__ = ["inspect_group", "thread_to_json"]
