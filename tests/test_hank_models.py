@@ -18,8 +18,8 @@ from hankweave.config import (
     Loop,
     RigCommand,
     RigCopy,
-    RuntimeConfig,
     RuntimeConfigValidationError,
+    SettingsFile,
     hank_json_schema,
     load_hank,
     load_runtime_config,
@@ -775,7 +775,7 @@ def test_runtime_config_loads_every_documented_setting(tmp_path: Path) -> None:
 def test_runtime_config_leaves_unset_fields_unset(tmp_path: Path) -> None:
     config = load_runtime_config(write_json(tmp_path / "hankweave.json", {}))
 
-    assert config == RuntimeConfig()
+    assert config == SettingsFile()
     assert config.model_dump(exclude_none=True) == {}
 
 

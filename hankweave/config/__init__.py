@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     )
     from hankweave.config.settings import (
         RuntimeBudget,
-        RuntimeConfig,
+        SettingsFile,
         load_runtime_config,
     )
 
@@ -84,7 +84,7 @@ _EXPORTS: dict[str, str] = {
     "RigCommandSpec": "hankweave.config.hank",
     "RigCopy": "hankweave.config.hank",
     "RuntimeBudget": "hankweave.config.settings",
-    "RuntimeConfig": "hankweave.config.settings",
+    "SettingsFile": "hankweave.config.settings",
     "RuntimeConfigValidationError": "hankweave.config.errors",
     "SentinelOutputPaths": "hankweave.config.hank",
     "SentinelSystemSettings": "hankweave.config.hank",
@@ -131,11 +131,11 @@ __all__ = [
     "RigCommandSpec",
     "RigCopy",
     "RuntimeBudget",
-    "RuntimeConfig",
     "RuntimeConfigValidationError",
     "SentinelOutputPaths",
     "SentinelSystemSettings",
     "SentinelWebsocketReporting",
+    "SettingsFile",
     "ShellCommandSpec",
     "hank_json_schema",
     "load_hank",

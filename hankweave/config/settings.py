@@ -1,7 +1,7 @@
 """Runtime settings: the `hankweave.json` file and the resolved settings of one launch.
 
 `hankweave.json` (docs/behaviour.md §1.12) is read from the directory hankweave is launched in. Every
-field of :class:`RuntimeConfig` is optional: the model keeps only what the file says, so the
+field of :class:`SettingsFile` is optional: the model keeps only what the file says, so the
 resolver can tell "unset" from "set to the default" when it merges the layers (docs/behaviour.md §2.7):
 
     defaults < ./hankweave.json < the hank's `overrides` < HANKWEAVE_RUNTIME_* < CLI options
@@ -154,7 +154,7 @@ class EventsConfig(StrictModel):
     """The event sinks to feed, in order; none by default."""
 
 
-class RuntimeConfig(StrictModel):
+class SettingsFile(StrictModel):
     """Runtime settings from `hankweave.json`. Defaults are applied when settings are resolved."""
 
     port: Opt[PositiveInt] = None
@@ -197,7 +197,7 @@ class RuntimeConfig(StrictModel):
     addition): the plugin validates its section."""
 
 
-def load_runtime_config(path: Path) -> RuntimeConfig:
+def load_runtime_config(path: Path) -> SettingsFile:
     """Read and validate the runtime settings file at `path`.
 
     Raises :class:`~hankweave.config.errors.ConfigError` when the file is missing or unreadable,
@@ -206,9 +206,9 @@ def load_runtime_config(path: Path) -> RuntimeConfig:
     """
     data = read_config_json(path, what="Runtime config file", invalid=RuntimeConfigValidationError)
     try:
-        return RuntimeConfig.model_validate(data, by_alias=True, by_name=False)
+        return SettingsFile.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
-        issues = issues_from_validation_error(exc, RuntimeConfig)
+        issues = issues_from_validation_error(exc, SettingsFile)
         raise RuntimeConfigValidationError(str(path), issues) from None
 
 
@@ -326,7 +326,7 @@ class ResolvedSettings:
         return self.settings.model_override
 
 
-class CliSettings(RuntimeConfig):
+class CliSettings(SettingsFile):
     """The settings layer given by command-line options (JSON names, as in `hankweave.json`)."""
 
     port: Opt[Annotated[int, Field(ge=0)]] = None
@@ -380,7 +380,7 @@ def resolve_settings(
     """
     warnings: list[str] = []
     config_path = cwd / RUNTIME_CONFIG_FILE
-    file_config: RuntimeConfig | None = None
+    file_config: SettingsFile | None = None
     if os.path.lexists(config_path):
         file_config = load_runtime_config(config_path)
     overrides = hank.overrides if hank is not None else None
@@ -576,9 +576,9 @@ def runtime_env_layer(env: Mapping[str, str], warnings: list[str]) -> dict[str, 
         target[path[-1]] = value
         variable_of[".".join(path)] = variable
     try:
-        RuntimeConfig.model_validate(layer, by_alias=True, by_name=False)
+        SettingsFile.model_validate(layer, by_alias=True, by_name=False)
     except ValidationError as exc:
-        for issue in issues_from_validation_error(exc, RuntimeConfig):
+        for issue in issues_from_validation_error(exc, SettingsFile):
             variable = variable_of.get(issue.path, issue.path)
             issues.append(HankIssue(variable, issue.message))
     if issues:
