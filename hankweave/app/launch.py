@@ -364,8 +364,8 @@ def _play(request: LaunchRequest, registry: Registry, source: Path, action: str)
 
 def _prepare(request: LaunchRequest, registry: Registry,
              recording: Playback | None) -> Prepared:
-    from hankweave.app.preflight import check_plugin_settings, run_preflight
-    from hankweave.config.hank import load_hank
+    from hankweave.app.preflight import check_plugin_settings, read_hank, run_preflight
+    from hankweave.config.hank import HankFile
     from hankweave.config.settings import resolve_settings
     from hankweave.execution.setup import (
         SetupRequest,
@@ -392,10 +392,10 @@ def _prepare(request: LaunchRequest, registry: Registry,
     if not paths.hank_path.is_file():
         raise LaunchError(f"{paths.hank_path}: no hank file here (give HANK as a hank.json or"
                           " a directory holding one)")
-    try:
-        raw_hank = load_hank(paths.hank_path)
-    except ConfigError:
-        raw_hank = None  # reported with every other problem by the preflight below
+    # Read once: its overrides are a settings layer; a problem is reported with every other
+    # by the preflight below.
+    loaded = read_hank(paths.hank_path)
+    raw_hank = loaded if isinstance(loaded, HankFile) else None
     resolved = resolve_settings(cwd=request.cwd, hank=raw_hank, env=request.env, cli=_cli_layer(
         request))
     for warning in resolved.warnings:
@@ -403,7 +403,7 @@ def _prepare(request: LaunchRequest, registry: Registry,
     settings = resolved.settings
     report = run_preflight(paths.hank_path, env=request.env, registry=registry,
                            model_override=settings.model_override,
-                           check_harnesses=recording is None)
+                           check_harnesses=recording is None, loaded=loaded)
     strict = strict_plugins(request.env)
     plugins = check_plugin_settings(registry, resolved, strict=strict)
     report.errors += plugins.errors

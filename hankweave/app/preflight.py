@@ -63,10 +63,21 @@ class PreflightError(ConfigError):
         super().__init__("\n".join(lines))
 
 
+def read_hank(hank_path: Path) -> HankFile | ConfigError:
+    """The hank at ``hank_path``, or why it cannot be loaded.  Read once per launch: the
+    settings layers take its overrides and :func:`run_preflight` reports the problem."""
+    try:
+        return load_hank(hank_path)
+    except ConfigError as exc:
+        return exc
+
+
 def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry,
                   model_override: str | None = None,
-                  check_harnesses: bool = True) -> PreflightReport:
-    """Check a hank completely without creating or changing anything."""
+                  check_harnesses: bool = True,
+                  loaded: HankFile | ConfigError | None = None) -> PreflightReport:
+    """Check a hank completely without creating or changing anything (``loaded``: what
+    :func:`read_hank` gave, when the caller has read it already)."""
     from hankweave.config.errors import HankValidationError
     from hankweave.config.refs import check_hank_refs, check_ref_files_exist
     from hankweave.config.semantic import validate_hank_semantics
@@ -77,14 +88,14 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
     )
 
     report = PreflightReport(hank_path=hank_path)
-    try:
-        loaded = load_hank(hank_path)
-    except HankValidationError as exc:
-        report.errors = list(exc.errors) + _raw_ref_problems(hank_path, exc.errors)
-        report.warnings = [str(issue) for issue in exc.warnings]
+    if loaded is None:
+        loaded = read_hank(hank_path)
+    if isinstance(loaded, HankValidationError):
+        report.errors = list(loaded.errors) + _raw_ref_problems(hank_path, loaded.errors)
+        report.warnings = [str(issue) for issue in loaded.warnings]
         return report
-    except ConfigError as exc:  # missing or unreadable file
-        report.errors = [HankIssue("<root>", str(exc))]
+    if isinstance(loaded, ConfigError):  # missing or unreadable file
+        report.errors = [HankIssue("<root>", str(loaded))]
         return report
     report.warnings = [str(issue) for issue in loaded.ignored_keys]
     hank = apply_model_override(loaded, model_override)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from hankweave.app.preflight import PreflightReport, ResolvedCodonModel
-    from hankweave.config.errors import HankIssue
+    from hankweave.config.errors import ConfigError, HankIssue
     from hankweave.config.hank import CodonBudget, CodonSite, ContainerBudget, HankFile
     from hankweave.config.settings import ResolvedSettings, Settings
     from hankweave.registry import Registry
@@ -145,14 +145,14 @@ def build_report(
     """
     errors: list[HankIssue] = []
     warnings: list[str] = []
-    loaded, load_failed = _load_hank(hank_path, errors)
+    read, loaded, load_failed = _load_hank(hank_path, errors)
     cli = _command_line_settings(model, max_cost, max_time)
     resolved = _resolve_settings(cwd, loaded, env, cli, errors, warnings)
     settings = resolved.settings if resolved is not None else None
     override = settings.model_override if settings is not None else model
     preflight: PreflightReport | None = None
     if not load_failed:
-        preflight = _run_preflight(hank_path, env, registry, override, errors, warnings)
+        preflight = _run_preflight(hank_path, read, env, registry, override, errors, warnings)
     if resolved is not None:
         _check_plugin_settings(registry, resolved, env, errors, warnings)
 
@@ -180,21 +180,24 @@ def build_report(
     }
 
 
-def _load_hank(hank_path: Path, errors: list[HankIssue]) -> tuple[HankFile | None, bool]:
-    """The hank for the settings layers (its overrides), and whether loading it failed outright.
+def _load_hank(hank_path: Path, errors: list[HankIssue]
+               ) -> tuple[HankFile | ConfigError, HankFile | None, bool]:
+    """The hank read once (or why it cannot be), the hank for the settings layers (its
+    overrides), and whether loading it failed outright.
 
     Schema problems leave it unloaded but not failed: the preflight reports them, each at its
     path.  Any other problem (no file, not JSON) is one error, and the preflight is skipped."""
-    from hankweave.config.errors import ROOT_PATH, ConfigError, HankIssue, HankValidationError
-    from hankweave.config.hank import load_hank
+    from hankweave.app.preflight import read_hank
+    from hankweave.config.errors import ROOT_PATH, HankIssue, HankValidationError
+    from hankweave.config.hank import HankFile
 
-    try:
-        return load_hank(hank_path), False
-    except HankValidationError:
-        return None, False
-    except ConfigError as exc:
-        errors.append(HankIssue(ROOT_PATH, str(exc)))
-        return None, True
+    loaded = read_hank(hank_path)
+    if isinstance(loaded, HankFile):
+        return loaded, loaded, False
+    if isinstance(loaded, HankValidationError):
+        return loaded, None, False
+    errors.append(HankIssue(ROOT_PATH, str(loaded)))
+    return loaded, None, True
 
 
 def _command_line_settings(model: str | None, max_cost: float | None, max_time: float | None
@@ -209,6 +212,7 @@ def _command_line_settings(model: str | None, max_cost: float | None, max_time: 
 
 def _run_preflight(
     hank_path: Path,
+    read: HankFile | ConfigError,
     env: Mapping[str, str],
     registry: Registry,
     model_override: str | None,
@@ -217,7 +221,8 @@ def _run_preflight(
 ) -> PreflightReport:
     from hankweave.app.preflight import run_preflight
 
-    preflight = run_preflight(hank_path, env=env, registry=registry, model_override=model_override)
+    preflight = run_preflight(hank_path, env=env, registry=registry, model_override=model_override,
+                              loaded=read)
     errors += preflight.errors
     warnings += preflight.warnings
     return preflight
