@@ -155,12 +155,8 @@ class ClaudeHarness(Harness):
         assert isinstance(self.config, ClaudeConfig)
         return self.config
 
-    def run_codon(self, request: CodonRequest, context: AttemptContext
-                  ) -> AsyncIterator[CodonLogRecord]:
-        return self._run(request, context)
-
-    async def _run(self, request: CodonRequest, context: AttemptContext
-                   ) -> AsyncIterator[CodonLogRecord]:
+    async def run_codon(self, request: CodonRequest, context: AttemptContext
+                        ) -> AsyncIterator[CodonLogRecord]:
         process = CLIProcess(self._plan(request, context), stderr=context.stderr,
                              on_spawn=context.report_process)
         # The CLI boots (half a second) while the SDK is imported (a second), on two cores.

@@ -115,71 +115,29 @@ async def run_pass(process: CLIProcess, context: AttemptContext
                    ) -> AsyncIterator[dict[str, Any]]:
     """Drive the started ``process`` through one pass; yield its codon-log records as the CLI
     writes them.  Cancelling the iteration ends the CLI at once."""
-    plan = process.plan
-    frames: collections.deque[dict[str, Any]] = collections.deque()
-    process.on_frame = frames.append
-    # The CLI's flags come from the plan (cli.py); these options are what the SDK's protocol
-    # side reads (the hooks it registers in the initialize handshake, the in-process MCP
-    # servers it answers mcp_message requests with: the ones --mcp-config declared).
-    servers = {MCP_SERVER: ask_human_server(context)} if MCP_SERVER in plan.sdk_mcp_servers \
-        else {}
-    options = ClaudeAgentOptions(
-        model=plan.model, cwd=str(plan.cwd), permission_mode=plan.permission_mode,  # type: ignore[arg-type]
-        hooks={"PreToolUse": [tool_policy_hook(context)]}, mcp_servers=dict(servers),
-        max_buffer_size=plan.buffer_size)
-    client = ClaudeSDKClient(options=options, transport=CLITransport(process))
-    costs = SessionCosts(context.state_dir)
-    cost_before = costs.total(plan.resume)
-    session_id: str | None = None
-    succeeded = finished = False
-
-    def drain() -> list[dict[str, Any]]:
-        nonlocal session_id, succeeded, finished
-        records = []
-        while frames and not finished:
-            record = codon_log_record(frames.popleft())
-            if record is None:
-                continue
-            session_id = session_id or record.get("session_id")
-            succeeded = succeeded or is_success(record)
-            finished = is_result(record)
-            if finished:
-                record = costs.per_pass(record, cost_before)
-            records.append(record)
-        return records
-
+    log = _PassLog(process, context)
+    client = ClaudeSDKClient(options=_sdk_options(process, context),
+                             transport=CLITransport(process))
     ended_cleanly = False
     try:
-        try:
-            await client.connect()
-            await client.query(plan.prompt)
-        except Exception:
-            if not await process.exited_within(EARLY_EXIT_WAIT_S):
-                raise  # the SDK failed, not the CLI
+        if not await _send_prompt(client, process):
             # The CLI died before it took the prompt: its exit code and stderr say why.
             yield error_result(_ended_without_result(None, process), session_id=None)
             return
         messages = client.receive_messages().__aiter__()
-        failure: Exception | None = None
-        while not finished:
-            try:
-                await messages.__anext__()
-            except StopAsyncIteration:
-                break
-            except Exception as exc:  # the CLI died, or the SDK failed
-                failure = exc
-                break
-            for record in drain():
+        while not log.finished and await log.receive(messages):
+            for record in log.drain():
                 yield record
-        for record in drain():  # what came with the end or the failure
+        for record in log.drain():  # what came with the end or the failure
             yield record
-        if not finished:
-            yield error_result(_ended_without_result(failure, process), session_id=session_id)
+        if not log.finished:
+            yield error_result(_ended_without_result(log.failure, process),
+                               session_id=log.session_id)
             return
         await _bounded(client.disconnect())  # stdin EOF: the CLI writes its transcript, exits
         ended_cleanly = True
         code = process.returncode
-        if code not in (0, None) and succeeded:
+        if code not in (0, None) and log.succeeded:
             raise ClaudeCLIError(f"Claude Code exited with code {code} after its result:"
                                  f" {process.stderr_tail()[-500:]}")
     finally:
@@ -187,6 +145,76 @@ async def run_pass(process: CLIProcess, context: AttemptContext
             # Cancelled (skip, stop, idle timeout, budget) or failed: end the CLI now.
             await process.stop(exit_grace_s=0)
             await _bounded(client.disconnect())
+
+
+class _PassLog:
+    """The codon-log records of one pass, made from the CLI's frames as they arrive, up to
+    its result (priced for this pass): with the session id, and whether it succeeded."""
+
+    def __init__(self, process: CLIProcess, context: AttemptContext) -> None:
+        self._frames: collections.deque[dict[str, Any]] = collections.deque()
+        process.on_frame = self._frames.append
+        self._costs = SessionCosts(context.state_dir)
+        self._cost_before = self._costs.total(process.plan.resume)
+        self.session_id: str | None = None
+        self.succeeded = False
+        self.finished = False
+        """Whether the result has come (frames after it are not the pass's)."""
+        self.failure: Exception | None = None
+        """Why the messages stopped before the result: the CLI died, or the SDK failed."""
+
+    async def receive(self, messages: AsyncIterator[Any]) -> bool:
+        """Wait for the SDK's next message (its frames are teed in meanwhile); False when the
+        messages have ended or failed (:attr:`failure`)."""
+        try:
+            await messages.__anext__()
+        except StopAsyncIteration:
+            return False
+        except Exception as exc:  # the CLI died, or the SDK failed
+            self.failure = exc
+            return False
+        return True
+
+    def drain(self) -> list[dict[str, Any]]:
+        """The records of the frames that have arrived, up to the result."""
+        records = []
+        while self._frames and not self.finished:
+            record = codon_log_record(self._frames.popleft())
+            if record is None:
+                continue
+            self.session_id = self.session_id or record.get("session_id")
+            self.succeeded = self.succeeded or is_success(record)
+            self.finished = is_result(record)
+            if self.finished:
+                record = self._costs.per_pass(record, self._cost_before)
+            records.append(record)
+        return records
+
+
+def _sdk_options(process: CLIProcess, context: AttemptContext) -> ClaudeAgentOptions:
+    """What the SDK's protocol side reads: the hooks it registers in the initialize handshake
+    and the in-process MCP servers it answers ``mcp_message`` requests with (the ones
+    ``--mcp-config`` declared).  The CLI's flags come from the plan (:mod:`.cli`)."""
+    plan = process.plan
+    servers = {MCP_SERVER: ask_human_server(context)} if MCP_SERVER in plan.sdk_mcp_servers \
+        else {}
+    return ClaudeAgentOptions(
+        model=plan.model, cwd=str(plan.cwd), permission_mode=plan.permission_mode,  # type: ignore[arg-type]
+        hooks={"PreToolUse": [tool_policy_hook(context)]}, mcp_servers=dict(servers),
+        max_buffer_size=plan.buffer_size)
+
+
+async def _send_prompt(client: ClaudeSDKClient, process: CLIProcess) -> bool:
+    """Connect and send the prompt; False when the CLI died before it took it (an SDK
+    failure with the CLI still running is raised)."""
+    try:
+        await client.connect()
+        await client.query(process.plan.prompt)
+    except Exception:
+        if not await process.exited_within(EARLY_EXIT_WAIT_S):
+            raise  # the SDK failed, not the CLI
+        return False
+    return True
 
 
 def _ended_without_result(failure: BaseException | None, process: CLIProcess) -> str:

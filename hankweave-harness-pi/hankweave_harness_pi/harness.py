@@ -103,12 +103,8 @@ class PiHarness(Harness):
         assert isinstance(self.config, PiConfig)
         return self.config
 
-    def run_codon(self, request: CodonRequest, context: AttemptContext
-                  ) -> AsyncIterator[CodonLogRecord]:
-        return self._run(request, context)
-
-    async def _run(self, request: CodonRequest, context: AttemptContext
-                   ) -> AsyncIterator[CodonLogRecord]:
+    async def run_codon(self, request: CodonRequest, context: AttemptContext
+                        ) -> AsyncIterator[CodonLogRecord]:
         config = self.settings
         model = request.model
         sessions = SessionStore(Path(os.path.expanduser(config.sessions_dir))

@@ -21,7 +21,7 @@ from hankweave.testing.fake_harness import use_script
 from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
 from hankweave.testing.outcomes import codon_outcomes
 
-PLUGINS = ",".join((*TEST_PLUGINS, "hankweave_replay_plugin"))
+PLUGINS = ",".join((*TEST_PLUGINS, "hankweave_replay.plugin"))
 
 
 def codon(codon_id: str, **fields: Any) -> dict[str, Any]:
@@ -85,7 +85,7 @@ class Project(HankProject):
     """A hank, its data, a recorded execution and its replays, all under ``root``."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root, plugin_modules=(*TEST_PLUGINS, "hankweave_replay_plugin"))
+        super().__init__(root, plugin_modules=(*TEST_PLUGINS, "hankweave_replay.plugin"))
         self._replays = 0
 
     def _launch(self, watch: Callable[[dict[str, Any]], None] | None = None,

@@ -12,6 +12,7 @@ from replay_helpers import codon
 
 import hankweave_replay
 from hankweave.api import LockInfo, utc_now_iso
+from hankweave_replay import staging
 
 FILES = ["**"]
 
@@ -143,7 +144,7 @@ def test_export_refuses_when_the_hank_is_gone(project):
 
 def test_large_data_is_left_out_with_a_note(project, monkeypatch):
     recorded(project)
-    monkeypatch.setattr(hankweave_replay, "MAX_DATA_BYTES", 4)
+    monkeypatch.setattr(staging, "MAX_DATA_BYTES", 4)
     result = project.export()
     assert result.manifest.data is None
     assert not [n for n in members(result.path) if n.startswith("data/")]
@@ -154,7 +155,7 @@ def test_large_hank_files_and_links_are_left_out_with_a_note(project, monkeypatc
     recorded(project)
     (project.hank_dir / "big.bin").write_bytes(b"x" * 100)
     (project.hank_dir / "link.md").symlink_to(project.hank_dir / "hank.json")
-    monkeypatch.setattr(hankweave_replay, "MAX_HANK_FILE_BYTES", 50)
+    monkeypatch.setattr(staging, "MAX_HANK_FILE_BYTES", 50)
     result = project.export()
     names = members(result.path)
     assert "hank/big.bin" not in names and "hank/link.md" not in names

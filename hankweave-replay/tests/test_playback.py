@@ -151,7 +151,7 @@ def test_instant_speed_never_sleeps_and_recorded_speed_waits_capped_gaps(project
     async def nap(seconds):
         naps.append(seconds)
 
-    monkeypatch.setattr(hankweave_replay.asyncio, "sleep", nap)
+    monkeypatch.setattr(asyncio, "sleep", nap)
     instant = ReplayHarness.open_recording(source)
     play(instant.harness, request(work))
     instant.close()
@@ -174,7 +174,7 @@ def test_a_missing_or_bad_timestamp_waits_a_short_default(project, work, monkeyp
     async def nap(seconds):
         naps.append(seconds)
 
-    monkeypatch.setattr(hankweave_replay.asyncio, "sleep", nap)
+    monkeypatch.setattr(asyncio, "sleep", nap)
     recording = ReplayHarness.open_recording(project.export().path, speed="recorded")
     records = recording.harness.player.playback_for("a").records
     del records[1]["timestamp"]

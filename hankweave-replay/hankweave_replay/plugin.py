@@ -1,9 +1,9 @@
 """The replay plugin's entry point: what every ``hankweave`` start loads, kept light.
 
 Every start (``hankweave --help`` included) loads the installed plugins, so this module holds
-only the hook implementations and the ``export`` command's definition; the implementation in
-:mod:`hankweave_replay` (tar files, pydantic models, the replay harness, asyncio) is imported
-when a hook or the command actually needs it.
+only the hook implementations and the ``export`` command's definition; the implementation (tar
+files, pydantic models, the replay harness, asyncio) is imported when a hook or the command
+actually needs it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from typing import Any
 import click
 
 from hankweave.api import hookimpl
-
-RECORDING_SUFFIX = ".hwrec.tar.gz"
-"""How a recording's archive is named."""
+from hankweave_replay.format import RECORDING_SUFFIX
 
 
 @click.command("export")
@@ -40,14 +38,14 @@ def export_command(execution_dir: Path, output: Path | None, backend: str | None
     [REDACTED:<kind>] in every file: env values, provider keys, token shapes and URL
     passwords; it prints how many of each kind. Replay it with `hankweave replay FILE`.
     """
-    from hankweave_replay import run_export_command
+    from hankweave_replay.cli import run_export_command
 
     run_export_command(execution_dir, output, backend, redact=not no_redact)
 
 
 @hookimpl
 def register_harnesses(register: Any) -> None:
-    from hankweave_replay import ReplayHarness
+    from hankweave_replay.harness import ReplayHarness
 
     register(ReplayHarness)
 
