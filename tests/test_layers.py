@@ -211,3 +211,54 @@ def test_the_sibling_check_reports_an_internal_import() -> None:
              Import("hankweave_replay", "hankweave.hookimpl", "r.py:3")]
     problems = sibling_violations(found, SIBLING_ALLOWED)
     assert len(problems) == 1 and "hankweave.state.store.load_state" in problems[0]
+
+
+# ----- no circles -----
+
+
+def import_graph(found: list[Import], modules: set[str]) -> dict[str, set[str]]:
+    """Module -> the modules of ``modules`` it imports (an imported attribute counts as its
+    module)."""
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for item in found:
+        target = item.target
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != item.module and item.module in graph:
+            graph[item.module].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through imports (strongly connected
+    components of more than one module)."""
+    reach = {name: _reachable(graph, name) for name in graph}
+    groups = {frozenset(other for other in reach[name] if name in reach[other]) | {name}
+              for name in graph}
+    return sorted(sorted(group) for group in groups if len(group) > 1)
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_no_import_circles() -> None:
+    """Two modules that import each other (a typing-only or function-level import included)
+    cannot be understood or changed one at a time: the one below must not know the one above."""
+    kernel = list(kernel_imports())
+    siblings = list(sibling_sources(tests=False))
+    modules = {item.module for item in kernel + siblings}
+    assert circles(import_graph(kernel + siblings, modules)) == []
+
+
+def test_the_circle_check_finds_a_ring() -> None:
+    found = [Import("a.x", "a.y.f", "x.py:1"), Import("a.y", "a.z", "y.py:1"),
+             Import("a.z", "a.x.G", "z.py:1"), Import("a.z", "a.w", "z.py:2")]
+    assert circles(import_graph(found, {"a.x", "a.y", "a.z", "a.w"})) == [["a.x", "a.y", "a.z"]]
