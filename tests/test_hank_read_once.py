@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from hankweave.cli.validate_cmd import validate_command
 from hankweave.config import hank as hank_module
 from tests.runtime_harness import Project, codon
+from tests.test_cli_validate import fake_registry  # noqa: F401 - the fixture, used below
 
 
 @pytest.fixture
@@ -38,6 +39,7 @@ def test_a_run_reads_its_hank_once(tmp_path: Path, reads: list[Path]) -> None:
     assert reads == [project.hank_dir / "hank.json"]
 
 
+@pytest.mark.usefixtures("fake_registry")
 def test_validate_reads_the_hank_once(tmp_path: Path, reads: list[Path]) -> None:
     project = Project(tmp_path)
     project.write_hank([codon("a")])
