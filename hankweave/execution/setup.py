@@ -617,31 +617,8 @@ def _prepare(
         data_info = os.stat(data)
         data_hash = hash_data_source(data, request.data_hash_time_limit_ms)
         recording = layout.recording_dir.relative_to(layout.path).as_posix()
-    relink = choice.relink
-    stale_link = (
-        not relink
-        and not choice.is_new
-        and os.path.lexists(layout.data_link)
-        and not _link_points_at(layout.data_link, data)
-    )
-    if stale_link:
-        relink = True
-        notices.append(f"Relinked {layout.data_link} to the current data path {data}")
-    if choice.is_new or relink or not os.path.lexists(layout.data_link):
-        link_type, link_notice = _link_data(
-            data, stat.S_ISDIR(data_info.st_mode), layout.data_link, copy=request.copy_data
-        )
-        if link_notice:
-            notices.append(link_notice)
-    else:
-        link_type = previous.link_type if previous is not None else _detect_link_type(layout)
-
-    private_dir(layout.hankweave_dir, tighten=True)  # docs/state.md, "File modes"
-    private_dir(layout.logs_dir)
-    if not layout.archive_manifest.exists():
-        atomic_write_bytes(layout.archive_manifest, EMPTY_ARCHIVE_MANIFEST,
-                           mode=PRIVATE_FILE_MODE)
-
+    link_type, relink = _place_data_link(request, choice, layout, data, data_info, notices)
+    _ensure_private_state(layout)
     now = utc_now_iso()
     meta = ExecutionMeta(
         read_only_source_data_path=str(data),
@@ -670,6 +647,48 @@ def _prepare(
         notices=notices,
         hank_path=hank_path,
     )
+
+
+def _place_data_link(
+    request: SetupRequest,
+    choice: _Choice,
+    layout: ExecutionLayout,
+    data: Path,
+    data_info: os.stat_result,
+    notices: list[str],
+) -> tuple[LinkType, bool]:
+    """Link (or copy) the data into the execution when it is new, asked to relink, or its link
+    is missing or points elsewhere; return the link type and whether an old link was replaced.
+    Notices about the link are appended to `notices`."""
+    relink = choice.relink
+    stale_link = (
+        not relink
+        and not choice.is_new
+        and os.path.lexists(layout.data_link)
+        and not _link_points_at(layout.data_link, data)
+    )
+    if stale_link:
+        relink = True
+        notices.append(f"Relinked {layout.data_link} to the current data path {data}")
+    if choice.is_new or relink or not os.path.lexists(layout.data_link):
+        link_type, link_notice = _link_data(
+            data, stat.S_ISDIR(data_info.st_mode), layout.data_link, copy=request.copy_data
+        )
+        if link_notice:
+            notices.append(link_notice)
+    else:
+        previous = choice.previous
+        link_type = previous.link_type if previous is not None else _detect_link_type(layout)
+    return link_type, relink
+
+
+def _ensure_private_state(layout: ExecutionLayout) -> None:
+    """The `.hankweave/` and logs folders, private, and an archive manifest if none yet."""
+    private_dir(layout.hankweave_dir, tighten=True)  # docs/state.md, "File modes"
+    private_dir(layout.logs_dir)
+    if not layout.archive_manifest.exists():
+        atomic_write_bytes(layout.archive_manifest, EMPTY_ARCHIVE_MANIFEST,
+                           mode=PRIVATE_FILE_MODE)
 
 
 def _keep_recording(
