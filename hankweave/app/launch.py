@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from hankweave.events.sink import EventSink
     from hankweave.execution.intent import GivenIntent, RunIntent
     from hankweave.execution.layout import ExecutionLayout
-    from hankweave.execution.setup import ExecutionSetup
+    from hankweave.execution.setup import ExecutionSetup, ResolvedPaths
     from hankweave.harness import HarnessConfig
     from hankweave.mock_provider.script import MockScript
     from hankweave.mock_provider.server import MockProvider
@@ -364,23 +364,38 @@ def _play(request: LaunchRequest, registry: Registry, source: Path, action: str)
 
 def _prepare(request: LaunchRequest, registry: Registry,
              recording: Playback | None) -> Prepared:
-    from hankweave.app.preflight import check_plugin_settings, read_hank, run_preflight
-    from hankweave.config.hank import HankFile
-    from hankweave.config.settings import resolve_settings
-    from hankweave.execution.setup import (
-        SetupRequest,
-        decline,
-        resolve_data_and_hank_paths,
-        setup_execution,
-    )
-    from hankweave.plugins import strict_plugins
-    from hankweave.state.lock import LockError
-
+    # The order is the order of the checks a user sees: the mock script and the paths before
+    # the hank is read, every preflight problem before anything is built, and the sinks built
+    # before the execution directory is set up (a failing setup closes them).
     mock_script = _mock_script(request, recording)
+    paths = _locate(request, recording)
+    checked = _check_hank_and_settings(request, registry, recording, paths.hank_path)
+    backend = _checkpoint_backend(registry, checked.settings.checkpoints.backend)
+    if recording is not None:
+        _check_recording(recording, checked.hank)
+    sinks = _build_sinks(registry, checked.settings, request, strict=checked.strict)
+    setup = _set_up_execution(request, paths, checked.settings, recording, sinks)
+    for notice in setup.notices:
+        request.notify(notice)
+    # The runtime reads the hank's files where the execution recorded it (a replay: its copy).
+    return Prepared(checked.hank, setup.hank_path or paths.hank_path, checked.settings, setup,
+                    registry, backend, checked.harness_configs, sinks, recording, mock_script)
+
+
+def _kept_by_replay(request: LaunchRequest, recording: Playback | None) -> Playback | None:
+    """The recording the new execution keeps a copy of.
+
+    Replaying a source starts afresh and keeps a copy of its recording; without a source,
+    the recording is the one the resumed replay kept.
+    """
+    return recording if request.replay is not None else None
+
+
+def _locate(request: LaunchRequest, recording: Playback | None) -> ResolvedPaths:
+    """The data and the hank file of the run; a replay falls back to its recording's."""
+    from hankweave.execution.setup import resolve_data_and_hank_paths
+
     hank_arg, data_arg = request.hank, request.data
-    # Replaying a source starts afresh and keeps a copy of its recording; without a source,
-    # the recording is the one the resumed replay kept.
-    to_keep = recording if request.replay is not None else None
     if recording is not None:
         hank_arg = hank_arg or str(recording.hank_path)
         data_arg = data_arg or (str(recording.data_path) if recording.data_path else
@@ -392,16 +407,38 @@ def _prepare(request: LaunchRequest, registry: Registry,
     if not paths.hank_path.is_file():
         raise LaunchError(f"{paths.hank_path}: no hank file here (give HANK as a hank.json or"
                           " a directory holding one)")
+    return paths
+
+
+@dataclass(frozen=True)
+class _CheckedHank:
+    """The hank and the settings of a run once every preflight rule has passed."""
+
+    hank: HankFile
+    settings: Settings
+    harness_configs: dict[str, HarnessConfig]
+    strict: bool
+    """``HANKWEAVE_STRICT_PLUGINS``: a sink that cannot be built is fatal."""
+
+
+def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
+                             recording: Playback | None, hank_path: Path) -> _CheckedHank:
+    """Read the hank, resolve the settings layers and preflight both; raise on any error."""
+    from hankweave.app.preflight import check_plugin_settings, read_hank, run_preflight
+    from hankweave.config.hank import HankFile
+    from hankweave.config.settings import resolve_settings
+    from hankweave.plugins import strict_plugins
+
     # Read once: its overrides are a settings layer; a problem is reported with every other
     # by the preflight below.
-    loaded = read_hank(paths.hank_path)
+    loaded = read_hank(hank_path)
     raw_hank = loaded if isinstance(loaded, HankFile) else None
     resolved = resolve_settings(cwd=request.cwd, hank=raw_hank, env=request.env, cli=_cli_layer(
         request))
     for warning in resolved.warnings:
         request.notify(f"warning: {warning}")
     settings = resolved.settings
-    report = run_preflight(paths.hank_path, env=request.env, registry=registry,
+    report = run_preflight(hank_path, env=request.env, registry=registry,
                            model_override=settings.model_override,
                            check_harnesses=recording is None, loaded=loaded)
     strict = strict_plugins(request.env)
@@ -410,14 +447,19 @@ def _prepare(request: LaunchRequest, registry: Registry,
     for warning in report.warnings + plugins.warnings:
         request.notify(f"warning: {warning}")
     report.raise_for_errors()
-    hank = report.hank
-    assert hank is not None  # raise_for_errors() passed
-    backend = _checkpoint_backend(registry, settings.checkpoints.backend)
-    if recording is not None:
-        _check_recording(recording, hank)
-    sinks = _build_sinks(registry, settings, request, strict=strict)
+    assert report.hank is not None  # raise_for_errors() passed
+    return _CheckedHank(report.hank, settings, plugins.harness_configs, strict)
+
+
+def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Settings,
+                      recording: Playback | None, sinks: list[EventSink]) -> ExecutionSetup:
+    """Prepare the execution directory; if that fails, close the sinks already built."""
+    from hankweave.execution.setup import SetupRequest, decline, setup_execution
+    from hankweave.state.lock import LockError
+
+    to_keep = _kept_by_replay(request, recording)
     try:
-        setup = setup_execution(SetupRequest(
+        return setup_execution(SetupRequest(
             data_path=paths.data_path, hank_path=paths.hank_path,
             execution_path=(Path(os.path.abspath(request.cwd / request.execution))
                             if request.execution else None),
@@ -434,11 +476,6 @@ def _prepare(request: LaunchRequest, registry: Registry,
         if isinstance(exc, LockError):  # -n -f on a directory a live runtime holds
             raise _refusal(exc) from None
         raise
-    for notice in setup.notices:
-        request.notify(notice)
-    # The runtime reads the hank's files where the execution recorded it (a replay: its copy).
-    return Prepared(hank, setup.hank_path or paths.hank_path, settings, setup, registry,
-                    backend, plugins.harness_configs, sinks, recording, mock_script)
 
 
 def _mock_script(request: LaunchRequest, recording: Playback | None) -> MockScript | None:

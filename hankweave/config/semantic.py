@@ -30,6 +30,7 @@ from pathlib import Path
 from hankweave.config.errors import HankIssue, PathSegment, format_path
 from hankweave.config.hank import (
     Codon,
+    CodonSite,
     ContainerBudget,
     ContextExceeded,
     HankFile,
@@ -483,11 +484,21 @@ def _check_budgets(
     pricing_known: Callable[[Codon], bool] | None,
     report: SemanticReport,
 ) -> None:
+    # Pools first (the hank's, then each loop's), then each codon in file order: the order
+    # the warnings are reported in.
     if root is not None:
         children: list[_Child] = [
             (("hank", index), item, _own_dollars(item)) for index, item in enumerate(hank.hank)
         ]
         _check_pool(("overrides", "budget"), "hank budget", root, children, report)
+    _check_loop_pools(hank, report)
+    for site in hank.codon_sites():
+        _warn_unenforceable_budgets(site, root, pricing_known, report)
+        _warn_conflicting_budgets(site, root, report)
+
+
+def _check_loop_pools(hank: HankFile, report: SemanticReport) -> None:
+    """Each loop budget against the caps of the codons it pools."""
     for index, item in enumerate(hank.hank):
         if isinstance(item, Loop) and item.budget is not None:
             loop_children: list[_Child] = [
@@ -502,58 +513,73 @@ def _check_budgets(
                 report,
             )
 
-    for site in hank.codon_sites():
-        codon, at, loop = site.codon, site.at, site.loop
-        own = codon.budget
-        loop_budget = loop.budget if loop is not None else None
-        # W5: extensions run until the context is exhausted; a time budget may end them first.
-        time_limits = [
-            b.max_time_seconds
-            for b in (own, loop_budget, root)
-            if b is not None and b.max_time_seconds is not None
-        ]
-        if codon.exhaust_with_prompt is not None and time_limits:
-            _warn(
-                report,
-                at,
-                f'codon "{codon.id}" uses exhaustWithPrompt under a time budget of '
-                f"{min(time_limits):g}s; extensions continue until the context is exhausted, so "
-                "the time budget may end the codon first",
-            )
-        # W6
-        has_dollar_budget = any(
-            b is not None and b.max_dollars is not None for b in (own, loop_budget, root)
+
+def _warn_unenforceable_budgets(
+    site: CodonSite,
+    root: _Budget | None,
+    pricing_known: Callable[[Codon], bool] | None,
+    report: SemanticReport,
+) -> None:
+    """W5 and W6: a budget over a codon that it may not be able to stop as meant."""
+    codon, at, loop = site.codon, site.at, site.loop
+    loop_budget = loop.budget if loop is not None else None
+    # W5: extensions run until the context is exhausted; a time budget may end them first.
+    time_limits = [
+        b.max_time_seconds
+        for b in (codon.budget, loop_budget, root)
+        if b is not None and b.max_time_seconds is not None
+    ]
+    if codon.exhaust_with_prompt is not None and time_limits:
+        _warn(
+            report,
+            at,
+            f'codon "{codon.id}" uses exhaustWithPrompt under a time budget of '
+            f"{min(time_limits):g}s; extensions continue until the context is exhausted, so "
+            "the time budget may end the codon first",
         )
-        if has_dollar_budget and pricing_known is not None and not pricing_known(codon):
-            _warn(
-                report,
-                at,
-                f'a dollar budget applies to codon "{codon.id}", but model "{codon.model}" has no '
-                "pricing, so its spending counts as $0 and the budget cannot stop it",
-            )
-        # W8
-        policy = _effective_on_exceeded(codon, loop, root)
-        if policy == "fail" and codon.on_failure == "retry":
-            _warn(
-                report,
-                at,
-                f'codon "{codon.id}" has budget onExceeded "fail" and onFailure "retry"; a budget '
-                "failure is not retried, so the run stops instead",
-            )
-        # W10
-        if (
-            own is not None
-            and own.max_time_seconds is not None
-            and loop_budget is not None
-            and loop_budget.max_time_seconds is not None
-            and own.max_time_seconds > loop_budget.max_time_seconds
-        ):
-            _warn(
-                report,
-                (*at, "budget", "maxTimeSeconds"),
-                f"maxTimeSeconds {own.max_time_seconds:g} exceeds the loop's maxTimeSeconds "
-                f"{loop_budget.max_time_seconds:g}; the loop's limit applies first",
-            )
+    # W6
+    has_dollar_budget = any(
+        b is not None and b.max_dollars is not None for b in (codon.budget, loop_budget, root)
+    )
+    if has_dollar_budget and pricing_known is not None and not pricing_known(codon):
+        _warn(
+            report,
+            at,
+            f'a dollar budget applies to codon "{codon.id}", but model "{codon.model}" has no '
+            "pricing, so its spending counts as $0 and the budget cannot stop it",
+        )
+
+
+def _warn_conflicting_budgets(
+    site: CodonSite, root: _Budget | None, report: SemanticReport
+) -> None:
+    """W8 and W10: a codon's budget settings that another setting overrides."""
+    codon, at, loop = site.codon, site.at, site.loop
+    own = codon.budget
+    loop_budget = loop.budget if loop is not None else None
+    # W8
+    policy = _effective_on_exceeded(codon, loop, root)
+    if policy == "fail" and codon.on_failure == "retry":
+        _warn(
+            report,
+            at,
+            f'codon "{codon.id}" has budget onExceeded "fail" and onFailure "retry"; a budget '
+            "failure is not retried, so the run stops instead",
+        )
+    # W10
+    if (
+        own is not None
+        and own.max_time_seconds is not None
+        and loop_budget is not None
+        and loop_budget.max_time_seconds is not None
+        and own.max_time_seconds > loop_budget.max_time_seconds
+    ):
+        _warn(
+            report,
+            (*at, "budget", "maxTimeSeconds"),
+            f"maxTimeSeconds {own.max_time_seconds:g} exceeds the loop's maxTimeSeconds "
+            f"{loop_budget.max_time_seconds:g}; the loop's limit applies first",
+        )
 
 
 def _own_dollars(item: Codon | Loop) -> float | None:

@@ -182,46 +182,64 @@ def resolve_data_and_hank_paths(
     cwd = Path(os.path.abspath(cwd))
     cache = cache_dir if cache_dir is not None else default_input_cache_dir(env)
     replay_meta = _meta_or_none(replay_dir) if replay_dir is not None else None
-    inline = False
-    from_meta = False
+    data_path, inline, from_meta = _data_source(
+        cwd, data_arg, execution_arg, inline_text, stdin_text, cache, replay_meta)
+    hank_path = _hank_file(cwd, hank_arg, execution_arg, data_path, inline, replay_meta)
+    return ResolvedPaths(data_path, hank_path, inline_data=inline, data_from_meta=from_meta)
+
+
+def _data_source(
+    cwd: Path,
+    data_arg: str | os.PathLike[str] | None,
+    execution_arg: str | os.PathLike[str] | None,
+    inline_text: str | None,
+    stdin_text: str | bytes | None,
+    cache: Path,
+    replay_meta: ExecutionMeta | None,
+) -> tuple[Path, bool, bool]:
+    """The data path of a launch, whether it is inline (`-i` or stdin) and whether it was
+    taken from recorded metadata; the first rule of `resolve_data_and_hank_paths` that applies."""
     if inline_text is not None:
-        data_path = materialize_inline_data(inline_text, cache, source="input")
-        inline = True
-    elif data_arg is not None and os.fspath(data_arg) == STDIN_ARG:
+        return materialize_inline_data(inline_text, cache, source="input"), True, False
+    if data_arg is not None and os.fspath(data_arg) == STDIN_ARG:
         if stdin_text is None:
             raise ExecutionSetupError(
                 'No input provided on stdin. Use: echo "text" | hankweave hank.json -'
             )
-        data_path = materialize_inline_data(stdin_text, cache, source="stdin")
-        inline = True
-    elif data_arg is not None:
-        data_path = _absolute(cwd, data_arg)
-    else:
-        data_path = cwd
-        recorded = None
-        if execution_arg is not None:
-            recorded = _meta_or_none(_absolute(cwd, execution_arg))
-        elif replay_meta is not None:
-            recorded = replay_meta
-        # Reusing the recorded path avoids a false data-hash mismatch when cwd has changed.
-        if recorded is not None and os.path.exists(recorded.read_only_source_data_path):
-            data_path = Path(recorded.read_only_source_data_path)
-            from_meta = True
+        return materialize_inline_data(stdin_text, cache, source="stdin"), True, False
+    if data_arg is not None:
+        return _absolute(cwd, data_arg), False, False
+    recorded = None
+    if execution_arg is not None:
+        recorded = _meta_or_none(_absolute(cwd, execution_arg))
+    elif replay_meta is not None:
+        recorded = replay_meta
+    # Reusing the recorded path avoids a false data-hash mismatch when cwd has changed.
+    if recorded is not None and os.path.exists(recorded.read_only_source_data_path):
+        return Path(recorded.read_only_source_data_path), False, True
+    return cwd, False, False
 
+
+def _hank_file(
+    cwd: Path,
+    hank_arg: str | os.PathLike[str] | None,
+    execution_arg: str | os.PathLike[str] | None,
+    data_path: Path,
+    inline: bool,
+    replay_meta: ExecutionMeta | None,
+) -> Path:
+    """The hank file of a launch: the first rule of `resolve_data_and_hank_paths` that applies."""
     if hank_arg is not None:
         hank_path = _absolute(cwd, hank_arg)
-        if hank_path.is_dir():
-            hank_path = hank_path / HANK_FILE_NAME
-    elif not inline and (data_path / HANK_FILE_NAME).is_file():
-        hank_path = data_path / HANK_FILE_NAME
-    elif replay_meta is not None and replay_meta.hank_path:
-        hank_path = Path(replay_meta.hank_path)
-    elif (recorded_hank := _recorded_hank(cwd, execution_arg)) is not None \
-            and not (cwd / HANK_FILE_NAME).is_file():
-        hank_path = recorded_hank
-    else:
-        hank_path = cwd / HANK_FILE_NAME
-    return ResolvedPaths(data_path, hank_path, inline_data=inline, data_from_meta=from_meta)
+        return hank_path / HANK_FILE_NAME if hank_path.is_dir() else hank_path
+    if not inline and (data_path / HANK_FILE_NAME).is_file():
+        return data_path / HANK_FILE_NAME
+    if replay_meta is not None and replay_meta.hank_path:
+        return Path(replay_meta.hank_path)
+    recorded_hank = _recorded_hank(cwd, execution_arg)
+    if recorded_hank is not None and not (cwd / HANK_FILE_NAME).is_file():
+        return recorded_hank
+    return cwd / HANK_FILE_NAME
 
 
 def _recorded_hank(cwd: Path, execution_arg: str | os.PathLike[str] | None) -> Path | None:
@@ -617,31 +635,8 @@ def _prepare(
         data_info = os.stat(data)
         data_hash = hash_data_source(data, request.data_hash_time_limit_ms)
         recording = layout.recording_dir.relative_to(layout.path).as_posix()
-    relink = choice.relink
-    stale_link = (
-        not relink
-        and not choice.is_new
-        and os.path.lexists(layout.data_link)
-        and not _link_points_at(layout.data_link, data)
-    )
-    if stale_link:
-        relink = True
-        notices.append(f"Relinked {layout.data_link} to the current data path {data}")
-    if choice.is_new or relink or not os.path.lexists(layout.data_link):
-        link_type, link_notice = _link_data(
-            data, stat.S_ISDIR(data_info.st_mode), layout.data_link, copy=request.copy_data
-        )
-        if link_notice:
-            notices.append(link_notice)
-    else:
-        link_type = previous.link_type if previous is not None else _detect_link_type(layout)
-
-    private_dir(layout.hankweave_dir, tighten=True)  # docs/state.md, "File modes"
-    private_dir(layout.logs_dir)
-    if not layout.archive_manifest.exists():
-        atomic_write_bytes(layout.archive_manifest, EMPTY_ARCHIVE_MANIFEST,
-                           mode=PRIVATE_FILE_MODE)
-
+    link_type, relink = _place_data_link(request, choice, layout, data, data_info, notices)
+    _ensure_private_state(layout)
     now = utc_now_iso()
     meta = ExecutionMeta(
         read_only_source_data_path=str(data),
@@ -670,6 +665,48 @@ def _prepare(
         notices=notices,
         hank_path=hank_path,
     )
+
+
+def _place_data_link(
+    request: SetupRequest,
+    choice: _Choice,
+    layout: ExecutionLayout,
+    data: Path,
+    data_info: os.stat_result,
+    notices: list[str],
+) -> tuple[LinkType, bool]:
+    """Link (or copy) the data into the execution when it is new, asked to relink, or its link
+    is missing or points elsewhere; return the link type and whether an old link was replaced.
+    Notices about the link are appended to `notices`."""
+    relink = choice.relink
+    stale_link = (
+        not relink
+        and not choice.is_new
+        and os.path.lexists(layout.data_link)
+        and not _link_points_at(layout.data_link, data)
+    )
+    if stale_link:
+        relink = True
+        notices.append(f"Relinked {layout.data_link} to the current data path {data}")
+    if choice.is_new or relink or not os.path.lexists(layout.data_link):
+        link_type, link_notice = _link_data(
+            data, stat.S_ISDIR(data_info.st_mode), layout.data_link, copy=request.copy_data
+        )
+        if link_notice:
+            notices.append(link_notice)
+    else:
+        previous = choice.previous
+        link_type = previous.link_type if previous is not None else _detect_link_type(layout)
+    return link_type, relink
+
+
+def _ensure_private_state(layout: ExecutionLayout) -> None:
+    """The `.hankweave/` and logs folders, private, and an archive manifest if none yet."""
+    private_dir(layout.hankweave_dir, tighten=True)  # docs/state.md, "File modes"
+    private_dir(layout.logs_dir)
+    if not layout.archive_manifest.exists():
+        atomic_write_bytes(layout.archive_manifest, EMPTY_ARCHIVE_MANIFEST,
+                           mode=PRIVATE_FILE_MODE)
 
 
 def _keep_recording(
