@@ -27,13 +27,13 @@ if TYPE_CHECKING:
     from hankweave.app.answers import GivenAnswer as GivenAnswer
     from hankweave.app.answers import RecordedAnswer as RecordedAnswer
     from hankweave.app.answers import answer_interruption as answer_interruption
-    from hankweave.app.launch import LaunchError as LaunchError
-    from hankweave.app.launch import LaunchRequest as LaunchRequest
     from hankweave.app.launch import launch as launch
     from hankweave.app.launch import prepare as prepare
     from hankweave.app.launch import warm_up as warm_up
     from hankweave.app.playback import REPLAY_HARNESS as REPLAY_HARNESS
     from hankweave.app.playback import Playback as Playback
+    from hankweave.app.request import LaunchError as LaunchError
+    from hankweave.app.request import LaunchRequest as LaunchRequest
     from hankweave.app.stop_latch import StopLatch as StopLatch
     from hankweave.checkpoints import AmbiguousCheckpointError as AmbiguousCheckpointError
     from hankweave.checkpoints import BackendNotInstalledError as BackendNotInstalledError
@@ -130,6 +130,7 @@ if TYPE_CHECKING:
     from hankweave.harness import Harness as Harness
     from hankweave.harness import HarnessConfig as HarnessConfig
     from hankweave.harness import HarnessNotInstalledError as HarnessNotInstalledError
+    from hankweave.harness import HarnessSelection as HarnessSelection
     from hankweave.harness import HarnessSelectionError as HarnessSelectionError
     from hankweave.harness import HumanReply as HumanReply
     from hankweave.harness import StderrLog as StderrLog

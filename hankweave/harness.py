@@ -30,7 +30,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 from hankweave.fsutil import open_private, private_dir
 from hankweave.plugin_config import PluginConfig
@@ -46,6 +46,18 @@ CodonLogRecord: TypeAlias = "Mapping[str, Any] | LogModel"
 
 class HarnessSelectionError(LookupError):
     """No harness can be chosen for a codon's model."""
+
+
+class HarnessSelection(Protocol):
+    """The decision of which harness plays codons on a model.
+
+    The registry makes it from the plugins' ``select_harness`` hook; a replay makes it from
+    its recording (every codon: the recording's player).  The runtime asks only this.
+    """
+
+    def select_harness(self, model: ModelEntry) -> type[Harness]:
+        """The harness class that runs codons on ``model``."""
+        ...
 
 
 class AgentStartError(RuntimeError):

@@ -17,15 +17,14 @@ import logging
 import os
 import shlex
 import signal
-import sys
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from hankweave.app.playback import REPLAY_HARNESS, Playback
-from hankweave.config.errors import ConfigError
-from hankweave.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGTERM, EXIT_USAGE
+from hankweave.app.request import LaunchError, LaunchRequest
+from hankweave.app.run_source import RunSource, open_source
+from hankweave.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGTERM
 from hankweave.fsutil import open_private, private_dir
 from hankweave.secrets import MaskingFormatter
 
@@ -44,71 +43,9 @@ if TYPE_CHECKING:
     from hankweave.runtime.orchestrator import Runtime
     from hankweave.runtime.rig import CommandPolicy
     from hankweave.state.boot import OwnedExecution
-    from hankweave.state.lock import LockInfo
     from hankweave.state.types import HankweaveState, Interruption
 
 log = logging.getLogger("hankweave")
-
-class LaunchError(ConfigError):
-    """The run cannot start; the message says why and what to do."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE, *,
-                 held_by: LockInfo | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.held_by = held_by
-        """When another runtime holds the execution directory: its lock (an executor then
-        retries later rather than failing)."""
-
-
-@dataclass
-class LaunchRequest:
-    """The options of ``hankweave run`` (names follow the flags)."""
-
-    hank: str | None = None
-    data: str | None = None
-    execution: str | None = None
-    start_new: bool = False
-    force: bool = False
-    no_wipe: bool = False
-    copy: bool = False
-    input_text: str | None = None
-    output: str | None = None
-    model: str | None = None
-    port: int | None = None
-    host: str | None = None
-    headless: bool = False
-    autostart: bool | None = None
-    max_cost: float | None = None
-    max_time: float | None = None
-    shim_idle_timeout: int | None = None
-    ignore_rig_failures: bool | None = None
-    """True or False: given (``--[no-]ignore-rig-failures``); None: as recorded (a resume)."""
-    overwrite_output: bool = False
-    yes: bool = False
-    replay: str | None = None
-    """A recorded execution directory or exported recording to play back (no provider)."""
-    replay_speed: str = "instant"
-    allow_commands: bool | None = None
-    """A replay runs its recording's shell commands (``--allow-commands``); False:
-    ``--no-allow-commands``; None: as recorded (a resume), else not."""
-    wait_for_answers: bool = False
-    """Stay up while an interruption waits for a person (``--wait-for-answers``)."""
-    mock_provider: str | None = None
-    """A mock provider script: the run serves it on 127.0.0.1 and points every codon's agent
-    at it (docs/testing-hanks.md)."""
-    no_mock_provider: bool = False
-    """Leave the mock provider an execution's earlier runs used (``--no-mock-provider``)."""
-    start_fresh: bool = False
-    """``--start-fresh``: the execution's state files are unreadable; move them to
-    ``.hankweave/damaged-<timestamp>/`` and start its state over (docs/state.md)."""
-    cwd: Path = field(default_factory=Path.cwd)
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    stdin_text: bytes | None = None
-    confirm: Callable[[str], bool] | None = None
-    notify: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
-    on_event: Callable[[dict[str, Any]], None] | None = None
-
 
 @dataclass
 class Prepared:
@@ -120,9 +57,10 @@ class Prepared:
     setup: ExecutionSetup
     registry: Registry
     checkpoint_backend: type[CheckpointStore]
+    source: RunSource
+    """What plays the codons: the hank's agents, or a recording."""
     harness_configs: dict[str, HarnessConfig] = field(default_factory=dict)
     sinks: list[EventSink] = field(default_factory=list)
-    recording: Playback | None = None
     mock_script: MockScript | None = None
     """The mock provider this run serves to its agents, if any."""
     intent: RunIntent | None = None
@@ -134,8 +72,7 @@ class Prepared:
         """Give back what preparing took (sinks, an unpacked recording) if no run follows."""
         for sink in self.sinks:
             _close_quietly(sink)
-        if self.recording is not None:
-            self.recording.close()
+        self.source.close()
 
 
 def prepare(request: LaunchRequest) -> Prepared:
@@ -146,16 +83,14 @@ def prepare(request: LaunchRequest) -> Prepared:
     registry = get_registry() if dict(request.env) == dict(os.environ) else Registry(
         make_plugin_manager(env=request.env))
     given, (request, intent, script) = request, _with_intent(request)
-    recording = (_open_recording(request, registry) if request.replay
-                 else _kept_recording(request, registry))
+    source = open_source(request, registry)
     try:
-        prepared = _prepare(request, registry, recording)
+        prepared = _prepare(request, registry, source)
     except BaseException:
-        if recording is not None:
-            recording.close()
+        source.close()
         raise
     prepared.intent, prepared.intent_script = intent, script
-    _list_recorded_commands(prepared, request)
+    source.announce(prepared.hank, command_policy(prepared), request)
     if given.execution is None and prepared.setup.is_resuming and given.replay is None:
         # Auto mode chose an execution to resume: its recorded intent applies as with -e (one
         # more pass, only when it differs; a confirmation already given is not asked again).
@@ -180,6 +115,7 @@ def _with_intent(request: LaunchRequest) -> tuple[LaunchRequest, RunIntent, byte
     records, and the ``--mock-provider`` script it was given (to copy into the execution)."""
     from dataclasses import replace
 
+    from hankweave.config.run_options import RECORDED_OPTIONS
     from hankweave.execution.intent import (
         GivenIntent,
         RecordedScript,
@@ -195,10 +131,8 @@ def _with_intent(request: LaunchRequest) -> tuple[LaunchRequest, RunIntent, byte
     given = GivenIntent(
         mock_provider=(RecordedScript.of(Path(request.cwd, request.mock_provider or ""), script)
                        if script is not None else None),
-        no_mock_provider=request.no_mock_provider, model=request.model,
-        max_cost=request.max_cost, max_time=request.max_time,
-        shim_idle_timeout=request.shim_idle_timeout,
-        ignore_rig_failures=request.ignore_rig_failures, allow_commands=request.allow_commands)
+        no_mock_provider=request.no_mock_provider, allow_commands=request.allow_commands,
+        **{option.name: request.options.get(option.name) for option in RECORDED_OPTIONS})
     layout = ExecutionLayout(Path(request.cwd, request.execution or "."))
     resumes = bool(request.execution) and not request.start_new and request.replay is None
     try:
@@ -210,9 +144,8 @@ def _with_intent(request: LaunchRequest) -> tuple[LaunchRequest, RunIntent, byte
         raise LaunchError(str(exc)) from None
     if recorded is not None:
         _report_intent(request, layout, recorded, intent, given)
-    return replace(request, mock_provider=mock, model=intent.model, max_cost=intent.max_cost,
-                   max_time=intent.max_time, shim_idle_timeout=intent.shim_idle_timeout,
-                   ignore_rig_failures=intent.ignore_rig_failures,
+    recorded_options = {option.name: intent.value(option.name) for option in RECORDED_OPTIONS}
+    return replace(request, mock_provider=mock, options={**request.options, **recorded_options},
                    allow_commands=intent.allow_commands), intent, script
 
 
@@ -220,59 +153,8 @@ def command_policy(prepared: Prepared) -> CommandPolicy:
     """What the run does with its hank's shell commands: a replay's hank is its recording
     author's code, so a replay skips them unless ``--allow-commands`` (recorded in the run
     intent, so a resume keeps the choice) asks to run them, each printed first."""
-    from hankweave.runtime.rig import CommandPolicy
-
-    if prepared.recording is None:
-        return CommandPolicy.RUN
     allowed = prepared.intent is not None and prepared.intent.allow_commands
-    return CommandPolicy.ANNOUNCE if allowed else CommandPolicy.SKIP
-
-
-def _list_recorded_commands(prepared: Prepared, request: LaunchRequest) -> None:
-    """Before a replay starts: one notice listing every command its hank would run, and
-    whether they run."""
-    from hankweave.config.hank import RigCommand
-    from hankweave.runtime.rig import CommandPolicy
-
-    policy = command_policy(prepared)
-    if policy is CommandPolicy.RUN:
-        return
-    lines = []
-    for codon_id, codon in prepared.hank.codon_configs().items():
-        for op in codon.rig_setup or ():
-            if isinstance(op, RigCommand):
-                lines.append(f"  codon {codon_id}, rig setup: {op.command.run}")
-        for index, group in enumerate(codon.output_files or ()):
-            for before in group.before_copy or ():
-                lines.append(f"  codon {codon_id}, output group {index} beforeCopy:"
-                             f" {before.command.run}")
-    if not lines:
-        return
-    if policy is CommandPolicy.SKIP:
-        head = (f"[REPLAY] The recording's hank holds {len(lines)} shell command(s). None of"
-                " them runs: a recording's commands are its author's code; pass"
-                " --allow-commands to run them (rig copies and the recorded file changes still"
-                " apply):")
-        lines.append(f"Read them; to replay with them: {_allow_commands_hint(request)}")
-    else:
-        head = (f"[REPLAY] --allow-commands: the recording's {len(lines)} shell command(s) run"
-                " on this machine as you, each printed before it runs:")
-    request.notify("\n".join([head, *lines]))
-
-
-def _allow_commands_hint(request: LaunchRequest) -> str:
-    """The pasteable command that plays the same recording with its commands: a fresh replay
-    with the same hank, data, output folder and pace (in a new managed directory), or the
-    resumed replay's directory again."""
-    if request.replay is not None:
-        words = ["hankweave", "replay", request.replay,
-                 *(given for given in (request.hank, request.data) if given is not None)]
-        if request.output is not None:
-            words += ["-o", request.output]
-        if request.replay_speed != "instant":
-            words += ["--replay-speed", request.replay_speed]
-        return shlex.join([*words, "--allow-commands"])
-    return f"hankweave run -e {shlex.quote(request.execution or '.')} --allow-commands"
+    return prepared.source.command_policy(allowed)
 
 
 def _given_script(request: LaunchRequest) -> bytes | None:
@@ -308,98 +190,30 @@ def _report_intent(request: LaunchRequest, layout: ExecutionLayout, recorded: Ru
                        " for its next resume):\n" + "\n".join(f"  {line}" for line in changed))
 
 
-def _open_recording(request: LaunchRequest, registry: Registry) -> Playback:
-    """Open the replay source; replay always starts a new execution directory."""
-    if request.execution:
-        from hankweave.execution.layout import ExecutionLayout
-
-        if ExecutionLayout(Path(request.cwd, request.execution)).state_file.exists():
-            raise LaunchError(f"{request.execution} already holds an execution; a replay always"
-                              " starts a fresh one (omit -e, or give a new directory; to resume"
-                              f" a replay: hankweave run -e {shlex.quote(request.execution)})")
-    recording = _play(request, registry, Path(request.cwd, request.replay or ""),
-                      f"replay {request.replay}")
-    request.notify(f"[REPLAY] Starting a fresh run from the recording {request.replay}")
-    return recording
-
-
-def _kept_recording(request: LaunchRequest, registry: Registry) -> Playback | None:
-    """The recording a replayed execution keeps, when ``-e`` resumes one: the rest of a replay
-    is played from it, never by a live agent."""
-    if not request.execution or request.start_new:
-        return None
-    from hankweave.execution.layout import ExecutionLayout
-    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
-
-    layout = ExecutionLayout(Path(request.cwd, request.execution))
-    try:
-        kept = load_execution_meta(layout.meta_file).recording
-    except ExecutionMetaError:
-        return None  # no execution yet, or one whose metadata setup reports on
-    if kept is None:
-        return None
-    recording = _play(request, registry, layout.path / kept,
-                      f"resume the replay in {request.execution}")
-    request.notify(f"[REPLAY] Resuming the replay in {layout.path} from the recording it keeps")
-    return recording
-
-
-def _play(request: LaunchRequest, registry: Registry, source: Path, action: str) -> Playback:
-    """Open ``source`` with the replay plugin; ``action`` names what it is for in errors."""
-    harness = registry.harnesses().get(REPLAY_HARNESS)
-    opener = getattr(harness, "open_recording", None)
-    if opener is None:
-        raise LaunchError(f"Cannot {action}: replay needs the replay plugin: pip install"
-                          " hankweave-replay")
-    limit = request.env.get("HANKWEAVE_REPLAY_MAX_DELAY_MS")
-    try:
-        recording: Playback = opener(source, speed=request.replay_speed,
-                                     max_delay_ms=int(limit) if limit else None)
-    except (ValueError, OSError) as exc:
-        raise LaunchError(f"Cannot {action}: {exc}") from None
-    for warning in recording.warnings:
-        request.notify(f"warning: {warning}")
-    return recording
-
-
-def _prepare(request: LaunchRequest, registry: Registry,
-             recording: Playback | None) -> Prepared:
+def _prepare(request: LaunchRequest, registry: Registry, source: RunSource) -> Prepared:
     # The order is the order of the checks a user sees: the mock script and the paths before
     # the hank is read, every preflight problem before anything is built, and the sinks built
     # before the execution directory is set up (a failing setup closes them).
-    mock_script = _mock_script(request, recording)
-    paths = _locate(request, recording)
-    checked = _check_hank_and_settings(request, registry, recording, paths.hank_path)
+    source.check_request(request)
+    mock_script = _mock_script(request)
+    paths = _locate(request, source)
+    checked = _check_hank_and_settings(request, registry, source, paths.hank_path)
     backend = _checkpoint_backend(registry, checked.settings.checkpoints.backend)
-    if recording is not None:
-        _check_recording(recording, checked.hank)
+    source.check_hank(checked.hank)
     sinks = _build_sinks(registry, checked.settings, request, strict=checked.strict)
-    setup = _set_up_execution(request, paths, checked.settings, recording, sinks)
+    setup = _set_up_execution(request, paths, checked.settings, source, sinks)
     for notice in setup.notices:
         request.notify(notice)
     # The runtime reads the hank's files where the execution recorded it (a replay: its copy).
     return Prepared(checked.hank, setup.hank_path or paths.hank_path, checked.settings, setup,
-                    registry, backend, checked.harness_configs, sinks, recording, mock_script)
+                    registry, backend, source, checked.harness_configs, sinks, mock_script)
 
 
-def _kept_by_replay(request: LaunchRequest, recording: Playback | None) -> Playback | None:
-    """The recording the new execution keeps a copy of.
-
-    Replaying a source starts afresh and keeps a copy of its recording; without a source,
-    the recording is the one the resumed replay kept.
-    """
-    return recording if request.replay is not None else None
-
-
-def _locate(request: LaunchRequest, recording: Playback | None) -> ResolvedPaths:
-    """The data and the hank file of the run; a replay falls back to its recording's."""
+def _locate(request: LaunchRequest, source: RunSource) -> ResolvedPaths:
+    """The data and the hank file of the run (a replay falls back to its recording's)."""
     from hankweave.execution.setup import resolve_data_and_hank_paths
 
-    hank_arg, data_arg = request.hank, request.data
-    if recording is not None:
-        hank_arg = hank_arg or str(recording.hank_path)
-        data_arg = data_arg or (str(recording.data_path) if recording.data_path else
-                                str(_empty_data_dir(request)))
+    hank_arg, data_arg = source.hank_and_data(request)
     paths = resolve_data_and_hank_paths(
         cwd=request.cwd, hank_arg=hank_arg, data_arg=data_arg,
         execution_arg=request.execution, inline_text=request.input_text,
@@ -422,7 +236,7 @@ class _CheckedHank:
 
 
 def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
-                             recording: Playback | None, hank_path: Path) -> _CheckedHank:
+                             source: RunSource, hank_path: Path) -> _CheckedHank:
     """Read the hank, resolve the settings layers and preflight both; raise on any error."""
     from hankweave.app.preflight import check_plugin_settings, read_hank, run_preflight
     from hankweave.config.hank import HankFile
@@ -440,7 +254,7 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
     settings = resolved.settings
     report = run_preflight(hank_path, env=request.env, registry=registry,
                            model_override=settings.model_override,
-                           check_harnesses=recording is None, loaded=loaded)
+                           check_harnesses=source.checks_harnesses, loaded=loaded)
     strict = strict_plugins(request.env)
     plugins = check_plugin_settings(registry, resolved, strict=strict)
     report.errors += plugins.errors
@@ -452,12 +266,12 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
 
 
 def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Settings,
-                      recording: Playback | None, sinks: list[EventSink]) -> ExecutionSetup:
+                      source: RunSource, sinks: list[EventSink]) -> ExecutionSetup:
     """Prepare the execution directory; if that fails, close the sinks already built."""
     from hankweave.execution.setup import SetupRequest, decline, setup_execution
     from hankweave.state.lock import LockError
 
-    to_keep = _kept_by_replay(request, recording)
+    to_keep = source.kept
     try:
         return setup_execution(SetupRequest(
             data_path=paths.data_path, hank_path=paths.hank_path,
@@ -465,8 +279,7 @@ def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Se
                             if request.execution else None),
             start_new=request.start_new or to_keep is not None, force=request.force,
             yes=request.yes, no_wipe=request.no_wipe,
-            # A replay's data is copied: the execution holds everything it plays.
-            copy_data=request.copy or paths.inline_data or recording is not None,
+            copy_data=request.copy or paths.inline_data or source.copies_data,
             data_hash_time_limit_ms=settings.data_hash_time_limit,
             confirm=request.confirm or decline, env=request.env,
             recording=to_keep.root if to_keep is not None else None))
@@ -478,13 +291,10 @@ def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Se
         raise
 
 
-def _mock_script(request: LaunchRequest, recording: Playback | None) -> MockScript | None:
+def _mock_script(request: LaunchRequest) -> MockScript | None:
     """The ``--mock-provider`` script, checked before anything is created."""
     if request.mock_provider is None:
         return None
-    if recording is not None:
-        raise LaunchError("--mock-provider does not go with a replay: a replay plays its"
-                          " recording and talks to no provider")
     from hankweave.mock_provider.script import load_script
 
     return load_script(Path(request.cwd, request.mock_provider))
@@ -497,16 +307,6 @@ def _checkpoint_backend(registry: Registry, name: str) -> type[CheckpointStore]:
         return registry.checkpoint_backend(name)
     except CheckpointError as exc:
         raise LaunchError(str(exc)) from None
-
-
-def _check_recording(recording: Playback, hank: HankFile) -> None:
-    from hankweave.runtime.planner import expected_codon_ids
-
-    missing = recording.missing_logs(expected_codon_ids(hank))
-    if missing:
-        raise LaunchError(f"Cannot replay: {len(missing)} codon log(s) not found in the"
-                          f" recording: {', '.join(missing)} (was it recorded from another"
-                          " version of this hank?)")
 
 
 def _build_sinks(registry: Registry, settings: Settings, request: LaunchRequest, *,
@@ -526,25 +326,11 @@ def _build_sinks(registry: Registry, settings: Settings, request: LaunchRequest,
     return built.sinks
 
 
-def _empty_data_dir(request: LaunchRequest) -> Path:
-    """A stable, empty data source for replays whose recording carries no data."""
-    from hankweave.execution.setup import default_input_cache_dir
-
-    path = default_input_cache_dir(request.env).parent / "empty-data"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _cli_layer(request: LaunchRequest) -> dict[str, Any]:
-    budget = {"maxDollars": request.max_cost, "maxTimeSeconds": request.max_time}
-    return {
-        "port": request.port, "host": request.host, "model": request.model,
-        "outputDirectory": request.output, "shimIdleTimeout": request.shim_idle_timeout,
-        "ignoreRigFailures": request.ignore_rig_failures or None,
-        "overwriteOutput": request.overwrite_output or None,
-        "headless": request.headless or None, "autostart": request.autostart,
-        "budget": budget if any(v is not None for v in budget.values()) else None,
-    }
+    """The command-line settings layer: the run options given, and ``--headless``."""
+    from hankweave.config.run_options import settings_layer
+
+    return {**settings_layer(request.options), "headless": request.headless or None}
 
 
 def _nothing_to_do(state: HankweaveState) -> bool:
@@ -624,8 +410,7 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
         return code
     finally:
         await owned.release()
-        if prepared.recording is not None:
-            prepared.recording.close()
+        prepared.source.close()
 
 
 def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
@@ -637,23 +422,13 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
 
     settings, layout = prepared.settings, prepared.setup.layout
     # Ceilings are cumulative across resumes: every earlier run's money and time count.
-    budget = RunBudget(
-        max_dollars=settings.budget.max_dollars, max_seconds=settings.budget.max_time_seconds,
-        allocation=settings.budget.allocation, shares=dict(settings.budget.shares or {}),
-        on_exceeded=settings.budget.on_exceeded, hank=prepared.hank,
-    ).seed(owned.store.state, log_last_write(layout.path))
+    budget = RunBudget.of_settings(settings, prepared.hank).seed(
+        owned.store.state, log_last_write(layout.path))
     config = RuntimeConfig(
-        headless=settings.headless, autostart=settings.autostart,
-        ignore_rig_failures=settings.ignore_rig_failures,
-        output_dir=settings.output_directory, overwrite_output=settings.overwrite_output,
-        shim_idle_timeout=settings.shim_idle_timeout,
-        keep_checkpoints_per_run=settings.checkpoints.keep_last_per_run,
-        checkpoint_change_hints=settings.checkpoints.change_hints, env=request.env,
-        harness_override=prepared.recording.harness if prepared.recording else None,
-        harness_configs=prepared.harness_configs,
+        settings=settings, env=request.env,
+        harnesses=prepared.source, harness_configs=prepared.harness_configs,
         wait_for_answers=request.wait_for_answers, commands=command_policy(prepared),
-        # A replay runs no sentinels and asks no one.
-        sentinels=prepared.recording is None, humans=prepared.recording is None)
+        sentinels=prepared.source.sentinels, humans=prepared.source.humans)
     return Runtime(
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
         owned=owned, checkpoints=checkpoints, registry=prepared.registry, emit=emit, config=config, budget=budget,

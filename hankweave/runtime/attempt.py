@@ -231,8 +231,7 @@ class CodonAttempt:
             return None
         session = self.services.humans.resumed_session(self.codon_id)
         try:
-            harness = ctx.config.harness_override or ctx.registry.select_harness(
-                ctx.registry.resolve_model(self.codon.model))
+            harness = ctx.select_harness(ctx.registry.resolve_model(self.codon.model))
         except Exception:  # reported when the spec is built
             return None
         self._resuming = session is not None and harness.supports_resume
@@ -242,7 +241,7 @@ class CodonAttempt:
         """What the runner runs: the harness, its settings, the request and where logs go."""
         ctx, codon, codon_id = self.ctx, self.codon, self.codon_id
         model = ctx.registry.resolve_model(codon.model)
-        harness = ctx.config.harness_override or ctx.registry.select_harness(model)
+        harness = ctx.select_harness(model)
         needs_resume = session is not None or codon.exhaust_with_prompt is not None
         if needs_resume and not harness.supports_resume:
             raise ValueError(f"Codon {codon_id} continues an agent session"
@@ -272,7 +271,7 @@ class CodonAttempt:
                               if codon.exhaust_with_prompt else None),
             max_extensions=codon.max_extensions,
             idle_timeout_s=effective_shim_idle_timeout(
-                codon, ctx.config.shim_idle_timeout, harness.default_idle_timeout_s),
+                codon, ctx.config.settings.shim_idle_timeout, harness.default_idle_timeout_s),
             policy=ctx.config.policy or self.services.humans)
 
     # ----- rig setup and checkpoints -----
@@ -290,7 +289,7 @@ class CodonAttempt:
         ctx.checkpoints.distrust_changes()
         self._rig = asyncio.ensure_future(run_rig(
             ops, agent_root=ctx.layout.agent_root, hank_dir=ctx.hank_dir,
-            env=ctx.prompts.env(codon), ignore_failures=ctx.config.ignore_rig_failures,
+            env=ctx.prompts.env(codon), ignore_failures=ctx.config.settings.ignore_rig_failures,
             timeout_s=ctx.config.rig_timeout_s,
             on_output=lambda index, stream, line: reporter.rig_output(
                 codon_id, index, stream, line),
