@@ -83,7 +83,7 @@ class Project(HankProject):
     def request(self, events: list[dict[str, Any]], notices: list[str],
                 **options: Any) -> LaunchRequest:
         options = {"headless": True, **options}
-        return LaunchRequest(hank=str(self.hank_dir), data=str(self.data),
+        return LaunchRequest.of(hank=str(self.hank_dir), data=str(self.data),
                              execution=str(self.exec_dir), cwd=self.root,
                              env=self.env, on_event=events.append, notify=notices.append,
                              **options)

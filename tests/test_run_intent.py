@@ -156,7 +156,7 @@ def project(tmp_path):
 
 
 def run(project: Project, notices: list[str], **options) -> int:
-    return launch(LaunchRequest(hank=str(project.hank_dir), data=str(project.data),
+    return launch(LaunchRequest.of(hank=str(project.hank_dir), data=str(project.data),
                                 cwd=project.root, env=project.env, headless=True,
                                 notify=notices.append, **options))
 

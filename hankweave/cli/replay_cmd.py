@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from hankweave.cli.run_options import run_options
+
 
 @click.command("replay")
 @click.argument("source")
@@ -18,7 +20,7 @@ import click
               " gaps between messages, each capped by HANKWEAVE_REPLAY_MAX_DELAY_MS (5000).")
 @click.option("-e", "--execution", metavar="DIR", help="A new execution directory for the"
               " replay (default: a fresh managed one).")
-@click.option("-o", "--output", metavar="DIR", help="Where codons' outputFiles are copied.")
+@run_options("output")
 @click.option("--headless", is_flag=True, help="No live view: plain log lines for CI.")
 @click.option("--allow-commands", is_flag=True, help="Run the recording's rig commands and"
               " beforeCopy commands (each printed first). Without it they are listed and"
@@ -46,7 +48,7 @@ def replay_command(ctx: click.Context, source: str, hank: str | None, data: str 
     if json_events and not headless:
         raise click.UsageError("--json needs --headless")
     request = LaunchRequest(
-        hank=hank, data=data, execution=execution, output=output,
+        hank=hank, data=data, execution=execution, options={"output": output},
         headless=headless or not sys.stderr.isatty(), replay=source, replay_speed=replay_speed,
         allow_commands=allow_commands,
         cwd=Path.cwd(), env=dict(os.environ))

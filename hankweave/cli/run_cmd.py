@@ -7,11 +7,12 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from hankweave.cli.errors import CLIError
+from hankweave.cli.run_options import run_options
 from hankweave.exitcodes import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -52,26 +53,10 @@ def interactive() -> bool:
 @click.option("--copy", is_flag=True, help="Copy the data source instead of linking it.")
 @click.option("-i", "--input", "input_text", metavar="TEXT", help="Use this text as the data"
               " source.")
-@click.option("-o", "--output", metavar="DIR", help="Where codons' outputFiles are copied.")
-@click.option("-m", "--model", help="Run every codon with this model (a global override).")
-@click.option("-p", "--port", type=click.IntRange(0, 65535), help="WebSocket port (0: any free"
-              " port).")
-@click.option("--host", metavar="ADDRESS", help="Address the WebSocket server binds to"
-              " (default 127.0.0.1; any other address is reachable from other machines).")
+@run_options()
 @click.option("--headless", is_flag=True, help="No live view: plain log lines for CI.")
 @click.option("--json", "json_events", is_flag=True, help="With --headless: every event as a"
               " JSON line on stdout.")
-@click.option("--no-autostart", is_flag=True, help="Wait for a start command before each"
-              " codon.")
-@click.option("--max-cost", type=click.FloatRange(min=0, min_open=True), metavar="USD",
-              help="Run-wide dollar ceiling.")
-@click.option("--max-time", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Run-wide time ceiling.")
-@click.option("--shim-idle-timeout", type=click.IntRange(1, 1800), metavar="SECONDS",
-              help="Abort an agent that sends nothing for this long.")
-@click.option("--ignore-rig-failures/--no-ignore-rig-failures", default=None, help="Treat"
-              " every rig operation as allowFailure (recorded for resumes; --no-... drops it).")
-@click.option("--overwrite-output", is_flag=True, help="Output copies replace existing files.")
 @click.option("-y", "--yes", is_flag=True, help="Answer yes to confirmations.")
 @click.option("--replay", metavar="SOURCE", help="Play a recording (.hwrec.tar.gz) or a recorded"
               " execution directory back in a fresh execution, with no provider (needs"
@@ -93,23 +78,19 @@ def interactive() -> bool:
 @click.pass_context
 def run_command(ctx: click.Context, hank: str | None, data: str | None, execution: str | None,
                 start_new: bool, force: bool, no_wipe: bool, start_fresh: bool, copy: bool,
-                input_text: str | None, output: str | None, model: str | None,
-                port: int | None, host: str | None, headless: bool, json_events: bool,
-                no_autostart: bool,
-                max_cost: float | None, max_time: float | None,
-                shim_idle_timeout: int | None, ignore_rig_failures: bool | None,
-                overwrite_output: bool, yes: bool, replay: str | None,
-                mock_provider: str | None, no_mock_provider: bool, replay_speed: str,
-                allow_commands: bool | None, wait_for_answers: bool) -> None:
+                input_text: str | None, headless: bool, json_events: bool, yes: bool,
+                replay: str | None, mock_provider: str | None, no_mock_provider: bool,
+                replay_speed: str, allow_commands: bool | None, wait_for_answers: bool,
+                **options: Any) -> None:
     """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
     directory; - reads stdin).
 
     An execution directory that holds state is resumed: a crashed or failed run is rolled back
     to its last successful codon and continues from there; completed codons never run again.
     A run that ended waiting for a person (exit 3) resumes with their answers.
-    The options that decide where and how agents run (--mock-provider, -m, --max-cost,
-    --max-time, --shim-idle-timeout, --ignore-rig-failures) are recorded in the execution
-    and reused by a resume with -e unless given again.
+    The options that decide where and how agents run (--mock-provider and each option marked
+    "kept for resumes") are recorded in the execution and reused by a resume with -e unless
+    given again.
     """
     from hankweave.app.launch import LaunchRequest
 
@@ -122,14 +103,11 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
     request = LaunchRequest(
         hank=hank, data=data, execution=execution, start_new=start_new, force=force,
         no_wipe=no_wipe, start_fresh=start_fresh, copy=copy, input_text=input_text,
-        output=output,
-        model=model, port=port, host=host, replay=replay, replay_speed=replay_speed,
+        options=options, replay=replay, replay_speed=replay_speed,
         allow_commands=allow_commands,
         mock_provider=mock_provider, no_mock_provider=no_mock_provider,
         wait_for_answers=wait_for_answers,
-        headless=headless or not sys.stderr.isatty(), autostart=False if no_autostart else None,
-        max_cost=max_cost, max_time=max_time, shim_idle_timeout=shim_idle_timeout,
-        ignore_rig_failures=ignore_rig_failures, overwrite_output=overwrite_output, yes=yes,
+        headless=headless or not sys.stderr.isatty(), yes=yes,
         cwd=Path.cwd(), env=dict(os.environ), stdin_text=stdin_text,
         confirm=(lambda question: click.confirm(question, default=False, err=True))
         if can_ask else None)

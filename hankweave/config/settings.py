@@ -25,11 +25,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast, get_args, get_origin
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.alias_generators import to_camel, to_snake
 
 from hankweave.config.errors import (
     ConfigError,
@@ -55,6 +55,7 @@ from hankweave.config.hank import (
     ShimIdleTimeout,
     StrictModel,
 )
+from hankweave.config.run_options import RUN_OPTIONS, RunOption
 
 RUNTIME_CONFIG_FILE = "hankweave.json"
 """The runtime settings file, looked up in the launch directory."""
@@ -298,6 +299,8 @@ class Settings(_ResolvedModel):
     events: EventSettings = Field(default_factory=EventSettings)
     overwrite_output: bool = False
     """Output copies replace existing files instead of getting a numbered name (CLI only)."""
+    max_cost_per_codon: float | None = None
+    """Dollar ceiling of each codon attempt, over the codon's own cap (CLI only)."""
     headless: bool = False
     """No terminal UI (CLI only)."""
 
@@ -326,13 +329,23 @@ class ResolvedSettings:
         return self.settings.model_override
 
 
-class CliSettings(SettingsFile):
-    """The settings layer given by command-line options (JSON names, as in `hankweave.json`)."""
-
+class _CliLayer(SettingsFile):
     port: Opt[Annotated[int, Field(ge=0)]] = None
     """`-p 0` asks for a dynamic port explicitly, which the file schema does not allow."""
-    overwrite_output: Opt[bool] = None
     headless: Opt[bool] = None
+
+
+def _cli_only_field(option: RunOption) -> Any:
+    return (Opt[option.value], None)  # type: ignore[misc,name-defined]  # built at run time
+
+
+CliSettings: type[_CliLayer] = create_model(
+    "CliSettings", __base__=_CliLayer,
+    __doc__="The settings layer given by command-line options (JSON names, as in"
+            " `hankweave.json`): the file's settings, and the run options only the command"
+            " line gives (`hankweave.config.run_options`).",
+    **{to_snake(option.key): _cli_only_field(option) for option in RUN_OPTIONS
+       if "." not in option.key and to_snake(option.key) not in _CliLayer.model_fields})
 
 
 class EnvironmentSettingsError(ConfigValidationError):
@@ -467,7 +480,7 @@ def _resolve_budget(
     return resolved
 
 
-def _validate_cli(cli: Mapping[str, Any]) -> CliSettings:
+def _validate_cli(cli: Mapping[str, Any]) -> _CliLayer:
     data = _without_none(cli)
     try:
         return CliSettings.model_validate(data, by_alias=True, by_name=False)
@@ -498,32 +511,47 @@ def _without_none(data: Mapping[str, Any]) -> dict[str, Any]:
 
 _Kind = Literal["bool", "int", "str", "raw"]
 
-# What each settable key parses as. Objects (budget, telemetry) cannot be set through the
-# environment; their scalar members are listed per section.
-_TOP_LEVEL_KINDS: dict[str, _Kind] = {
-    "port": "int",
-    "host": "str",
-    "autostart": "bool",
-    "showCosts": "bool",
-    "withoutProxy": "bool",
-    "model": "str",
-    "anthropicBaseUrl": "str",
-    "outputDirectory": "str",
-    "executionBaseDir": "str",
-    "logParsingInterval": "int",
-    "dataHashTimeLimit": "int",
-    "idleTimeout": "int",
-    "shimIdleTimeout": "int",
-    "ignoreRigFailures": "bool",
-}
-_SECTION_KINDS: dict[str, dict[str, _Kind]] = {
-    "sentinel": {
-        "enablePersistence": "bool",
-        "healthCheckGracePeriodMs": "int",
-        "waitForAllHealthChecks": "bool",
-    },
-    "checkpoints": {"backend": "str", "keepLastPerRun": "int"},
-}
+_NOT_IN_ENVIRONMENT = frozenset({"budget"})
+"""Sections the environment cannot set: a ceiling comes from a file or the command line,
+never from a variable left set in a shell."""
+
+
+def _scalar_kind(annotation: Any) -> _Kind | None:
+    """How a variable's text parses for a field of this type (None: not a scalar)."""
+    for arg in (annotation, *get_args(annotation)):
+        base = get_args(arg)[0] if get_origin(arg) is Annotated else arg
+        if base in (bool, int, str):
+            return cast(_Kind, base.__name__)
+    return None
+
+
+def _env_kinds(model: type[BaseModel]) -> dict[str, _Kind]:
+    """What each scalar key of ``model`` parses as, by its JSON name."""
+    kinds = {}
+    for name, info in model.model_fields.items():
+        kind = _scalar_kind(info.annotation)
+        if kind is not None:
+            kinds[info.alias or name] = kind
+    return kinds
+
+
+def _env_sections() -> dict[str, dict[str, _Kind]]:
+    """The sections of ``hankweave.json`` whose scalar members variables set."""
+    sections = {}
+    for name, info in SettingsFile.model_fields.items():
+        key = info.alias or name
+        section = next((arg for arg in get_args(info.annotation)
+                        if isinstance(arg, type) and issubclass(arg, BaseModel)), None)
+        kinds = _env_kinds(section) if section is not None else {}
+        if kinds and key not in _NOT_IN_ENVIRONMENT:
+            sections[key] = kinds
+    return sections
+
+
+# What each settable key parses as, from the file's schema: a setting of `hankweave.json` is
+# settable through the environment under its name, objects through their scalar members.
+_TOP_LEVEL_KINDS: dict[str, _Kind] = _env_kinds(SettingsFile)
+_SECTION_KINDS: dict[str, dict[str, _Kind]] = _env_sections()
 _HARNESSES_PREFIX = "HARNESSES_"
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})

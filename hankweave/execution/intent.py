@@ -1,10 +1,11 @@
 """`.hankweave/run-intent.json`: where and how an execution's agents run, kept for its resumes.
 
 A run's *intent* is the options of ``hankweave run`` that decide where and how its agents run:
-the mock provider (``--mock-provider SCRIPT``), the global model override (``-m``), and the
-harness and budget overrides given on the command line (``--max-cost``, ``--max-time``,
-``--shim-idle-timeout``, ``--ignore-rig-failures``), and whether a replay runs its recording's
-shell commands (``--allow-commands``).  They belong to the execution, not to one
+the mock provider (``--mock-provider SCRIPT``), each run option declared ``recorded`` in
+:mod:`hankweave.config.run_options` (the model override ``-m``, the budget and harness
+overrides ``--max-cost``, ``--max-time``, ``--max-cost-per-codon``, ``--shim-idle-timeout``,
+``--ignore-rig-failures``), and whether a replay runs its recording's shell commands
+(``--allow-commands``).  They belong to the execution, not to one
 command line, so that a printed ``hankweave run -e DIR`` resumes the run that printed it:
 
 * every run records the intent it runs with, after it takes the execution's lock;
@@ -32,14 +33,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.alias_generators import to_camel
 
 from hankweave.config.errors import ConfigError
+from hankweave.config.run_options import RECORDED_OPTIONS, RunOption, run_option
 from hankweave.execution.layout import ExecutionLayout
 from hankweave.fsutil import atomic_write_bytes
 
@@ -71,49 +72,66 @@ class RecordedScript(_IntentModel):
         return cls(source=os.path.abspath(source), sha256=hashlib.sha256(content).hexdigest())
 
 
-class RunIntent(_IntentModel):
+class IntentBase(_IntentModel):
     """The content of `.hankweave/run-intent.json`: each option as the runs use it (None, or
-    False: not given, the settings files and the hank decide)."""
+    False: not given, the settings files and the hank decide).  :data:`RunIntent` adds a field
+    for each recorded run option (:data:`~hankweave.config.run_options.RECORDED_OPTIONS`)."""
 
     version: Literal[1] = 1
     mock_provider: RecordedScript | None = None
-    model: str | None = None
-    """``-m``: every codon runs with this model."""
-    max_cost: float | None = None
-    """``--max-cost``: the run-wide dollar ceiling."""
-    max_time: float | None = None
-    """``--max-time``: the run-wide time ceiling, in seconds."""
-    shim_idle_timeout: int | None = None
-    """``--shim-idle-timeout``: seconds an agent may send nothing."""
-    ignore_rig_failures: bool = False
-    """``--ignore-rig-failures``: every rig operation is ``allowFailure``."""
     allow_commands: bool = False
     """``--allow-commands``: a replay runs its recording's rig ``command`` operations and
     ``beforeCopy`` commands (without it they are skipped; runs of one's own hank always run
     them)."""
+
+    def value(self, name: str) -> Any:
+        """The recorded value of the option named ``name`` (its Python name)."""
+        return getattr(self, name)
 
     def to_json_bytes(self) -> bytes:
         data = self.model_dump(by_alias=True, exclude_none=True)
         return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-@dataclass(frozen=True)
+def _option_field(option: RunOption) -> tuple[Any, Any]:
+    # A switch recorded off is `false`, as "never given" is: only "on" is a choice to keep.
+    return (bool, False) if option.switch else (option.value | None, None)
+
+
+if TYPE_CHECKING:
+    RunIntent = IntentBase
+else:
+    RunIntent = create_model(
+        "RunIntent", __base__=IntentBase, __doc__=IntentBase.__doc__,
+        **{option.name: _option_field(option) for option in RECORDED_OPTIONS})
+
+
 class GivenIntent:
     """The intent options one command line gives (None: not given)."""
 
-    mock_provider: RecordedScript | None = None
-    no_mock_provider: bool = False
-    model: str | None = None
-    max_cost: float | None = None
-    max_time: float | None = None
-    shim_idle_timeout: int | None = None
-    ignore_rig_failures: bool | None = None
-    """True: ``--ignore-rig-failures``; False: ``--no-ignore-rig-failures``."""
-    allow_commands: bool | None = None
-    """True: ``--allow-commands``; False: ``--no-allow-commands``."""
+    def __init__(self, *, mock_provider: RecordedScript | None = None,
+                 no_mock_provider: bool = False, allow_commands: bool | None = None,
+                 **options: Any) -> None:
+        """``options``: the recorded run options given, by name (a switch: True for
+        ``--x``, False for ``--no-x``)."""
+        unknown = set(options) - {option.name for option in RECORDED_OPTIONS}
+        if unknown:
+            raise TypeError(f"not recorded run options: {', '.join(sorted(unknown))}")
+        self.mock_provider = mock_provider
+        self.no_mock_provider = no_mock_provider
+        self.allow_commands = allow_commands
+        self.options = options
+
+    def value(self, name: str) -> Any:
+        """The value given for ``name`` (None: not given)."""
+        return getattr(self, name) if name in _SPECIAL else self.options.get(name)
 
 
-def merge_intent(recorded: RunIntent | None, given: GivenIntent) -> RunIntent:
+_SPECIAL = ("mock_provider", "allow_commands")
+"""The intent's options that are not run settings (their own flags, their own rules)."""
+
+
+def merge_intent(recorded: IntentBase | None, given: GivenIntent) -> IntentBase:
     """The intent a run uses: each option given on its command line, else the recorded one.
 
     Raises:
@@ -124,71 +142,57 @@ def merge_intent(recorded: RunIntent | None, given: GivenIntent) -> RunIntent:
                              " give one of them")
     base = recorded or RunIntent()
     mock = given.mock_provider or (None if given.no_mock_provider else base.mock_provider)
-    return RunIntent(
-        mock_provider=mock,
-        model=_given_or(given.model, base.model),
-        max_cost=_given_or(given.max_cost, base.max_cost),
-        max_time=_given_or(given.max_time, base.max_time),
-        shim_idle_timeout=_given_or(given.shim_idle_timeout, base.shim_idle_timeout),
-        ignore_rig_failures=_given_or(given.ignore_rig_failures, base.ignore_rig_failures),
-        allow_commands=_given_or(given.allow_commands, base.allow_commands))
+    values = {name: _given_or(given.value(name), base.value(name))
+              for name in (*_SPECIAL[1:], *(option.name for option in RECORDED_OPTIONS))}
+    return RunIntent(mock_provider=mock, **values)
 
 
 def _given_or(given: T | None, recorded: T) -> T:
     return recorded if given is None else given
 
 
-_LABELS = {
-    "mock_provider": "mock provider (--mock-provider)",
-    "model": "model override (-m)",
-    "max_cost": "dollar ceiling (--max-cost)",
-    "max_time": "time ceiling (--max-time)",
-    "shim_idle_timeout": "agent idle timeout (--shim-idle-timeout)",
-    "ignore_rig_failures": "ignore rig failures (--ignore-rig-failures)",
-    "allow_commands": "allow a replay's commands (--allow-commands)",
-}
-"""How each option is named in messages, in the order they are listed."""
+def _labels() -> dict[str, str]:
+    """How each option is named in messages, in the order they are listed."""
+    labels = {"mock_provider": "mock provider (--mock-provider)"}
+    labels.update((option.name, f"{option.recorded} ({option.flag})")
+                  for option in RECORDED_OPTIONS)
+    labels["allow_commands"] = "allow a replay's commands (--allow-commands)"
+    return labels
 
 
-def changes(old: RunIntent, new: RunIntent) -> list[str]:
+def changes(old: IntentBase, new: IntentBase) -> list[str]:
     """One line per option whose value differs: ``label: old -> new``."""
     lines = []
-    for name, label in _LABELS.items():
+    for name, label in _labels().items():
         before, after = _shown(old, name), _shown(new, name)
-        if getattr(old, name) != getattr(new, name):
+        if old.value(name) != new.value(name):
             if before == after:  # the same script path, edited since
                 before, after = f"{before} (sha256 {_sha(old)})", f"{after} (sha256 {_sha(new)})"
             lines.append(f"{label}: {before} -> {after}")
     return lines
 
 
-def reused(recorded: RunIntent, given: GivenIntent) -> list[str]:
+def reused(recorded: IntentBase, given: GivenIntent) -> list[str]:
     """What a resume takes from the recorded intent: each option recorded with a value and not
     given on the command line, as ``label value``."""
     taken = []
-    for name, label in _LABELS.items():
-        if getattr(given, name) is None and getattr(recorded, name) not in (None, False) \
+    for name, label in _labels().items():
+        if given.value(name) is None and recorded.value(name) not in (None, False) \
                 and not (name == "mock_provider" and given.no_mock_provider):
             taken.append(f"{label.partition(' (')[0]} {_shown(recorded, name)}")
     return taken
 
 
-def _shown(intent: RunIntent, name: str) -> str:
-    value = getattr(intent, name)
-    if value is None:
-        return "none"
+def _shown(intent: IntentBase, name: str) -> str:
+    value = intent.value(name)
     if isinstance(value, RecordedScript):
         return value.source
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if name == "max_cost":
-        return f"${value:g}"
-    if name in ("max_time", "shim_idle_timeout"):
-        return f"{value:g} s"
-    return str(value)
+    if name in _SPECIAL:
+        return "none" if value is None else ("on" if value else "off")
+    return run_option(name).shown(value)
 
 
-def _sha(intent: RunIntent) -> str:
+def _sha(intent: IntentBase) -> str:
     return intent.mock_provider.sha256[:12] if intent.mock_provider else "-"
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +54,7 @@ from hankweave.state.types import (
 
 if TYPE_CHECKING:
     from hankweave.config.hank import HankFile
+    from hankweave.config.settings import Settings
 
 LastWrite = Callable[[CodonExecution], float | None]
 """When a record's agent log was last written (epoch seconds), None if unknown."""
@@ -141,6 +142,8 @@ class RunBudget:
     allocation: str = "shared"
     shares: dict[str, float] = field(default_factory=dict)
     on_exceeded: str | None = None
+    max_dollars_per_codon: float | None = None
+    """``--max-cost-per-codon``: each codon attempt's dollar cap, over its own."""
     hank: HankFile | None = None
     """Where codon caps and loop budgets come from; None: from the plan entries."""
     clock: Callable[[], float] = time.monotonic
@@ -169,6 +172,15 @@ class RunBudget:
                           for codon_id, codon in self.hank.codon_configs().items()}
             self._loop_pools = {item.id: Pool.of_json(_dump(item.budget))
                                 for item in self.hank.hank if isinstance(item, Loop)}
+
+    @classmethod
+    def of_settings(cls, settings: Settings, hank: HankFile) -> RunBudget:
+        """The budget the run's settings give (every layer merged) for ``hank``."""
+        budget = settings.budget
+        return cls(max_dollars=budget.max_dollars, max_seconds=budget.max_time_seconds,
+                   allocation=budget.allocation, shares=dict(budget.shares or {}),
+                   on_exceeded=budget.on_exceeded,
+                   max_dollars_per_codon=settings.max_cost_per_codon, hank=hank)
 
     # ----- what earlier runs used -----
 
@@ -226,9 +238,17 @@ class RunBudget:
     def plan(self, entries: Sequence[ExecutionCodonEntry]) -> BudgetPlan:
         """The plan as the allocation rules see it, with this hank's caps and loop budgets."""
         caps = self._caps
-        caps_of = plan_caps if caps is None else (
+        own_caps = plan_caps if caps is None else (
             lambda entry: caps.get(entry.codon.id) or plan_caps(entry))
-        return BudgetPlan(entries, self.pool, caps_of=caps_of, loop_pools=self._loop_pools)
+        return BudgetPlan(entries, self.pool, caps_of=lambda entry: self._capped(own_caps(entry)),
+                          loop_pools=self._loop_pools)
+
+    def _capped(self, caps: Caps) -> Caps:
+        """A codon's caps under ``--max-cost-per-codon``: the lower dollar cap applies."""
+        ceiling = self.max_dollars_per_codon
+        if ceiling is None or (caps.max_dollars is not None and caps.max_dollars <= ceiling):
+            return caps
+        return replace(caps, max_dollars=ceiling)
 
     def progress(self) -> Progress:
         now = self.clock()

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hankweave.config.hank import Codon, HankFile, base_codon_id
+from hankweave.config.settings import Settings
 from hankweave.execution.layout import ExecutionLayout
-from hankweave.harness import AttemptPolicy, Harness, HarnessConfig
+from hankweave.harness import AttemptPolicy, Harness, HarnessConfig, HarnessSelection
 from hankweave.runtime.checkpointing import KnownCheckpoints
 from hankweave.runtime.errors import RuntimeCommandError
 from hankweave.runtime.rig import CommandPolicy
@@ -43,6 +44,7 @@ from hankweave.state.types import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from hankweave.models import ModelEntry
     from hankweave.registry import Registry
     from hankweave.runtime.budget import RunBudget
     from hankweave.runtime.prompts import PromptBuilder
@@ -55,20 +57,12 @@ if TYPE_CHECKING:
 class RuntimeConfig:
     """The settings the runtime acts on (already resolved from every layer)."""
 
-    headless: bool = True
-    autostart: bool = True
-    ignore_rig_failures: bool = False
-    output_dir: Path | None = None
-    overwrite_output: bool = False
-    shim_idle_timeout: int | None = None
-    """The run-wide idle timeout (seconds); a codon's own wins, the harness default applies
-    when neither is set."""
+    settings: Settings = field(default_factory=Settings)
+    """The run's settings, every layer merged (the command line's run options included)."""
     rig_timeout_s: float | None = None
-    keep_checkpoints_per_run: int = 50
-    checkpoint_change_hints: bool = True
-    """Whether a store that accepts them gets what the workspace watcher saw change."""
-    harness_override: type[Harness] | None = None
-    """Plays every codon whatever its model (replay); None lets the plugins choose."""
+    harnesses: HarnessSelection | None = None
+    """Chooses each codon's harness from its model (a replay: the recording's player for
+    every codon); None: the registry, that is the plugins' ``select_harness`` hook."""
     harness_configs: Mapping[str, HarnessConfig] = field(default_factory=dict)
     """Validated ``harnesses.<name>`` settings by harness name (absent: the defaults)."""
     policy: AttemptPolicy | None = None
@@ -187,6 +181,10 @@ class RunContext:
             return self.codon_config(codon_id).name
         except RuntimeCommandError:
             return codon_id
+
+    def select_harness(self, model: ModelEntry) -> type[Harness]:
+        """The harness that plays codons on ``model``: the run's selection decision."""
+        return (self.config.harnesses or self.registry).select_harness(model)
 
     def plan_entry(self, codon_id: str) -> ExecutionCodonEntry:
         plan = self.state.execution_plan

@@ -42,7 +42,7 @@ async def finish_interrupted_completion(ctx: RunContext) -> bool:
 
 async def _finish_copy(ctx: RunContext, newest: ThreadCodon) -> bool:
     codon_id = newest.codon.codon_id
-    if not ctx.codon_config(codon_id).output_files or ctx.config.output_dir is None:
+    if not ctx.codon_config(codon_id).output_files or ctx.config.settings.output_directory is None:
         return True
     run = ctx.state.run_by_id(newest.run_id)
     if run is None or newest.codon_index_in_run != len(run.codons) - 1:

@@ -129,7 +129,7 @@ class RunLifecycle:
                 # A client that shuts down a finished plan ends it as completed.
                 done = reason == ALL_DONE or (reason == CLIENT_REQUEST and self.plan_finished())
                 await self.end_run(failed=not done)
-        await self.ctx.checkpoints.prune(self.ctx.state, self.ctx.config.keep_checkpoints_per_run)
+        await self.ctx.checkpoints.prune(self.ctx.state, self.ctx.config.settings.checkpoints.keep_last_per_run)
 
     def plan_finished(self) -> bool:
         thread = self.ctx.thread()

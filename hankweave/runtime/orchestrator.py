@@ -100,7 +100,7 @@ class Runtime:
         self.reporter = Reporter(emit)
         self.ctx = RunContext(
             hank=hank, hank_dir=hank_dir, layout=ExecutionLayout(execution_dir), owned=owned,
-            checkpoints=KnownCheckpoints(checkpoints, change_hints=config.checkpoint_change_hints),
+            checkpoints=KnownCheckpoints(checkpoints, change_hints=config.settings.checkpoints.change_hints),
             registry=registry, reporter=self.reporter, config=config, budget=budget,
             prompts=prompt_builder, plan_builder=plan_builder)
         self.lifecycle = RunLifecycle(self.ctx)
@@ -232,7 +232,7 @@ class Runtime:
         control = self.control
         try:
             request: StartRequest | None = None
-            if not self.config.autostart:
+            if not self.config.settings.autostart:
                 request = await control.wait_for_start("startup", "Waiting for a start command")
             while not control.shutting_down:
                 if not await self._gate_after():
@@ -259,7 +259,7 @@ class Runtime:
             return None
         if parked is not None:
             return await self.control.wait_for_start("codon-completed", parked)
-        if not self.config.autostart:
+        if not self.config.settings.autostart:
             return await self.control.wait_for_start(
                 "codon-completed", "Codon finished; waiting for the next start command")
         return None
@@ -355,7 +355,7 @@ class Runtime:
         max_attempts = self._max_attempts(codon_id)
         action = resolve_failure_action(codon.on_failure or "abort", result.failure_reason,
                                         retries_made, max_attempts,
-                                        headless=self.config.headless)
+                                        headless=self.config.settings.headless)
         if action != "retry":
             return action
         delay = compute_retry_delay_ms(

@@ -310,13 +310,13 @@ async def copy_codon_outputs(ctx: RunContext, codon_id: str, *, run_id: str | No
     copies again (:mod:`hankweave.runtime.interrupted`).
     """
     codon = ctx.codon_config(codon_id)
-    output_dir = ctx.config.output_dir
+    output_dir = ctx.config.settings.output_directory
     if not codon.output_files or output_dir is None:
         return True
     try:
         copied = await copy_outputs(
             codon.output_files, agent_root=ctx.layout.agent_root, output_dir=output_dir,
-            env=ctx.prompts.env(codon), overwrite=ctx.config.overwrite_output, resume=resume,
+            env=ctx.prompts.env(codon), overwrite=ctx.config.settings.overwrite_output, resume=resume,
             commands=ctx.config.commands,
             on_notice=lambda line: ctx.reporter.info(f"[REPLAY] codon {codon_id}: {line}"))
     except OutputCopyError as exc:

@@ -976,8 +976,8 @@ def _server_info(runtime: Runtime) -> dict[str, Any]:
         "agentRootPath": str(layout.agent_root),
         "dataPath": str(layout.data_link),
     }
-    if runtime.config.output_dir is not None:
-        info["outputDirectory"] = str(runtime.config.output_dir)
+    if runtime.config.settings.output_directory is not None:
+        info["outputDirectory"] = str(runtime.config.settings.output_directory)
     budget = runtime.budget
     if budget.max_dollars is not None or budget.max_seconds is not None:
         # Ours: lets a watcher show spending against the ceiling from the start.
