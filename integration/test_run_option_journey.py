@@ -12,6 +12,11 @@ ONE_MESSAGE = 0.00011
 """What one scripted message of the fake model costs (10 input, 20 output tokens)."""
 
 
+def limits_of(project, codon_id: str) -> list[dict]:
+    return [event["data"]["limits"] for event in project.events()
+            if event["type"] == "budget.limits" and event["data"]["codonId"] == codon_id]
+
+
 def test_max_cost_per_codon_stops_each_codon_and_a_resume_keeps_it_until_given_again(project):
     project.write_hank([codon("a"), codon("b")], overrides={"budget": {"onExceeded": "fail"}})
     project.write_script({"a": {"messages": 5}, "b": {"messages": 1}})
@@ -24,6 +29,8 @@ def test_max_cost_per_codon_stops_each_codon_and_a_resume_keeps_it_until_given_a
     assert a.failure_reason.message.startswith("Budget exceeded")
     intent = json.loads((project.exec_dir / ".hankweave" / "run-intent.json").read_text())
     assert intent["maxCostPerCodon"] == 0.0002
+    (limits,) = limits_of(project, "a")
+    assert (limits["maxDollars"], limits["dollarsSource"]) == (0.0002, "--max-cost-per-codon")
 
     pasted = project.run()  # the printed `hankweave run -e DIR`, nothing else
 
@@ -50,6 +57,7 @@ def test_a_codon_s_own_lower_cap_wins_over_max_cost_per_codon(project):
     assert done.returncode == 0, done.stderr
     (a,) = project.state().runs[0].codons
     assert a.assistant_message_count == 2 and a.budget_exceeded.limit == 0.0002
+    assert [limits["dollarsSource"] for limits in limits_of(project, "a")] == ["codon cap"]
 
 
 def test_max_cost_per_codon_refuses_zero_before_anything_runs(project):

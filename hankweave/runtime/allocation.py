@@ -145,6 +145,9 @@ class Caps:
     max_output_tokens: int | None = None
     max_context_tokens: int | None = None
     on_exceeded: str | None = None
+    dollars_source: str = "codon cap"
+    """Where ``max_dollars`` comes from, as limits name it (``--max-cost-per-codon`` when the
+    run's per-codon ceiling is lower than the codon's own cap)."""
 
     @classmethod
     def of_json(cls, data: Mapping[str, Any] | None) -> Caps:
@@ -306,6 +309,8 @@ class _Member:
     entry_ids: tuple[str, ...]
     loop_id: str | None = None
     """Set when the member is a whole loop."""
+    cap_source: str = "codon cap"
+    """Where ``cap`` comes from, as limits name it."""
 
 
 class BudgetPlan:
@@ -388,8 +393,9 @@ class BudgetPlan:
                 if entry.loop_context is not None and entry.loop_context.loop_id == loop_id]
 
     def _codon_member(self, entry: ExecutionCodonEntry) -> _Member:
-        return _Member(key=entry.codon_id, share_key=entry.codon.id,
-                       cap=self.caps_of(entry).max_dollars, entry_ids=(entry.codon_id,))
+        caps = self.caps_of(entry)
+        return _Member(key=entry.codon_id, share_key=entry.codon.id, cap=caps.max_dollars,
+                       entry_ids=(entry.codon_id,), cap_source=caps.dollars_source)
 
     # ----- resolution -----
 
@@ -466,8 +472,8 @@ class BudgetPlan:
 
     def _dollars(self, pool: Pool, ceiling: float | None, remaining: float | None,
                  member: _Member, progress: Progress, members: Callable[[], list[_Member]], *,
-                 pool_name: str | None, cap_label: str = "codon cap") -> Limit | None:
-        cap = member.cap
+                 pool_name: str | None, cap_label: str | None = None) -> Limit | None:
+        cap, cap_label = member.cap, cap_label or member.cap_source
         if ceiling is None or remaining is None:
             return Limit(cap, cap_label) if cap is not None else None
         of = f" of loop {pool_name}" if pool_name else ""

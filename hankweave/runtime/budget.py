@@ -248,7 +248,7 @@ class RunBudget:
         ceiling = self.max_dollars_per_codon
         if ceiling is None or (caps.max_dollars is not None and caps.max_dollars <= ceiling):
             return caps
-        return replace(caps, max_dollars=ceiling)
+        return replace(caps, max_dollars=ceiling, dollars_source="--max-cost-per-codon")
 
     def progress(self) -> Progress:
         now = self.clock()

@@ -59,7 +59,6 @@ from hankweave.runtime.lifecycle import (
 from hankweave.runtime.prompts import PromptBuilder
 from hankweave.runtime.reporter import Reporter
 from hankweave.runtime.rollback import (
-    CheckpointEntry,
     CheckpointListing,
     Rollbacks,
     RollbackTarget,
@@ -375,7 +374,6 @@ class Runtime:
 __all__ = [
     "ALL_DONE",
     "CLIENT_REQUEST",
-    "CheckpointEntry",
     "CheckpointListing",
     "PromptBuilder",
     "RollbackTarget",

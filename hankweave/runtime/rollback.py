@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from hankweave.checkpoints import CheckpointError, CheckpointStore
+from hankweave.events.catalogue import CheckpointQueryInfo
 from hankweave.execution.layout import ExecutionLayout
 from hankweave.faults import kill_point
 from hankweave.fsutil import private_dir
@@ -40,31 +41,13 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class CheckpointEntry:
-    """One checkpoint of a codon record (``CheckpointQueryInfo`` on the wire)."""
-
-    run_id: str
-    codon_id: str
-    codon_name: str
-    checkpoint_type: CheckpointType
-    sha: str
-    status: str
-    timestamp: str
-
-    def to_wire(self) -> dict[str, str]:
-        """The ``CheckpointQueryInfo`` object of a ``checkpoint.list`` event."""
-        return {"codonId": self.codon_id, "codonName": self.codon_name,
-                "checkpointType": self.checkpoint_type, "sha": self.sha, "status": self.status,
-                "timestamp": self.timestamp}
-
-
-@dataclass(frozen=True)
 class CheckpointListing:
     """What ``checkpoint.list`` reports: the run asked about and its checkpoints, newest first."""
 
     run_id: str
     current_branch: str | None
-    checkpoints: list[CheckpointEntry]
+    checkpoints: list[CheckpointQueryInfo]
+    """Each as the ``checkpoint.list`` event carries it."""
 
 
 @dataclass(frozen=True)
@@ -328,7 +311,7 @@ def list_checkpoints(ctx: RunContext, run_id: str | None = None) -> CheckpointLi
         runs = list(state.runs)
         run = state.run_by_id(ctx.run_id or "") or state.runs[0]
     known = ctx.checkpoints.peek()
-    entries: list[CheckpointEntry] = []
+    entries: list[CheckpointQueryInfo] = []
     for listed in runs:
         for codon in reversed(listed.codons):
             for kind, sha in record_checkpoints(codon):
@@ -336,8 +319,8 @@ def list_checkpoints(ctx: RunContext, run_id: str | None = None) -> CheckpointLi
                     continue
                 timestamp = (known[sha].get("timestamp") if known is not None else None) or (
                     getattr(codon, "end_time", None) or codon.start_time)
-                entries.append(CheckpointEntry(
-                    run_id=listed.run_id, codon_id=codon.codon_id,
+                entries.append(CheckpointQueryInfo(
+                    codon_id=codon.codon_id,
                     codon_name=ctx.codon_name(codon.codon_id), checkpoint_type=kind,
                     sha=sha, status=codon.status, timestamp=timestamp))
     return CheckpointListing(run_id=run.run_id, current_branch=run.git_branch,

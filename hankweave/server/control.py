@@ -829,7 +829,7 @@ class ControlServer:
     async def _checkpoint_list(self, client: _Client, message: Any) -> tuple[str, Any]:
         listing = self._commands_or_refuse().list_checkpoints(message.data.run_id)
         data = {"runId": listing.run_id,
-                "checkpoints": [entry.to_wire() for entry in listing.checkpoints],
+                "checkpoints": [entry.model_dump() for entry in listing.checkpoints],
                 "currentBranch": listing.current_branch}
         client.send(_Frame.of_event(make_event("checkpoint.list", data)))
         return f"{len(listing.checkpoints)} checkpoint(s)", data
