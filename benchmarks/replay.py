@@ -50,7 +50,8 @@ def environment(root: Path) -> dict[str, str]:
 def record(root: Path, hank_dir: Path, data: Path) -> Path:
     from hankweave_replay import export_recording
 
-    from hankweave.app.launch import LaunchRequest, launch
+    from hankweave.app.launch import launch
+    from hankweave.app.request import LaunchRequest
 
     env = environment(root)
     code = launch(LaunchRequest(hank=str(hank_dir), data=str(data),
@@ -68,7 +69,8 @@ def log_lines(execution_dir: Path) -> int:
 
 
 def replay(root: Path, source: Path) -> tuple[float, int, int]:
-    from hankweave.app.launch import LaunchRequest, launch
+    from hankweave.app.launch import launch
+    from hankweave.app.request import LaunchRequest
 
     env = environment(root)
     target = root / "replayed"

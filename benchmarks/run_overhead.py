@@ -48,7 +48,8 @@ def run_hank(root: Path, hank_dir: Path, data: Path, *, backend: str = "git",
              completed_at: list[float] | None = None) -> tuple[float, list[float], int]:
     """Run the hank in process: total seconds, each codon's wall time, the exit code; the
     ``perf_counter`` time of each ``codon.completed`` goes to ``completed_at`` if given."""
-    from hankweave.app.launch import LaunchRequest, launch
+    from hankweave.app.launch import launch
+    from hankweave.app.request import LaunchRequest
 
     starts: dict[str, float] = {}
     walls: list[float] = []

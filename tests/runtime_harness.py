@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from hankweave.app.launch import LaunchRequest, launch, prepare, run_async, run_prepared
+from hankweave.app.launch import launch, prepare, run_async, run_prepared
+from hankweave.app.request import LaunchRequest
 from hankweave.runtime import orchestrator
 from hankweave.state.store import load_state
 from hankweave.state.types import CodonExecution, HankweaveState

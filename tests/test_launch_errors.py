@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hankweave.app.launch import LaunchError
+from hankweave.app.request import LaunchError
 from hankweave.execution import ExecutionLayout, load_execution_meta, save_execution_meta
 from tests.runtime_harness import Project, codon
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hankweave.app.launch import LaunchError, LaunchRequest, launch
+from hankweave.app.launch import launch
+from hankweave.app.request import LaunchError, LaunchRequest
 from hankweave.execution.intent import (
     GivenIntent,
     RecordedScript,

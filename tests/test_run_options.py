@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from hankweave.app.launch import LaunchRequest
+from hankweave.app.request import LaunchRequest
 from hankweave.cli.replay_cmd import replay_command
 from hankweave.cli.run_cmd import run_command
 from hankweave.config.run_options import RECORDED_OPTIONS, RUN_OPTIONS, RunOption, settings_layer

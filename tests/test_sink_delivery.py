@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from hankweave.app.launch import LaunchError
+from hankweave.app.request import LaunchError
 from hankweave.events import EventBus, EventJournal, QueuedSink, journal_path, read_journal
 from hankweave.testing import EventSinkContract, MemorySink, use_script
 from tests.runtime_harness import Project, codon

@@ -42,7 +42,7 @@ def replay_command(ctx: click.Context, source: str, hank: str | None, data: str 
     outputFiles beforeCopy) are listed and skipped unless --allow-commands is given; the
     choice is kept for `hankweave run -e DIR` resuming the replay.
     """
-    from hankweave.app.launch import LaunchRequest
+    from hankweave.app.request import LaunchRequest
     from hankweave.cli.run_cmd import launch_with_progress
 
     if json_events and not headless:

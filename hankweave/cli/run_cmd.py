@@ -16,7 +16,7 @@ from hankweave.cli.run_options import run_options
 from hankweave.exitcodes import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
-    from hankweave.app.launch import LaunchRequest
+    from hankweave.app.request import LaunchRequest
 
 _CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS", "CIRCLECI", "TRAVIS")
 
@@ -92,7 +92,7 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
     "kept for resumes") are recorded in the execution and reused by a resume with -e unless
     given again.
     """
-    from hankweave.app.launch import LaunchRequest
+    from hankweave.app.request import LaunchRequest
 
     if json_events and not headless:
         raise click.UsageError("--json needs --headless")
@@ -117,7 +117,8 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
 
 def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
     """Run a launch request with the live view (or plain lines when headless)."""
-    from hankweave.app.launch import LaunchError, launch
+    from hankweave.app.launch import launch
+    from hankweave.app.request import LaunchError
     from hankweave.cli.progress import HeadlessLog, LiveView
     from hankweave.config.errors import ConfigError
 

@@ -37,7 +37,7 @@ def _click_option(option: RunOption) -> Callable[[F], F]:
                         help=text)
 
 
-def _click_type(option: RunOption) -> click.ParamType:
+def _click_type(option: RunOption) -> click.ParamType[Any]:
     if option.value is float:
         return click.FloatRange(min=option.minimum, max=option.maximum,
                                 min_open=option.open_minimum)
