@@ -262,3 +262,26 @@ def test_the_circle_check_finds_a_ring() -> None:
     found = [Import("a.x", "a.y.f", "x.py:1"), Import("a.y", "a.z", "y.py:1"),
              Import("a.z", "a.x.G", "z.py:1"), Import("a.z", "a.w", "z.py:2")]
     assert circles(import_graph(found, {"a.x", "a.y", "a.z", "a.w"})) == [["a.x", "a.y", "a.z"]]
+
+
+def private_imports(found: list[Import], modules: set[str]) -> list[str]:
+    """Imports of another module's private name (``from m import _helper``): what a module
+    keeps private may change without notice, so no other module may lean on it."""
+    problems = []
+    for item in found:
+        owner, _, name = item.target.rpartition(".")
+        if owner in modules and owner != item.module and name.startswith("_") \
+                and not name.startswith("__"):
+            problems.append(f"{item.where}: {item.module} imports {owner}'s private {name}")
+    return problems
+
+
+def test_no_module_imports_another_module_s_private_names() -> None:
+    found = list(kernel_imports()) + list(sibling_sources(tests=False))
+    assert private_imports(found, {item.module for item in found}) == []
+
+
+def test_the_private_import_check_reports_one() -> None:
+    found = [Import("a.x", "a.y._helper", "x.py:1"), Import("a.x", "a.y.helper", "x.py:2"),
+             Import("a.y", "a.y._own", "y.py:1"), Import("a.x", "a.y.__version__", "x.py:3")]
+    assert private_imports(found, {"a.x", "a.y"}) == ["x.py:1: a.x imports a.y's private _helper"]

@@ -54,10 +54,10 @@ def cleanup_command(execution_dir: Path, yes: bool) -> None:
 
     # A runtime may have started while we were asking.
     _refuse_live_lock(layout)
-    from hankweave.execution.setup import _remove_tree
+    from hankweave.execution.setup import remove_tree
 
     try:
-        _remove_tree(path)
+        remove_tree(path)
     except OSError as exc:
         where = exc.filename or path
         raise CLIError(

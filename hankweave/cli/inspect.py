@@ -39,14 +39,14 @@ def inspect_group() -> None:
 
 
 _execution_option = execution_option()
-_json_option = click.option(
+json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON on stdout instead of tables."
 )
 
 
 @inspect_group.command("state")
 @_execution_option
-@_json_option
+@json_option
 def inspect_state(execution_dir: Path, as_json: bool) -> None:
     """Runs (newest first), their codons, statuses, costs and tokens.
 
@@ -55,11 +55,11 @@ def inspect_state(execution_dir: Path, as_json: bool) -> None:
     """
     from hankweave.state.types import dump_state
 
-    state = _load(execution_dir)
+    state = load_execution_state(execution_dir)
     if as_json:
         click.echo(dump_state(state).decode())
         return
-    _render_state(state, _console())
+    _render_state(state, make_console())
 
 
 @inspect_group.command("thread")
@@ -67,7 +67,7 @@ def inspect_state(execution_dir: Path, as_json: bool) -> None:
 @click.option(
     "--run", "run_id", metavar="RUN_ID", help="End the thread at this run (default: newest)."
 )
-@_json_option
+@json_option
 def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> None:
     """The execution thread: codon history across continuation runs and the next codon.
 
@@ -77,7 +77,7 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> No
     """
     from hankweave.state.thread import analyze_execution_thread
 
-    state = _as_found(execution_dir, _load(execution_dir))
+    state = _as_found(execution_dir, load_execution_state(execution_dir))
     if run_id is not None and state.run_by_id(run_id) is None:
         raise CLIError(
             f"run {run_id!r} is not in {_state_path(execution_dir)}"
@@ -88,7 +88,7 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> No
     if as_json:
         click.echo(json.dumps(thread_to_json(thread), indent=2))
         return
-    _render_thread(thread, _console())
+    _render_thread(thread, make_console())
 
 
 def thread_to_json(thread: ExecutionThread) -> dict[str, Any]:
@@ -126,7 +126,7 @@ def _state_path(execution_dir: Path) -> Path:
     return ExecutionLayout(execution_dir).state_file
 
 
-def _load(execution_dir: Path) -> HankweaveState:
+def load_execution_state(execution_dir: Path) -> HankweaveState:
     """Read the state strictly; every problem becomes one CLIError line (exit code 2)."""
     from hankweave.execution.layout import ExecutionLayout
     from hankweave.state.store import StateLoadError, read_state_strict
@@ -143,9 +143,9 @@ def _load(execution_dir: Path) -> HankweaveState:
         where = exc.filename or _state_path(execution_dir)
         raise CLIError(f"{where}: cannot read ({exc.strerror or exc})") from None
     for warning in report.warnings:
-        _warn(warning)
+        warn(warning)
     for issue in report.issues:
-        _warn(f"state {issue.type}: {issue.message}")
+        warn(f"state {issue.type}: {issue.message}")
     return state
 
 
@@ -153,7 +153,7 @@ def _as_found(execution_dir: Path, state: HankweaveState) -> HankweaveState:
     """``state`` with a run whose runtime is gone shown crashed (in memory only)."""
     from hankweave.execution.document import as_found
 
-    return as_found(execution_dir, state, warn=_warn)
+    return as_found(execution_dir, state, warn=warn)
 
 
 def _stored_checkpoints(execution_dir: Path, state: HankweaveState) -> CheckpointData | None:
@@ -171,17 +171,17 @@ def _stored_checkpoints(execution_dir: Path, state: HankweaveState) -> Checkpoin
         finally:
             store.close()
     except (ConfigError, CheckpointError) as exc:
-        _warn(f"checkpoints not shown: {exc}")
+        warn(f"checkpoints not shown: {exc}")
         return None
     if listed is None:
-        _warn(f'checkpoints not shown: the "{backend.name}" checkpoint backend cannot list'
+        warn(f'checkpoints not shown: the "{backend.name}" checkpoint backend cannot list'
               " its checkpoints without opening its store")
         return None
     stored = checkpoint_data_of(listed)
     recorded = _recorded_checkpoints(state)
     # The runtime never prunes a checkpoint state names, so none left means another store.
     if recorded and recorded.isdisjoint(stored):
-        _warn(f"none of the {len(recorded)} checkpoints state records is in the"
+        warn(f"none of the {len(recorded)} checkpoints state records is in the"
               f' "{backend.name}" checkpoint store of {execution_dir} (the store is missing,'
               " or the execution ran with another checkpoints.backend); no checkpoints shown")
     return stored
@@ -194,7 +194,7 @@ def _recorded_checkpoints(state: HankweaveState) -> set[str]:
             for _, sha in record_checkpoints(codon)}
 
 
-def _warn(text: str) -> None:
+def warn(text: str) -> None:
     click.echo(f"warning: {_one_line(text)}", err=True)
 
 
@@ -205,7 +205,7 @@ def _one_line(text: str) -> str:
 # ----- human output -----
 
 
-def _console() -> Console:
+def make_console() -> Console:
     from rich.console import Console
 
     console = Console(highlight=False)
@@ -412,7 +412,7 @@ def _render_thread(thread: ExecutionThread, console: Console) -> None:
 
 @inspect_group.command("execution")
 @_execution_option
-@_json_option
+@json_option
 @click.option("--schema", "print_schema", is_flag=True,
               help="Print the JSON Schema of the --json document instead.")
 def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) -> None:
@@ -426,7 +426,7 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
     if print_schema:
         click.echo(json.dumps(document_json_schema(), indent=2))
         return
-    state = _as_found(execution_dir, _load(execution_dir))
+    state = _as_found(execution_dir, load_execution_state(execution_dir))
     document = document_of(execution_dir, state)
     if as_json:
         click.echo(document.model_dump_json(indent=2))
@@ -447,19 +447,19 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
 @inspect_group.command("interruptions")
 @_execution_option
 @click.option("--pending", "only_pending", is_flag=True, help="Only those waiting for an answer.")
-@_json_option
+@json_option
 def inspect_interruptions(execution_dir: Path, only_pending: bool, as_json: bool) -> None:
     """The execution's pauses for a human: what was asked, of which codon, and the answers.
 
     Answer a pending one with `hankweave answer -e DIR ID ...`.
     """
-    state = _load(execution_dir)
+    state = load_execution_state(execution_dir)
     items = [i for i in state.interruptions if i.status == "pending" or not only_pending]
     if as_json:
         click.echo(json.dumps([i.model_dump(mode="json", by_alias=True, exclude_none=True)
                                for i in items], indent=2))
         return
-    _render_interruptions(items, _console())
+    _render_interruptions(items, make_console())
 
 
 def _render_interruptions(items: list[Interruption], console: Console) -> None:

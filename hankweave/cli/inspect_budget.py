@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hankweave.cli.inspect import _console, _json_option, _load, _warn
+from hankweave.cli.inspect import json_option, load_execution_state, make_console, warn
 from hankweave.cli.options import execution_option
 from hankweave.runtime.budget_report import RecordedLimits, budget_report, read_recorded_limits
 
@@ -30,7 +30,7 @@ _LIMIT_KEYS = ("maxDollars", "maxTimeSeconds", "maxOutputTokens", "maxContextTok
 
 @click.command("budget")
 @execution_option()
-@_json_option
+@json_option
 def inspect_budget(execution_dir: Path, as_json: bool) -> None:
     """Per plan entry: its dollar, time and token limits (and where each came from) against
     what it spent and used, the run-wide ceiling against the whole execution's spending.
@@ -38,13 +38,13 @@ def inspect_budget(execution_dir: Path, as_json: bool) -> None:
     Limits of entries that have not started are projected: what the entry would get if it
     started now (marked *).
     """
-    state = _load(execution_dir)
+    state = load_execution_state(execution_dir)
     recorded = _recorded_limits(execution_dir)
     report = budget_report(state, recorded)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    _render(report, _console())
+    _render(report, make_console())
 
 
 # ----- what the journal recorded -----
@@ -59,12 +59,12 @@ def _recorded_limits(execution_dir: Path) -> RecordedLimits:
     try:
         read_recorded_limits(path, recorded, report=report)
     except FileNotFoundError:
-        _warn(f"{path}: no event journal; the limits started codons ran under are unknown")
+        warn(f"{path}: no event journal; the limits started codons ran under are unknown")
     except OSError as exc:
-        _warn(f"{path}: cannot read ({exc.strerror or exc}); the limits started codons ran"
+        warn(f"{path}: cannot read ({exc.strerror or exc}); the limits started codons ran"
               " under are unknown")
     if report.corrupt_lines:
-        _warn(f"{path}: {len(report.corrupt_lines)} corrupt line(s) skipped")
+        warn(f"{path}: {len(report.corrupt_lines)} corrupt line(s) skipped")
     return recorded
 
 

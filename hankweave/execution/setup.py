@@ -495,7 +495,7 @@ def _choose_fresh_start(request: SetupRequest, layout: ExecutionLayout) -> _Choi
             f"Kept {layout.agent_root} (--no-wipe); its files enter the first checkpoint."
         )
     elif os.path.lexists(layout.agent_root):
-        _remove_tree(layout.agent_root)
+        remove_tree(layout.agent_root)
         choice.notices.append(f"Removed the previous {layout.agent_root}")
     return choice
 
@@ -726,7 +726,7 @@ def _keep_recording(
     # Copied under another name, then renamed: the execution never holds half a recording.
     partial = kept.with_name(f"{kept.name}.partial-{os.getpid()}")
     if os.path.lexists(partial):
-        _remove_tree(partial)
+        remove_tree(partial)
     shutil.copytree(source, partial, symlinks=True, ignore=ignore)
     private_tree(partial)  # the copy keeps the sender's modes otherwise
     os.replace(partial, kept)
@@ -772,7 +772,7 @@ def _link_data(
     A file source goes into a directory at `link`, under its own name.
     """
     if os.path.lexists(link):
-        _remove_tree(link)
+        remove_tree(link)
     notice = None
     if is_dir:
         target = link
@@ -802,7 +802,7 @@ def _special_files(directory: str, names: list[str]) -> list[str]:
     return skipped
 
 
-def _remove_tree(path: Path) -> None:
+def remove_tree(path: Path) -> None:
     """Remove a file, symlink or directory tree, making read-only directories writable first."""
     if path.is_symlink() or not path.is_dir():
         path.unlink()
