@@ -146,6 +146,19 @@ def test_a_plugin_trigger_with_a_bad_key_is_reported_as_a_load_failure_of_its_se
         "inline:tally", "trigger (every-nth): n must be a positive integer", False)]
 
 
+def test_an_unknown_key_of_a_plugin_trigger_is_reported_at_that_key(tmp_path):
+    entry = CodonSentinel.model_validate(
+        attached(tally(trigger={"type": "every-nth", "n": 2, "every": 3})),
+        by_alias=True, by_name=False)
+    loader = SentinelConfigLoader(triggers={"every-nth": EveryNthTrigger},
+                                  kinds={"tally": TallySentinel})
+
+    (error,) = loader.load([entry], tmp_path, codon_id="a").errors
+
+    assert error.error == ('trigger (every-nth): every: Unrecognized field "every".'
+                           " Valid fields are: type, n, of.")
+
+
 def test_a_required_sentinel_that_cannot_start_fails_the_codon(project):
     required = attached(tally(options={"failLoad": True}), failCodonIfNotLoaded=True)
     project.write_hank([codon("a", sentinels=[required]), codon("b")])

@@ -877,8 +877,8 @@ class SentinelConfigLoader:
     (:func:`hankweave.registry.builtin_registry`) are always known and cannot be replaced.
     Besides the schema, a config must then run: its kind's options valid, its plugin trigger's
     object valid for the class's ``Config`` and accepted by its constructor, and the kind's own
-    checks passed (for the LLM kind: prompt files
-    readable, templates that compile, a structured-output schema in the supported subset).
+    checks passed (for the LLM kind: prompt files readable, templates that compile, a
+    structured-output schema in the supported subset).
     """
 
     def __init__(self, *, triggers: Mapping[str, type[SentinelTrigger]] | None = None,
