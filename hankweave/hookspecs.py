@@ -118,9 +118,11 @@ def register_sentinel_triggers(register: Callable[[type[SentinelTrigger]], None]
     """Register sentinel trigger types: the rules that decide when a sentinel fires.
 
     Called once per plugin manager, when a sentinel config is loaded (``hankweave validate``, a
-    codon's start).  A config's ``trigger.type`` selects the class by name.  The runtime builds
-    one instance per loaded sentinel as ``TriggerClass(trigger_config)`` (a ``ValueError`` is
-    a load failure that names the sentinel) and feeds it every event sentinels observe
+    codon's start).  A config's ``trigger.type`` selects the class by name, and the class's
+    ``Config`` (a :class:`~hankweave.sentinel.TriggerConfig`) validates the ``trigger`` object.
+    The runtime builds one instance per loaded sentinel as ``TriggerClass(config)`` with the
+    validated model (a problem the model finds, or a ``ValueError`` of the constructor, is a
+    load failure that names the sentinel) and feeds it every event sentinels observe
     (server-state and agentic-backbone events) through
     :meth:`~hankweave.sentinel.SentinelTrigger.observe`.
 

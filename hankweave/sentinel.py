@@ -6,10 +6,15 @@ the runtime, never through pluggy, so that a failing one is isolated and an even
 method call:
 
 * a :class:`SentinelTrigger` (``register_sentinel_triggers``) turns the event stream into the
-  batches that fire the sentinel; a config selects it with ``trigger.type``;
+  batches that fire the sentinel; a config selects it with ``trigger.type`` and configures it
+  with the rest of the ``trigger`` object, validated by the trigger's
+  :attr:`~SentinelTrigger.Config` (a :class:`TriggerConfig`);
 * a :class:`SentinelKind` (``register_sentinel_kinds``) handles each firing; a config selects
   it with ``kind`` and configures it with ``options``, validated by the kind's
-  :attr:`~SentinelKind.Options` (a :class:`~hankweave.plugin_config.PluginConfig`).
+  :attr:`~SentinelKind.Options` (a :class:`SentinelOptions`).
+
+Both settings models derive from :class:`~hankweave.plugin_config.PluginConfig`, the base of
+every plugin class's settings.
 
 The kernel's own are registered the same way, by the built-in plugin
 ``hankweave.default_plugins.sentinels``: the ``event`` and ``sequence`` triggers and the
@@ -17,10 +22,13 @@ The kernel's own are registered the same way, by the built-in plugin
 
 One sentinel of one codon attempt, as the runtime drives it:
 
-1. when the codon's config loads (and in ``hankweave validate``), the kind's ``Options``
-   validate the config's ``options`` and :meth:`SentinelKind.check` checks what it names;
-2. when the attempt starts, the runtime builds the trigger and one kind instance,
-   ``KindClass(setup)`` with a :class:`SentinelSetup`;
+1. when the codon's config loads (and in ``hankweave validate``), the trigger's ``Config``
+   validates the ``trigger`` object and the trigger is built once with it (its constructor's
+   own checks), the kind's ``Options`` validate the config's ``options`` and
+   :meth:`SentinelKind.check` checks what it names;
+2. when the attempt starts, the runtime builds the trigger, ``TriggerClass(config)`` with the
+   validated ``trigger`` object, and one kind instance, ``KindClass(setup)`` with a
+   :class:`SentinelSetup` (the validated options and what the run provides);
 3. each event the sentinel may see goes to :meth:`SentinelTrigger.observe`; the batches it
    returns are grouped by the config's execution strategy and queued;
 4. each queued trigger is handed to :meth:`SentinelKind.fire` as a :class:`SentinelFiring`,
@@ -52,24 +60,43 @@ if TYPE_CHECKING:
 # ----- triggers: when a sentinel fires -----
 
 
+class TriggerConfig(PluginConfig):
+    """Base of a trigger type's settings model (:attr:`SentinelTrigger.Config`): the sentinel's
+    ``trigger`` object, ``type`` included; strict, immutable, camelCase.
+
+    A subclass adds the trigger's own keys, each with a default.  A ``ValueError`` one of its
+    validators raises is shown to users as its text (name the key in it); pydantic's own
+    findings (an unknown key, a wrong type) are shown at their key.
+    """
+
+    type: str
+    """The ``trigger.type`` that selected the class: its registered name."""
+
+
 class SentinelTrigger(abc.ABC):
     """Decides, event by event, when a sentinel fires.
 
     A trigger type is named by the ``type`` key of a sentinel's ``trigger`` configuration
-    (the built-in ones are ``event`` and ``sequence``).  The runtime creates one instance per
-    loaded sentinel and feeds it every event the sentinel may see.
+    (the built-in ones are ``event`` and ``sequence``); the whole object is validated by
+    :attr:`Config` when the config loads.  The runtime creates one instance per loaded
+    sentinel, ``TriggerClass(config)`` with the validated model, and feeds it every event the
+    sentinel may see.
     """
 
     name: ClassVar[str]
     """The ``trigger.type`` value this class implements; unique among installed triggers."""
 
-    def __init__(self, config: Mapping[str, object]) -> None:
-        """Keep the sentinel's ``trigger`` object (``type`` included).
+    Config: ClassVar[type[TriggerConfig]] = TriggerConfig
+    """The strict model of the ``trigger`` object (default: takes nothing but ``type``)."""
 
-        Subclasses validate it here and raise :class:`ValueError` naming the bad key, which
-        the runtime reports as a sentinel load failure.
+    def __init__(self, config: TriggerConfig | None = None) -> None:
+        """Keep the validated ``trigger`` object (default: ``Config`` with only ``type``).
+
+        A subclass may check here what its model cannot and raise :class:`ValueError` naming
+        the bad key: the runtime reports it as a sentinel load failure, as it does a problem
+        :attr:`Config` finds.
         """
-        self.config = config
+        self.config = config if config is not None else self.Config(type=self.name)
 
     @abc.abstractmethod
     def observe(self, event: Mapping[str, object]) -> Sequence[Mapping[str, Any]] | None:
@@ -285,4 +312,5 @@ __all__ = [
     "SentinelOptions",
     "SentinelSetup",
     "SentinelTrigger",
+    "TriggerConfig",
 ]

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pydantic import field_validator
+
 from hankweave.api import (
     SentinelAnswer,
     SentinelError,
@@ -19,23 +21,40 @@ from hankweave.api import (
     hookimpl,
 )
 
+# hankweave.api does not list TriggerConfig yet (issue 35: one line to add there).
+from hankweave.sentinel import TriggerConfig
+
+
+class EveryNthConfig(TriggerConfig):
+    n: int = 1
+    """How many events make one batch."""
+    of: str | None = None
+    """The one event type counted (None: every type)."""
+
+    @field_validator("n")
+    @classmethod
+    def _positive(cls, n: int) -> int:
+        if n < 1:
+            raise ValueError("n must be a positive integer")
+        return n
+
 
 class EveryNthTrigger(SentinelTrigger):
     """``{"type": "every-nth", "n": 3, "of": "state.transition"}``: the last n such events."""
 
     name = "every-nth"
+    Config = EveryNthConfig
+    config: EveryNthConfig
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: TriggerConfig | None = None) -> None:
         super().__init__(config)
-        if not isinstance(config.get("n"), int) or config["n"] < 1:
-            raise ValueError("n must be a positive integer")
         self.batch: list[Mapping[str, Any]] = []
 
     def observe(self, event: Mapping[str, Any]) -> Sequence[Mapping[str, Any]] | None:
-        if event.get("type") != self.config.get("of", event.get("type")):
+        if self.config.of is not None and event.get("type") != self.config.of:
             return None
         self.batch.append(event)
-        if len(self.batch) < self.config["n"]:
+        if len(self.batch) < self.config.n:
             return None
         batch, self.batch = self.batch, []
         return batch

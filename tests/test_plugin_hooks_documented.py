@@ -117,7 +117,8 @@ def test_the_hook_examples_work_as_plugins() -> None:
 
     assert set(registry.harnesses()) == {"echo"}
     assert set(registry.event_sinks()) == {"stderr"}
-    trigger = registry.sentinel_triggers()["every-nth"]({"type": "every-nth", "n": 2})
+    every_nth = registry.sentinel_triggers()["every-nth"]
+    trigger = every_nth(every_nth.Config.model_validate({"type": "every-nth", "n": 2}))
     assert [trigger.observe({"type": "a"}), trigger.observe({"type": "b"})] == [
         None,
         [{"type": "a"}, {"type": "b"}],

@@ -279,7 +279,8 @@ def test_hook_register_sentinel_triggers(pm: HankweavePluginManager, registry: R
 
     pm.register(TriggerPlugin(), name="trigger-plugin")
 
-    trigger = registry.sentinel_triggers()["every-event"]({"type": "every-event"})
+    every_event = registry.sentinel_triggers()["every-event"]
+    trigger = every_event(every_event.Config.model_validate({"type": "every-event"}))
     assert trigger.observe({"type": "file.updated"}) == [{"type": "file.updated"}]
 
 

@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 from hankweave.app.preflight import PreflightError
+from hankweave.config.hank import CodonSentinel
+from hankweave.sentinels.config import SentinelConfigLoader, SentinelLoadError
 from tests.runtime_harness import Project, codon
+from tests.sentinel_test_plugins import EveryNthTrigger, TallySentinel
 
 PLUGINS = "hankweave.testing.fake_harness,hankweave.testing.memory_checkpoints," \
           "tests.sentinel_test_plugins"
@@ -128,6 +131,32 @@ def test_a_config_a_plugin_trigger_rejects_stops_the_run_before_it_starts(projec
 
     with pytest.raises(PreflightError, match=r"trigger \(every-nth\): n must be a positive"):
         project.run({"a": {"messages": 1}})
+
+
+def test_a_plugin_trigger_with_a_bad_key_is_reported_as_a_load_failure_of_its_sentinel(tmp_path):
+    entry = CodonSentinel.model_validate(
+        attached(tally(trigger={"type": "every-nth", "n": 0})), by_alias=True, by_name=False)
+    loader = SentinelConfigLoader(triggers={"every-nth": EveryNthTrigger},
+                                  kinds={"tally": TallySentinel})
+
+    result = loader.load([entry], tmp_path, codon_id="a")
+
+    assert result.configs == []
+    assert result.errors == [SentinelLoadError(
+        "inline:tally", "trigger (every-nth): n must be a positive integer", False)]
+
+
+def test_an_unknown_key_of_a_plugin_trigger_is_reported_at_that_key(tmp_path):
+    entry = CodonSentinel.model_validate(
+        attached(tally(trigger={"type": "every-nth", "n": 2, "every": 3})),
+        by_alias=True, by_name=False)
+    loader = SentinelConfigLoader(triggers={"every-nth": EveryNthTrigger},
+                                  kinds={"tally": TallySentinel})
+
+    (error,) = loader.load([entry], tmp_path, codon_id="a").errors
+
+    assert error.error == ('trigger (every-nth): every: Unrecognized field "every".'
+                           " Valid fields are: type, n, of.")
 
 
 def test_a_required_sentinel_that_cannot_start_fails_the_codon(project):

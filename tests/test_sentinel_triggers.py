@@ -80,16 +80,18 @@ def test_a_wildcard_event_trigger_sees_only_observable_events() -> None:
 
 
 def test_the_registered_event_trigger_class_matches_journal_events() -> None:
-    trigger = EventTriggerType({"type": "event", "on": ["tool.result"], "conditions": [
-        {"path": "isError", "operator": "equals", "value": True}]})
+    trigger = EventTriggerType(EventTriggerType.Config.model_validate({
+        "type": "event", "on": ["tool.result"], "conditions": [
+            {"path": "isError", "operator": "equals", "value": True}]}))
     failure = {"type": "tool.result", "timestamp": "2026-01-01T00:00:00Z", "data": failed()}
     assert trigger.observe(failure) == [failure]
     assert trigger.observe({"type": "tool.result", "data": ok()}) is None
 
 
 def test_the_registered_sequence_trigger_class_returns_the_events_of_the_pattern() -> None:
-    trigger = SequenceTriggerType({"type": "sequence", "interestFilter": {"on": ["tool.result"]},
-                                   "pattern": [FAILED, FAILED]})
+    trigger = SequenceTriggerType(SequenceTriggerType.Config.model_validate({
+        "type": "sequence", "interestFilter": {"on": ["tool.result"]},
+        "pattern": [FAILED, FAILED]}))
     first, second = ({"type": "tool.result", "data": failed()} for _ in range(2))
     assert trigger.observe(first) is None
     assert trigger.observe(second) == [first, second]
@@ -97,7 +99,7 @@ def test_the_registered_sequence_trigger_class_returns_the_events_of_the_pattern
 
 def test_a_registered_trigger_class_refuses_an_invalid_trigger_object() -> None:
     with pytest.raises(ValueError, match="on"):
-        EventTriggerType({"type": "event", "on": []})
+        EventTriggerType.Config.model_validate({"type": "event", "on": []})
 
 
 # ------------------------------------------------------------------------------------------

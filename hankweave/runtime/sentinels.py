@@ -514,8 +514,8 @@ def _matcher(loaded: LoadedSentinelConfig) -> Callable[[ServerEvent], Batch | No
     """The function that turns one event into the batch it completes, or None."""
     trigger = loaded.config.trigger
     if isinstance(trigger, PluginTrigger):
-        assert loaded.trigger_class is not None
-        plugin: SentinelTrigger = loaded.trigger_class(trigger.settings())
+        assert loaded.trigger_class is not None and loaded.trigger_config is not None
+        plugin: SentinelTrigger = loaded.trigger_class(loaded.trigger_config)
 
         def plugin_match(event: ServerEvent) -> Batch | None:
             batch = plugin.observe(event.to_wire())

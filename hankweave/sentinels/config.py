@@ -37,7 +37,7 @@ from pydantic import (
     field_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import CoreSchema, PydanticCustomError, core_schema
+from pydantic_core import CoreSchema, ErrorDetails, PydanticCustomError, core_schema
 
 from hankweave.config.errors import (
     ConfigError,
@@ -66,7 +66,7 @@ from hankweave.config.hank import (
     without_keys,
 )
 from hankweave.config.refs import RefSite, ref_policy_problem
-from hankweave.sentinel import SentinelKind, SentinelOptions, SentinelTrigger
+from hankweave.sentinel import SentinelKind, SentinelOptions, SentinelTrigger, TriggerConfig
 from hankweave.sentinels.conditions import (
     WILDCARD,
     condition_holds,
@@ -281,7 +281,10 @@ def _event_types(raw: object) -> list[str]:
     return [name for name in raw if isinstance(name, str)] if isinstance(raw, list) else []
 
 
-class EventTrigger(LenientModel):
+# The built-in trigger types' models are their classes' ``Config`` (``SentinelTrigger.Config``),
+# validated as members of :data:`Trigger` with the rest of the sentinel config.  (Their
+# docstrings are the published JSON schema's descriptions.)
+class EventTrigger(LenientModel, TriggerConfig):
     """Fires on each event whose type is listed (or any, with ``*``) and whose data satisfies
     every condition; each matching event is its own batch."""
 
@@ -331,7 +334,7 @@ class SequenceOptions(LenientModel):
     """Whether the pattern must match the tail of the window step by step (default true)."""
 
 
-class SequenceTrigger(LenientModel):
+class SequenceTrigger(LenientModel, TriggerConfig):
     """Fires when recorded events match the pattern, in order; the matched events are the batch."""
 
     type: Literal["sequence"]
@@ -357,6 +360,8 @@ def _choices(names: Sequence[str]) -> str:
     return ", ".join(f"'{name}'" for name in names)
 
 
+# Its own settings are validated by the plugin class's ``Config`` when the sentinel loads
+# (:class:`SentinelConfigLoader`); the docstring is the published JSON schema's description.
 class PluginTrigger(StrictModel):
     """A trigger type a plugin registered (``register_sentinel_triggers``): its own settings
     are checked by the plugin's class when the sentinel loads."""
@@ -375,7 +380,7 @@ class PluginTrigger(StrictModel):
         return value
 
     def settings(self) -> dict[str, Any]:
-        """The trigger object as written (``type`` included), for the plugin's class."""
+        """The trigger object as written (``type`` included), for the plugin class's ``Config``."""
         return {"type": self.type, **(self.model_extra or {})}
 
 
@@ -776,6 +781,9 @@ class LoadedSentinelConfig:
     """The config's ``options``, validated by the kind's ``Options``."""
     trigger_class: type[SentinelTrigger] | None = None
     """A plugin trigger type's class; None for the built-in ``event`` and ``sequence``."""
+    trigger_config: TriggerConfig | None = None
+    """A plugin trigger's ``trigger`` object, validated by its class's ``Config``: what the
+    runtime builds the class with."""
 
     @property
     def fail_codon_if_not_loaded(self) -> bool:
@@ -827,6 +835,37 @@ class _LoadFailure(Exception):
     """One entry failed; the message is the user-facing error."""
 
 
+def _plugin_trigger_config(cls: type[SentinelTrigger], trigger: PluginTrigger) -> TriggerConfig:
+    """`trigger` validated by the class's ``Config``; the class is built once with it, so its
+    constructor's own checks run when the config loads, not first at the codon's start."""
+    where = f"trigger ({trigger.type})"
+    try:
+        config = cls.Config.model_validate(trigger.settings())
+    except ValidationError as exc:
+        raise _LoadFailure(f"{where}: {_trigger_problems(exc, cls.Config)}") from None
+    try:
+        cls(config)
+    except ValueError as exc:
+        raise _LoadFailure(f"{where}: {exc}") from None
+    return config
+
+
+def _raised_text(error: ErrorDetails, _at: Sequence[PathSegment]) -> str:
+    return str(error.get("ctx", {}).get("error", error["msg"]))
+
+
+def _trigger_problems(exc: ValidationError, model: type[TriggerConfig]) -> str:
+    """What is wrong with a plugin trigger's object, as its load failure says it.
+
+    A ``ValueError`` the trigger's own validators raise is shown as its text, as one its
+    constructor raises always was (the contract asks it to name the key); pydantic's findings
+    (an unknown key, a wrong type) are shown at their key.
+    """
+    raised = {_raised_text(error, ()) for error in exc.errors() if error["type"] == "value_error"}
+    issues = issues_from_validation_error(exc, model, overrides={"value_error": _raised_text})
+    return "; ".join(issue.message if issue.message in raised else str(issue) for issue in issues)
+
+
 class SentinelConfigLoader:
     """Loads the sentinel configs of codons, caching file configs by absolute path.
 
@@ -836,9 +875,10 @@ class SentinelConfigLoader:
     `triggers` and `kinds` are the trigger types and sentinel kinds installed plugins
     registered (``Registry.sentinel_triggers()``/``sentinel_kinds()``); the kernel's own
     (:func:`hankweave.registry.builtin_registry`) are always known and cannot be replaced.
-    Besides the schema, a config must then run: its kind's options valid, its plugin trigger
-    accepting its settings, and the kind's own checks passed (for the LLM kind: prompt files
-    readable, templates that compile, a structured-output schema in the supported subset).
+    Besides the schema, a config must then run: its kind's options valid, its plugin trigger's
+    object valid for the class's ``Config`` and accepted by its constructor, and the kind's own
+    checks passed (for the LLM kind: prompt files readable, templates that compile, a
+    structured-output schema in the supported subset).
     """
 
     def __init__(self, *, triggers: Mapping[str, type[SentinelTrigger]] | None = None,
@@ -900,19 +940,16 @@ class SentinelConfigLoader:
             raise SentinelConfigValidationError(where, [
                 HankIssue(f"options.{issue.path}" if issue.path else "options", issue.message)
                 for issue in issues]) from None
-        trigger_class = None
+        trigger_class, trigger_config = None, None
         if isinstance(config.trigger, PluginTrigger):
             trigger_class = self._triggers[config.trigger.type]
-            try:
-                trigger_class(config.trigger.settings())
-            except ValueError as exc:
-                raise _LoadFailure(f"trigger ({config.trigger.type}): {exc}") from None
+            trigger_config = _plugin_trigger_config(trigger_class, config.trigger)
         try:
             kind.check(config, loaded.config_directory)
         except ValueError as exc:
             raise _LoadFailure(str(exc)) from None
         return dataclasses.replace(loaded, kind=kind, options=options,
-                                   trigger_class=trigger_class)
+                                   trigger_class=trigger_class, trigger_config=trigger_config)
 
     def _load_entry(
         self, entry: CodonSentinel, position: int, hank_dir: Path, codon_id: str | None

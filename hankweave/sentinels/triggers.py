@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from hankweave.sentinel import SentinelTrigger
+from hankweave.sentinel import SentinelTrigger, TriggerConfig
 from hankweave.sentinels.conditions import WILDCARD, observable
 from hankweave.sentinels.config import (
     CountExecution,
@@ -198,19 +198,19 @@ class TriggerMatcher:
 class _MatcherTrigger(SentinelTrigger):
     """A trigger type of the sentinel config format, as a registered trigger class.
 
-    The runtime feeds a loaded sentinel's :class:`TriggerMatcher` directly, from the event's
-    attributes (no event dict per event); this class is the same matching for whoever holds
-    only the registered class.
+    Its ``Config`` is the trigger object's model, a member of the config's ``Trigger`` union,
+    so the kernel validates it with the rest of the sentinel config.  The runtime feeds a
+    loaded sentinel's :class:`TriggerMatcher` directly, from the event's attributes (no event
+    dict per event); this class is the same matching for whoever holds only the registered
+    class.
     """
 
-    model: ClassVar[type[EventTrigger] | type[SequenceTrigger]]
-    """The trigger object's model, a member of the config's ``Trigger`` union."""
+    Config: ClassVar[type[EventTrigger] | type[SequenceTrigger]]
+    config: EventTrigger | SequenceTrigger
 
-    def __init__(self, config: Mapping[str, object]) -> None:
-        """Raise :class:`ValueError` (pydantic's ``ValidationError``) for an invalid trigger."""
+    def __init__(self, config: TriggerConfig | None = None) -> None:
         super().__init__(config)
-        self._matcher = TriggerMatcher(self.model.model_validate(config, by_alias=True,
-                                                                 by_name=False))
+        self._matcher = TriggerMatcher(self.config)
 
     def observe(self, event: Mapping[str, object]) -> list[Mapping[str, Any]] | None:
         seen = TriggerEvent.of(event)
@@ -222,7 +222,7 @@ class EventTriggerType(_MatcherTrigger):
     """``{"type": "event", "on": [...], "conditions": [...]}``: each matching event fires."""
 
     name = "event"
-    model = EventTrigger
+    Config = EventTrigger
 
 
 class SequenceTriggerType(_MatcherTrigger):
@@ -230,7 +230,7 @@ class SequenceTriggerType(_MatcherTrigger):
     complete the pattern fire."""
 
     name = "sequence"
-    model = SequenceTrigger
+    Config = SequenceTrigger
 
 
 Execution = ImmediateExecution | DebounceExecution | CountExecution | TimeWindowExecution
