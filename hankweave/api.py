@@ -175,6 +175,7 @@ if TYPE_CHECKING:
     from hankweave.sentinel import SentinelOptions as SentinelOptions
     from hankweave.sentinel import SentinelSetup as SentinelSetup
     from hankweave.sentinel import SentinelTrigger as SentinelTrigger
+    from hankweave.sentinel import TriggerConfig as TriggerConfig
     from hankweave.server.client import CommandReply as CommandReply
     from hankweave.server.client import ControlClient as ControlClient
     from hankweave.server.client import ControlRefusedError as ControlRefusedError

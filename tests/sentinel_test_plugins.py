@@ -18,11 +18,9 @@ from hankweave.api import (
     SentinelKind,
     SentinelOptions,
     SentinelTrigger,
+    TriggerConfig,
     hookimpl,
 )
-
-# hankweave.api does not list TriggerConfig yet (issue 35: one line to add there).
-from hankweave.sentinel import TriggerConfig
 
 
 class EveryNthConfig(TriggerConfig):
