@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hankweave.events import catalogue as c
     from hankweave.events.reading import Event
+    from hankweave.state.transitions import StateTransition
     from hankweave.state.types import CodonExecution, ExecutionCodonEntry, HankweaveState
 
     _SentinelData = (c.SentinelLoadedData | c.SentinelTriggeredData | c.SentinelOutputData
@@ -137,16 +138,25 @@ class AttachView:
 
     def _on_state_transition(self, data: c.StateTransitionData, event: Event) -> None:
         from hankweave.events.reading import read_transition
-        from hankweave.state.reducer import apply_transition
-        from hankweave.state.transitions import RunStarted, StateError
+        from hankweave.state.transitions import RunStarted
 
         resulting = data.resulting_state
         if resulting is not None:  # the runtime's totals over the whole state.json
             self.total_cost = resulting.total_cost or 0.0
             if resulting.current_run_id:  # an ended run keeps showing what it cost
                 self.run_cost = resulting.current_run_cost or 0.0
+        transition = read_transition(data.transition, at=event.timestamp)
+        if transition is not None and self._fold(transition, event):
+            if isinstance(transition, RunStarted):
+                self.idle = None
+            self._show_state()
+
+    def _fold(self, transition: StateTransition, event: Event) -> bool:
+        """Apply ``transition`` to the folded state; ``False`` when the reducer refuses it."""
+        from hankweave.state.reducer import apply_transition
+        from hankweave.state.transitions import StateError
+
         try:
-            transition = read_transition(data.transition, at=event.timestamp)
             self.state = apply_transition(self.state, transition)
         except (StateError, ValueError) as refused:
             # A history that starts mid-run (or a runtime ahead of this client) holds
@@ -155,14 +165,12 @@ class AttachView:
             # the next run starts from what the fold holds.
             if not self.fold_refused:
                 self.tail.append((f"{event.seq if event.seq is not None else '-':>5} " + shorten(
-                    f"state: {data.transition_type} not folded ({refused});"
+                    f"state: {transition.type} not folded ({refused});"
                     " showing the last good state", 110), "red"))
             self.fold_refused = True
-            return
+            return False
         self.fold_refused = False
-        if isinstance(transition, RunStarted):
-            self.idle = None
-        self._show_state()
+        return True
 
     def _show_state(self) -> None:
         """Read what the screen shows of the state from the newly folded state."""
