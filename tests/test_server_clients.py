@@ -116,18 +116,30 @@ def test_attach_counts_each_event_once_however_often_it_is_replayed(project):
 def test_attach_marks_codons_after_a_rollback_target_pending_again():
     view = AttachView()
     plan = [{"codonId": c, "codon": {"id": c, "name": c.upper()}} for c in ("a", "b", "c")]
-    view.apply({"seq": 1, "type": "state.transition", "timestamp": "2030-01-01T00:00:00Z",
-                "data": {"transitionType": "RunStarted", "transition": {"type": "RunStarted",
-                         "data": {"runId": "r1", "executionPlan": plan,
-                                  "startingConditions": {"type": "fresh"}}}}})
-    for seq, codon_id in ((2, "a"), (3, "b")):
-        view.apply({"seq": seq, "type": "state.transition", "data": {
-            "transitionType": "CodonTransitioned", "transition": {
-                "type": "CodonTransitioned", "data": {"codonId": codon_id, "to": "completed"}}}})
-    view.apply({"seq": 4, "type": "state.transition", "data": {
-        "transitionType": "RunStarted", "transition": {"type": "RunStarted", "data": {
-            "runId": "r2", "startingConditions": {"type": "continuation", "source": {
-                "runId": "r1", "afterCodon": "a", "checkpointSha": "abc"}}}}}})
+    # The transitions a runtime makes: r1 completes a and b, then fails; r2 rolls back to a.
+    run = {"serverPid": 1, "runFolder": "/runs", "gitBranch": "run"}
+    transitions = [("RunStarted", {"runId": "r1", **run, "executionPlan": plan,
+                                   "startingConditions": {"type": "fresh"}})]
+    for codon_id in ("a", "b"):
+        transitions.append(("CodonStarted", {"runId": "r1", "codonId": codon_id}))
+        previous = "preparing"
+        for to, metadata in (("starting", {}),
+                             ("initializing", {"claudePid": 1, "claudeLogPath": "a.log"}),
+                             ("running", {"claudeSessionId": "s"}),
+                             ("completed", {"exitCode": 0, "resultMessageReceived": True,
+                                            "checkpointSha": f"sha-{codon_id}"})):
+            transitions.append(("CodonTransitioned", {"runId": "r1", "codonId": codon_id,
+                                                      "from": previous, "to": to,
+                                                      "metadata": metadata}))
+            previous = to
+    transitions.append(("RunFailed", {"runId": "r1"}))
+    transitions.append(("RunStarted", {"runId": "r2", **run, "startingConditions": {
+        "type": "continuation", "reason": "rollback",
+        "source": {"runId": "r1", "afterCodon": "a", "checkpointSha": "sha-a"}}}))
+    for seq, (kind, data) in enumerate(transitions, start=1):
+        view.apply({"seq": seq, "type": "state.transition", "timestamp": "2030-01-01T00:00:00Z",
+                    "data": {"transitionType": kind, "runId": data["runId"],
+                             "transition": {"type": kind, "data": data}}})
     assert view.status == {"a": "completed"}
     assert view.run_id == "r2"
 

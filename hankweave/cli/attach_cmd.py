@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # rich and asyncio load when the command runs, not with `hank
 
     from rich.console import RenderableType
     from rich.live import Live
+    from rich.text import Text
 
 __all__ = ["AttachView", "attach_command", "follow", "render_attach"]
 
@@ -36,15 +37,10 @@ _STATUS_STYLE = {"completed": ("✔", "green"), "failed": ("✘", "red"),
 _ACTIVE = ("▶", "cyan")
 
 
-def render_attach(view: AttachView, *, stream_lines: int = 10,
-                  now: datetime | None = None) -> RenderableType:
-    """The screen of ``hankweave attach`` for the view's current state."""
-    from rich.console import Group
-    from rich.panel import Panel
-    from rich.table import Table
+def _header(view: AttachView) -> Text:
+    """The run, its costs and the budget: the top line of the screen."""
     from rich.text import Text
 
-    now = now or datetime.now().astimezone()
     header = Text.assemble(
         ("run ", "dim"), (view.run_id or "-", "bold"),
         (f" ({view.run_status})" if view.run_status else "", "dim"),
@@ -57,6 +53,19 @@ def render_attach(view: AttachView, *, stream_lines: int = 10,
                       style="red" if share >= 100 else "")
     if view.budget.get("maxTimeSeconds"):
         header.append(f"   time limit {view.budget['maxTimeSeconds']:g}s", style="dim")
+    return header
+
+
+def render_attach(view: AttachView, *, stream_lines: int = 10,
+                  now: datetime | None = None) -> RenderableType:
+    """The screen of ``hankweave attach`` for the view's current state."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    now = now or datetime.now().astimezone()
+    header = _header(view)
 
     plan = Table(show_header=True, header_style="bold", box=None, padding=(0, 1),
                  title="Plan", title_justify="left", title_style="bold")

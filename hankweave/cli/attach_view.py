@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hankweave.events import catalogue as c
     from hankweave.events.reading import Event
-    from hankweave.state.transitions import RunStartedData
-    from hankweave.state.types import ExecutionCodonEntry
+    from hankweave.state.transitions import StateTransition
+    from hankweave.state.types import CodonExecution, ExecutionCodonEntry, HankweaveState
 
     _SentinelData = (c.SentinelLoadedData | c.SentinelTriggeredData | c.SentinelOutputData
                      | c.SentinelErrorData | c.SentinelUnloadedData)
@@ -63,6 +63,8 @@ class AttachView:
     """
 
     def __init__(self, *, tail: int = 8) -> None:
+        from hankweave.state.types import HankweaveState
+
         self.last_seq = 0
         """The seq of the last journaled event applied: where a reconnection resumes."""
         self.connection = "connecting"
@@ -70,6 +72,10 @@ class AttachView:
         self.execution_path: str | None = None
         self.run_id: str | None = None
         self.run_status: str | None = None
+        self.state: HankweaveState = HankweaveState()
+        """The state folded with the kernel's reducer from the transitions received so far."""
+        self.fold_refused = False
+        """Whether the last transition received was refused by the reducer (see the tail)."""
         self.plan: list[tuple[str, str]] = []
         self.status: dict[str, str] = {}
         self.costs: dict[str, float] = {}
@@ -132,74 +138,81 @@ class AttachView:
 
     def _on_state_transition(self, data: c.StateTransitionData, event: Event) -> None:
         from hankweave.events.reading import read_transition
-        from hankweave.state import transitions as t
+        from hankweave.state.transitions import RunStarted
 
         resulting = data.resulting_state
-        if resulting is not None:
+        if resulting is not None:  # the runtime's totals over the whole state.json
             self.total_cost = resulting.total_cost or 0.0
             if resulting.current_run_id:  # an ended run keeps showing what it cost
                 self.run_cost = resulting.current_run_cost or 0.0
-        match read_transition(data.transition, at=event.timestamp):
-            case t.RunStarted(data=body):
-                self._run_started(body)
-            case t.RunCompleted(data=body) | t.RunFailed(data=body) | t.RunCrashed(data=body):
-                if body.run_id == self.run_id:
-                    self.run_status = _RUN_ENDS[data.transition_type]
-            case t.ExecutionPlanUpdated(data=splice):
-                position, remove = splice.position or 0, splice.remove or 0
-                self.plan[position:position + remove] = _plan_rows(splice.entries)
-            case t.CodonStarted(data=started) if started.codon_id:
-                self._codon_started(started.codon_id, event.timestamp)
-            case t.CodonTransitioned(data=moved) if moved.codon_id:
-                self._codon_transitioned(moved.codon_id, str(moved.to), event.timestamp)
-            case t.CostsIncremented(data=costs) if costs.codon_id in self.codons:
-                codon = self.codons[costs.codon_id]
-                codon.cost += float(costs.cost_delta or 0.0)
-                self.costs[codon.codon_id] = codon.cost
-            case t.CodonFinalCostSet(data=final) if final.codon_id in self.codons:
-                codon = self.codons[final.codon_id]
-                codon.cost = float(final.final_cost or 0.0)
-                self.costs[codon.codon_id] = codon.cost
+        transition = read_transition(data.transition, at=event.timestamp)
+        if transition is not None and self._fold(transition, event):
+            if isinstance(transition, RunStarted):
+                self.idle = None
+            self._show_state()
 
-    def _run_started(self, body: RunStartedData) -> None:
-        from hankweave.state.types import ContinuationStart
+    def _fold(self, transition: StateTransition, event: Event) -> bool:
+        """Apply ``transition`` to the folded state; ``False`` when the reducer refuses it."""
+        from hankweave.state.reducer import apply_transition
+        from hankweave.state.transitions import StateError
 
-        self.run_id, self.run_status, self.idle = body.run_id, "running", None
-        if body.execution_plan:
-            self.plan = _plan_rows(body.execution_plan)
-        start = body.starting_conditions
-        if isinstance(start, ContinuationStart):
-            self._reset_after(start.source.after_codon if start.source else None)
+        try:
+            self.state = apply_transition(self.state, transition)
+        except (StateError, ValueError) as refused:
+            # A history that starts mid-run (or a runtime ahead of this client) holds
+            # transitions this fold cannot place: keep showing the last good state, say so once
+            # (the transitions after a refused one are usually refused too), and go on trying:
+            # the next run starts from what the fold holds.
+            if not self.fold_refused:
+                self.tail.append((f"{event.seq if event.seq is not None else '-':>5} " + shorten(
+                    f"state: {transition.type} not folded ({refused});"
+                    " showing the last good state", 110), "red"))
+            self.fold_refused = True
+            return False
+        self.fold_refused = False
+        return True
 
-    def _codon_started(self, codon_id: str, timestamp: str | None) -> None:
-        codon = _Codon(codon_id, self._name(codon_id), started=_parse_time(timestamp))
-        self.codons[codon_id] = self.current = codon
-        self.status[codon_id] = "preparing"
-        self.idle = None
+    def _show_state(self) -> None:
+        """Read what the screen shows of the state from the newly folded state."""
+        from hankweave.state.costs import codon_cost
+        from hankweave.state.thread import analyze_execution_thread
+        from hankweave.state.types import is_terminal_status
 
-    def _codon_transitioned(self, codon_id: str, to: str, timestamp: str | None) -> None:
-        self.status[codon_id] = to
-        known = self.codons.get(codon_id)
-        if known is not None:
-            known.status = to
-            if to in _TERMINAL:
-                known.ended = _parse_time(timestamp)
+        state = self.state
+        newest = state.runs[0] if state.runs else None
+        self.run_id = newest.run_id if newest else None
+        self.run_status = newest.status if newest else None
+        self.plan = _plan_rows(state.execution_plan)
+        self.status, self.costs = {}, {}
+        for threaded in analyze_execution_thread(state).codons:  # newest first
+            record = threaded.codon
+            if record.codon_id in self.status:
+                continue
+            self.status[record.codon_id] = record.status
+            if is_terminal_status(record.status) or codon_cost(record):
+                self.costs[record.codon_id] = codon_cost(record)
+        if newest is not None and newest.codons:
+            self._follow(newest.codons[-1])
 
-    def _reset_after(self, after_codon: str | None) -> None:
-        """A rollback continuation: codons after its point are to run again."""
-        ids = [codon_id for codon_id, _ in self.plan]
-        start = ids.index(after_codon) + 1 if after_codon in ids else 0
-        for codon_id in ids[start:]:
-            self.status.pop(codon_id, None)
-            self.costs.pop(codon_id, None)
+    def _follow(self, record: CodonExecution) -> None:
+        """The newest record is the current codon; a new record starts a new stream."""
+        from hankweave.state.costs import codon_cost
+
+        started = _parse_time(record.start_time)
+        codon = self.codons.get(record.codon_id)
+        if codon is None or codon.started != started:
+            codon = _Codon(record.codon_id, self._name(record.codon_id), started=started)
+            self.codons[record.codon_id] = codon
+            self.idle = None
+        self.current = codon
+        codon.status, codon.cost = record.status, codon_cost(record)
+        end = getattr(record, "end_time", None)
+        codon.ended = _parse_time(end) if end else None
 
     def _on_codon_started(self, data: c.CodonStartedData, event: Event) -> None:
         codon = self.codons.get(str(data.codon_id))
         if codon is not None and data.codon_name:
             codon.name = str(data.codon_name)
-
-    def _on_codon_completed(self, data: c.CodonCompletedData, event: Event) -> None:
-        self.costs[str(data.codon_id)] = float(data.cost or 0.0)
 
     def _on_assistant_action(self, data: c.AssistantActionData, event: Event) -> None:
         codon = self.codons.get(str(data.codon_id))
@@ -244,7 +257,7 @@ class AttachView:
         return next((name for known, name in self.plan if known == codon_id), "")
 
 
-_RUN_ENDS = {"RunCompleted": "completed", "RunFailed": "failed", "RunCrashed": "crashed"}
+_RUN_ENDS = ("RunCompleted", "RunFailed", "RunCrashed")
 
 # What the body of the view shows, so the tail of recent events leaves it out.
 _SHOWN_IN_BODY = ("state.transition", "assistant.action", "token.usage", "tool.result",
