@@ -19,11 +19,17 @@ from hankweave.config.settings import Settings, resolve_settings
 from hankweave.execution.intent import GivenIntent, RunIntent, changes, merge_intent, reused
 
 SAMPLES: dict[type, Any] = {float: 1.5, int: 7, str: "sonnet", bool: True}
+KEY_SAMPLES: dict[str, Any] = {"anthropicBaseUrl": "http://127.0.0.1:9"}
+SETTING_OPTIONS = [option for option in RUN_OPTIONS if option.key != "withoutProxy"]
+"""The options whose setting has a field (`--without-proxy/--proxy` only refuses --proxy:
+tests/test_unsupported_settings.py)."""
 
 
 def given(option: RunOption) -> Any:
     """What the command line hands over for the option given (a flag: its value)."""
-    return option.flag_value if option.flag_value is not None else SAMPLES[option.value]
+    if option.flag_value is not None:
+        return option.flag_value
+    return KEY_SAMPLES.get(option.key, SAMPLES[option.value])
 
 
 def resolved_value(settings: Settings, key: str) -> Any:
@@ -33,7 +39,7 @@ def resolved_value(settings: Settings, key: str) -> Any:
     return data
 
 
-@pytest.mark.parametrize("option", RUN_OPTIONS, ids=lambda option: option.flag)
+@pytest.mark.parametrize("option", SETTING_OPTIONS, ids=lambda option: option.flag)
 def test_every_run_option_given_sets_its_setting_over_the_defaults(option, tmp_path: Path):
     cli = settings_layer({option.name: given(option)})
     settings = resolve_settings(cwd=tmp_path, hank=None, env={}, cli=cli).settings
@@ -100,8 +106,7 @@ def test_every_scalar_setting_of_the_file_is_settable_through_the_environment(tm
     # from a hand-kept table, is one of them.
     resolved = resolve_settings(cwd=tmp_path, hank=None, cli={}, env={
         "HANKWEAVE_RUNTIME_CHECKPOINTS_CHANGE_HINTS": "false",
-        "HANKWEAVE_RUNTIME_SENTINEL_WAIT_FOR_ALL_HEALTH_CHECKS": "yes"})
+        "HANKWEAVE_RUNTIME_TELEMETRY_ENABLED": "no"})
 
     assert resolved.warnings == []
     assert resolved.settings.checkpoints.change_hints is False
-    assert resolved.settings.sentinel.wait_for_all_health_checks is True

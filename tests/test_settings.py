@@ -62,18 +62,12 @@ def test_without_any_layer_the_runtime_defaults_apply(tmp_path: Path) -> None:
 
     settings = resolved.settings
     assert (settings.port, settings.host, settings.autostart) == (0, "127.0.0.1", True)
-    assert settings.show_costs is False
-    assert settings.without_proxy is True
+    assert settings.show_costs is True
+    assert settings.anthropic_base_url is None
     assert settings.data_hash_time_limit == 5000
-    assert settings.log_parsing_interval == 1000
     assert settings.idle_timeout == 0
     assert settings.shim_idle_timeout is None
     assert settings.ignore_rig_failures is False
-    assert settings.sentinel.model_dump() == {
-        "enablePersistence": True,
-        "healthCheckGracePeriodMs": 2000,
-        "waitForAllHealthChecks": False,
-    }
     assert settings.budget.max_dollars is None
     assert settings.budget.allocation == "shared"
     assert (settings.checkpoints.backend, settings.checkpoints.keep_last_per_run) == ("git", 50)
@@ -84,12 +78,12 @@ def test_without_any_layer_the_runtime_defaults_apply(tmp_path: Path) -> None:
 
 
 def test_hankweave_json_in_the_launch_directory_overrides_defaults(tmp_path: Path) -> None:
-    path = write_runtime_config(tmp_path, {"port": 4242, "showCosts": True, "idleTimeout": 30})
+    path = write_runtime_config(tmp_path, {"port": 4242, "showCosts": False, "idleTimeout": 30})
 
     resolved = resolve_settings(cwd=tmp_path, hank=None, env={}, cli={})
 
     assert resolved.settings.port == 4242
-    assert resolved.settings.show_costs is True
+    assert resolved.settings.show_costs is False
     assert resolved.settings.idle_timeout == 30
     assert resolved.runtime_config_path == path
 
@@ -100,14 +94,14 @@ def test_hank_overrides_beat_hankweave_json_and_sections_merge_deeply(tmp_path: 
         {
             "dataHashTimeLimit": 1000,
             "shimIdleTimeout": 60,
-            "sentinel": {"enablePersistence": False},
+            "harnesses": {"claude": {"maxTurns": 5, "permissionMode": "plan"}},
         },
     )
     hank = hank_with(
         overrides={
             "dataHashTimeLimit": 9000,
             "shimIdleTimeout": 300,
-            "sentinel": {"healthCheckGracePeriodMs": 50},
+            "harnesses": {"claude": {"maxTurns": 40}},
         }
     )
 
@@ -115,8 +109,7 @@ def test_hank_overrides_beat_hankweave_json_and_sections_merge_deeply(tmp_path: 
 
     assert settings.data_hash_time_limit == 9000
     assert settings.shim_idle_timeout == 300
-    assert settings.sentinel.enable_persistence is False
-    assert settings.sentinel.health_check_grace_period_ms == 50
+    assert settings.harnesses["claude"] == {"maxTurns": 40, "permissionMode": "plan"}
 
 
 def test_environment_beats_hank_overrides(tmp_path: Path) -> None:
@@ -139,14 +132,14 @@ def test_cli_options_beat_the_environment(tmp_path: Path) -> None:
 
 
 def test_none_in_a_higher_layer_never_overwrites_a_lower_one(tmp_path: Path) -> None:
-    write_runtime_config(tmp_path, {"port": 4242, "sentinel": {"enablePersistence": False}})
+    write_runtime_config(tmp_path, {"port": 4242, "checkpoints": {"changeHints": False}})
 
     settings = resolve(
-        tmp_path, cli={"port": None, "sentinel": {"enablePersistence": None}, "model": None}
+        tmp_path, cli={"port": None, "checkpoints": {"changeHints": None}, "model": None}
     )
 
     assert settings.port == 4242
-    assert settings.sentinel.enable_persistence is False
+    assert settings.checkpoints.change_hints is False
     assert settings.model is None
 
 
@@ -220,15 +213,15 @@ def test_env_values_are_parsed_by_type(tmp_path: Path) -> None:
     settings = resolve(
         tmp_path,
         env={
-            "HANKWEAVE_RUNTIME_SHOW_COSTS": "yes",
-            "HANKWEAVE_RUNTIME_WITHOUT_PROXY": "0",
+            "HANKWEAVE_RUNTIME_SHOW_COSTS": "no",
+            "HANKWEAVE_RUNTIME_AUTOSTART": "0",
             "HANKWEAVE_RUNTIME_IDLE_TIMEOUT": " 12 ",
             "HANKWEAVE_RUNTIME_MODEL": "opus",
         },
     )
 
-    assert settings.show_costs is True
-    assert settings.without_proxy is False
+    assert settings.show_costs is False
+    assert settings.autostart is False
     assert settings.idle_timeout == 12
     assert settings.model == "opus"
 
@@ -245,14 +238,11 @@ def test_sentinel_and_checkpoint_sections_can_be_set_through_the_environment(
     settings = resolve(
         tmp_path,
         env={
-            "HANKWEAVE_RUNTIME_SENTINEL_ENABLE_PERSISTENCE": "false",
-            "HANKWEAVE_RUNTIME_SENTINEL_HEALTH_CHECK_GRACE_PERIOD_MS": "750",
+            "HANKWEAVE_RUNTIME_SENTINEL_ENABLE_PERSISTENCE": "true",
             "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "memory",
         },
     )
 
-    assert settings.sentinel.enable_persistence is False
-    assert settings.sentinel.health_check_grace_period_ms == 750
     assert settings.checkpoints.backend == "memory"
 
 

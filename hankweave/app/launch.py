@@ -416,16 +416,18 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
 def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
              checkpoints: CheckpointStore, emit: Callable[[str, Any], Any], *,
              provider_env: Mapping[str, str]) -> Runtime:
+    from hankweave.config.settings import settings_env
     from hankweave.runtime.budget import RunBudget, log_last_write
     from hankweave.runtime.orchestrator import PromptBuilder, Runtime, RuntimeConfig
     from hankweave.runtime.planner import build_initial_plan
 
     settings, layout = prepared.settings, prepared.setup.layout
+    env = {**request.env, **settings_env(settings)}  # anthropicBaseUrl
     # Ceilings are cumulative across resumes: every earlier run's money and time count.
     budget = RunBudget.of_settings(settings, prepared.hank).seed(
         owned.store.state, log_last_write(layout.path))
     config = RuntimeConfig(
-        settings=settings, env=request.env,
+        settings=settings, env=env,
         harnesses=prepared.source, harness_configs=prepared.harness_configs,
         wait_for_answers=request.wait_for_answers, commands=command_policy(prepared),
         sentinels=prepared.source.sentinels, humans=prepared.source.humans)
@@ -433,7 +435,7 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
         owned=owned, checkpoints=checkpoints, registry=prepared.registry, emit=emit, config=config, budget=budget,
         prompt_builder=PromptBuilder(prepared.hank, prepared.hank_path.parent,
-                                     layout.agent_root, request.env, provider_env=provider_env),
+                                     layout.agent_root, env, provider_env=provider_env),
         plan_builder=build_initial_plan)
 
 
@@ -467,7 +469,8 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
         # recorded; control commands are refused until the runtime waits for one.
         try:
             server = await serve_runtime(runtime, bus, owned, host=settings.host,
-                                         port=settings.port, notify=request.notify)
+                                         port=settings.port, idle_timeout=settings.idle_timeout,
+                                         notify=request.notify)
         except ControlServerError as exc:
             raise LaunchError(str(exc)) from None
         await runtime.boot()
@@ -503,6 +506,9 @@ async def _start_mock_provider(prepared: Prepared, request: LaunchRequest) -> Mo
         raise LaunchError(f"Cannot start the mock provider: {exc.strerror or exc}") from None
     request.notify(f"[MOCK] Agents talk to the mock provider at {mock.base_url}"
                    f" (request log: {log})")
+    if prepared.settings.anthropic_base_url is not None:
+        request.notify(f"[MOCK] anthropicBaseUrl {prepared.settings.anthropic_base_url} is not"
+                       " used: the mock provider answers every model")
     return mock
 
 

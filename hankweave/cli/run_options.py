@@ -28,7 +28,7 @@ def run_options(*names: str) -> Callable[[F], F]:
 def _click_option(option: RunOption) -> Callable[[F], F]:
     text = option.help + (" Kept for resumes with -e." if option.recorded else "")
     declarations = (*option.flags, option.name)
-    if option.switch:
+    if option.switch or option.either_way:
         return click.option(*declarations, default=None, help=text)
     if option.value is bool:
         return click.option(*declarations, is_flag=True, flag_value=option.flag_value,

@@ -42,6 +42,9 @@ class RunOption:
     """The minimum itself is refused (``--max-cost 0``)."""
     switch: bool = False
     """``--x/--no-x``: on, off, or not given (None): only "on" overrides the other layers."""
+    either_way: bool = False
+    """``--x/--y``: both spellings set the setting, the first to true and the second to false
+    (``--without-proxy/--proxy``); not given (None) leaves it to the other layers."""
     flag_value: bool | None = None
     """A plain flag: the setting's value when it is given (``--no-autostart`` gives False)."""
     dest: str | None = None
@@ -66,6 +69,13 @@ class RunOption:
     def flag(self) -> str:
         """The flag messages name it by: ``-m``, ``--max-cost``."""
         return self.flags[0].partition("/")[0]
+
+    def flag_for(self, value: Any) -> str:
+        """The flag that gives ``value``: the second spelling of an :attr:`either_way`
+        option for false (``--proxy``), else :attr:`flag`."""
+        if self.either_way and value is False:
+            return self.flags[0].partition("/")[2]
+        return self.flag
 
     def layer_value(self, given: Any) -> Any:
         """What the option given as ``given`` puts in the command-line settings layer (None:
@@ -96,6 +106,15 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               " any other address is reachable from other machines).", metavar="ADDRESS"),
     RunOption(("--no-autostart",), "autostart", "Wait for a start command before each codon.",
               value=bool, flag_value=False, dest="autostart"),
+    RunOption(("--idle-timeout",), "idleTimeout", "Close a WebSocket connection that has"
+              " answered nothing for this long (0, the default: never).", value=int,
+              metavar="SECONDS", minimum=0, maximum=255),
+    RunOption(("--anthropic-base-url",), "anthropicBaseUrl", "The Anthropic endpoint agents"
+              " call (ANTHROPIC_BASE_URL of the Claude CLI, api_base of litellm); not with"
+              " --mock-provider.", metavar="URL", recorded="Anthropic base URL"),
+    RunOption(("--without-proxy/--proxy",), "withoutProxy", "Call providers directly (the"
+              " default); --proxy is refused: the LLM proxy is not built yet.", value=bool,
+              either_way=True),
     RunOption(("--max-cost",), "budget.maxDollars", "Run-wide dollar ceiling.", value=float,
               metavar="USD", minimum=0, open_minimum=True, recorded="dollar ceiling",
               unit="$"),

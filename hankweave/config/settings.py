@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args, get_origin
@@ -155,6 +155,14 @@ class EventsConfig(StrictModel):
     """The event sinks to feed, in order; none by default."""
 
 
+class TelemetryConfig(StrictModel):
+    """Hankweave 0.10.0's usage telemetry section; hankweave sends none."""
+
+    enabled: Opt[bool] = None
+    endpoint: Opt[str] = None
+    debug: Opt[bool] = None
+
+
 class SettingsFile(StrictModel):
     """Runtime settings from `hankweave.json`. Defaults are applied when settings are resolved."""
 
@@ -165,29 +173,33 @@ class SettingsFile(StrictModel):
     autostart: Opt[bool] = None
     """Start running codons as soon as the server is up (default: true)."""
     show_costs: Opt[bool] = None
-    """Show cost figures in the terminal UI (default: false)."""
+    """Show cost figures in the terminal (default: true; Hankweave 0.10.0's default was
+    false)."""
     without_proxy: Opt[bool] = None
-    """Bypass the internal LLM proxy (default: true)."""
+    """Bypass the internal LLM proxy: only true is accepted, as the proxy is not built yet."""
     model: Opt[ModelName] = None
     """Model for every codon, resolved against the model registry."""
     anthropic_base_url: Opt[Annotated[str, Check(_base_url_problem)]] = None
+    """The Anthropic endpoint agents call (`ANTHROPIC_BASE_URL`), unless a mock provider runs."""
     output_directory: Opt[str] = None
     """Where codon outputs are copied, relative to the launch directory (default: not copied)."""
     execution_base_dir: Opt[str] = None
     """Informational only: the managed root comes from HANKWEAVE_HOME,
     HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR or the default."""
     log_parsing_interval: Opt[PositiveInt] = None
-    """Milliseconds between reads of the agent log (default: 1000)."""
+    """Refused (:data:`UNSUPPORTED_SETTINGS`): no agent log is polled."""
     data_hash_time_limit: Opt[PositiveInt] = None
     """Milliseconds allowed for hashing the data directory (default: 5000)."""
     idle_timeout: Opt[Annotated[int, Check(_idle_timeout_problem, minimum=0, maximum=255)]] = None
-    """WebSocket and proxy idle timeout in seconds, 0-255 (default: 0, no timeout)."""
+    """WebSocket idle timeout in seconds, 0-255 (default: 0, no timeout)."""
     shim_idle_timeout: Opt[ShimIdleTimeout] = None
     ignore_rig_failures: Opt[bool] = None
     """Treat every rig operation as `allowFailure: true` (default: false)."""
     sentinel: Opt[SentinelSystemSettings] = None
-    telemetry: Opt[dict[str, Any]] = None
-    """Telemetry settings; read by the telemetry component, never blocking startup."""
+    """Only the values that describe what hankweave does are accepted
+    (:data:`UNSUPPORTED_SETTINGS`)."""
+    telemetry: Opt[TelemetryConfig] = None
+    """Hankweave 0.10.0's usage telemetry: only "off" is accepted (:data:`UNSUPPORTED_SETTINGS`)."""
     budget: Opt[RuntimeBudget] = None
     checkpoints: Opt[CheckpointConfig] = None
     harnesses: Opt[HarnessSections] = None
@@ -231,14 +243,6 @@ class _ResolvedModel(BaseModel):
     )
 
 
-class SentinelSettings(_ResolvedModel):
-    """Settings of the sentinel system."""
-
-    enable_persistence: bool = True
-    health_check_grace_period_ms: int = 2000
-    wait_for_all_health_checks: bool = False
-
-
 class BudgetSettings(_ResolvedModel):
     """The run-wide budget: ceilings from every layer, allocation from the hank's overrides."""
 
@@ -273,24 +277,25 @@ class Settings(_ResolvedModel):
     host: str = "127.0.0.1"
     """Address the WebSocket server binds to."""
     autostart: bool = True
-    show_costs: bool = False
-    without_proxy: bool = True
+    show_costs: bool = True
+    """Cost figures in the terminal output of `run` (the live view and headless lines)."""
     model: str | None = None
     """The global model override (see :attr:`model_override`)."""
     anthropic_base_url: str | None = None
+    """`ANTHROPIC_BASE_URL` of every agent, rig command and sentinel (see
+    :func:`settings_env`)."""
     output_directory: Path | None = None
     """Absolute; relative values are resolved against the launch directory."""
     execution_base_dir: str = DEFAULT_EXECUTION_BASE_DIR
     """Informational only, as in Hankweave 0.10.0."""
-    log_parsing_interval: int = 1000
     data_hash_time_limit: int = 5000
     """Milliseconds allowed for hashing the data source (also used by execution setup)."""
     idle_timeout: int = 0
+    """Seconds a WebSocket client may stay silent (pings unanswered) before it is closed; 0:
+    never."""
     shim_idle_timeout: int | None = None
     """Run-wide default; a codon's own `shimIdleTimeout` wins, then the harness default."""
     ignore_rig_failures: bool = False
-    sentinel: SentinelSettings = Field(default_factory=SentinelSettings)
-    telemetry: dict[str, Any] | None = None
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
     harnesses: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -411,6 +416,9 @@ def resolve_settings(
         layer.pop("budget", None)
         _deep_merge(merged, layer)
     merged["budget"] = budget
+    refuse_unsupported(merged, (file_layer, override_layer, env_layer, cli_layer))
+    for key in _NOT_RESOLVED:
+        merged.pop(key, None)
     output = merged.get("outputDirectory")
     if output is not None:
         merged["outputDirectory"] = os.path.abspath(cwd / os.path.expanduser(output))
@@ -503,6 +511,119 @@ def _without_none(data: Mapping[str, Any]) -> dict[str, Any]:
             value = os.fspath(value)
         out[key] = value
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Settings hankweave reads but cannot honour
+# --------------------------------------------------------------------------------------------
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+_NO_HEALTH_CHECKS = ("hankweave runs no provider health checks before it loads sentinels (a"
+                     " sentinel's credentials are checked as it loads), so there is nothing to"
+                     " wait for")
+_NO_TELEMETRY = ("hankweave sends no usage telemetry; to trace your runs, enable the `otel`"
+                 " event sink (events.sinks, docs/observability.md)")
+
+
+@dataclass(frozen=True)
+class UnsupportedSetting:
+    """A setting of Hankweave 0.10.0 whose mechanism hankweave does not have: the values that
+    describe what hankweave does anyway are accepted, any other is refused with the reason."""
+
+    key: str
+    """Dotted, in ``hankweave.json``'s names."""
+    accepts: Callable[[Any], bool]
+    reason: str
+    fix: str
+
+
+UNSUPPORTED_SETTINGS: tuple[UnsupportedSetting, ...] = (
+    UnsupportedSetting("withoutProxy", lambda value: value is True,
+                       "the LLM proxy is not built yet, so agents call their providers"
+                       " directly", "leave it out (or set it to true); anthropicBaseUrl sets"
+                       " the Anthropic endpoint agents call"),
+    UnsupportedSetting("logParsingInterval", _never,
+                       "hankweave polls no agent log, it records each agent message as the"
+                       " harness produces it", "leave it out"),
+    UnsupportedSetting("sentinel.enablePersistence", lambda value: value is True,
+                       "sentinel history and outputs are always kept as part of the"
+                       " execution's record (.hankweave/sentinels/)", "leave it out"),
+    UnsupportedSetting("sentinel.healthCheckGracePeriodMs", _never, _NO_HEALTH_CHECKS,
+                       "leave it out"),
+    UnsupportedSetting("sentinel.waitForAllHealthChecks", lambda value: value is False,
+                       _NO_HEALTH_CHECKS, "leave it out"),
+    UnsupportedSetting("telemetry.enabled", lambda value: value is False, _NO_TELEMETRY,
+                       "leave it out (or set false)"),
+    UnsupportedSetting("telemetry.endpoint", _never, _NO_TELEMETRY, "leave it out"),
+    UnsupportedSetting("telemetry.debug", lambda value: value is False, _NO_TELEMETRY,
+                       "leave it out"),
+)
+"""Every setting refused unless its value is what hankweave does (docs/differences.md)."""
+
+_NOT_RESOLVED = ("withoutProxy", "logParsingInterval", "sentinel", "telemetry")
+"""Keys of :data:`UNSUPPORTED_SETTINGS` that have no :class:`Settings` field: their accepted
+values change nothing."""
+
+
+class UnsupportedSettingsError(ConfigValidationError):
+    """Settings ask for something hankweave does not do; each issue's path says where the value
+    came from (``hankweave.json:withoutProxy``, a variable, a flag, ``overrides.<key>``)."""
+
+    kind = "settings"
+
+    def _render(self) -> str:
+        count = len(self.errors)
+        lines = [f"Unsupported {self.kind}: {count} {'problem' if count == 1 else 'problems'}"]
+        lines.extend(f"  - {issue}" for issue in self.errors)
+        return "\n".join(lines)
+
+
+def refuse_unsupported(merged: Mapping[str, Any],
+                       layers: tuple[Mapping[str, Any], ...]) -> None:
+    """Refuse each setting of :data:`UNSUPPORTED_SETTINGS` whose merged value is not accepted,
+    naming the layer that gave it. ``layers``: hankweave.json, the hank's overrides, the
+    ``HANKWEAVE_RUNTIME_*`` variables and the command line, lowest first.
+
+    Raises:
+        UnsupportedSettingsError: listing every refused value.
+    """
+    issues = []
+    for rule in UNSUPPORTED_SETTINGS:
+        value = _lookup(merged, rule.key)
+        if value is None or rule.accepts(value):
+            continue
+        issues.append(HankIssue(setting_source(rule.key, value, layers),
+                                f"{rule.key} {json.dumps(value)} is refused: {rule.reason}."
+                                f" Fix: {rule.fix}."))
+    if issues:
+        raise UnsupportedSettingsError("settings", issues)
+
+
+def setting_source(key: str, value: Any, layers: tuple[Mapping[str, Any], ...]) -> str:
+    """Where the value of ``key`` came from: the last of ``layers`` (as in
+    :func:`refuse_unsupported`) that sets it, named as a user finds it."""
+    file_layer, override_layer, env_layer, cli_layer = layers
+    if _lookup(cli_layer, key) is not None:
+        return next((option.flag_for(value) for option in RUN_OPTIONS if option.key == key),
+                    "the command line")
+    if _lookup(env_layer, key) is not None:
+        return runtime_env_variable(key)
+    if _lookup(override_layer, key) is not None:
+        return f"overrides.{key}"
+    return f"{RUNTIME_CONFIG_FILE}:{key}"
+
+
+def _lookup(layer: Mapping[str, Any], key: str) -> Any:
+    value: Any = layer
+    for part in key.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -759,6 +880,16 @@ def agent_env(env: Mapping[str, str], codon_env: Mapping[str, str] | None = None
     if codon_env:
         result.update(codon_env)
     return result
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """What the settings put in the environment agents, rig commands and sentinels start from:
+    ``ANTHROPIC_BASE_URL`` from ``anthropicBaseUrl`` (the Claude CLI reads it, and litellm's
+    ``api_base`` for Anthropic models comes from it). Applied over the launch environment, so
+    ``HANKWEAVE_ANTHROPIC_BASE_URL``, a codon's ``env`` and a mock provider still win."""
+    if settings.anthropic_base_url is None:
+        return {}
+    return {"ANTHROPIC_BASE_URL": settings.anthropic_base_url}
 
 
 class MissingEnvironmentError(ConfigError):

@@ -326,6 +326,7 @@ class ControlServer:
         handshake_history: int = HANDSHAKE_HISTORY,
         server_info: Mapping[str, Any] | None = None,
         allowed_origins: Sequence[str] = (),
+        idle_timeout: float = 0,
     ) -> None:
         if max_frame < 1 or max_queue < 1:
             raise ValueError("max_frame and max_queue must be positive")
@@ -341,6 +342,10 @@ class ControlServer:
         self.history_batch_events = history_batch_events
         self.history_batch_bytes = history_batch_bytes
         self.handshake_history = handshake_history
+        self.idle_timeout = idle_timeout
+        """Seconds within which a silent client that answers no ping is closed (the
+        ``idleTimeout`` setting); 0: the websockets library's keepalive (a ping every 20 s,
+        closed after 20 s without a pong)."""
         self._server_info = dict(server_info or _bare_server_info(bus))
         self._ready_frame: _Frame | None = None
         self._origins: list[Any] = [None, *allowed_origins]
@@ -398,6 +403,13 @@ class ControlServer:
         """Handshaken connections receiving the event stream."""
         return len(self._live)
 
+    def _keepalive(self) -> dict[str, float]:
+        # Half the timeout between pings and half waiting for the pong: a client that stops
+        # answering is closed within idle_timeout, as Bun's idleTimeout did in the original.
+        if self.idle_timeout <= 0:
+            return {}
+        return {"ping_interval": self.idle_timeout / 2, "ping_timeout": self.idle_timeout / 2}
+
     async def start(self) -> int:
         """Listen, join the event stream, and return the port.
 
@@ -417,6 +429,7 @@ class ControlServer:
                 origins=self._origins,
                 process_request=self._process_request,
                 server_header=f"hankweave/{__version__}",
+                **self._keepalive(),
             )
         except OSError as exc:
             raise ControlServerError(
@@ -1003,6 +1016,7 @@ async def serve_runtime(
     host: str = DEFAULT_HOST,
     port: int = 0,
     max_frame: int = DEFAULT_MAX_FRAME,
+    idle_timeout: float = 0,
     notify: Callable[[str], None] | None = None,
 ) -> ControlServer:
     """Start the live-control server of a runtime; ``hankweave run`` calls this before boot.
@@ -1025,7 +1039,8 @@ async def serve_runtime(
                " machines; anyone who can reach it can watch the run, and the control token"
                " travels unencrypted")
     server = ControlServer(bus, commands=runtime.commands, token=owned.lock.token, host=host,
-                           port=port, max_frame=max_frame, server_info=_server_info(runtime))
+                           port=port, max_frame=max_frame, server_info=_server_info(runtime),
+                           idle_timeout=idle_timeout)
     await server.start()
     _SERVERS[runtime] = server
     try:
