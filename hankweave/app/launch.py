@@ -252,6 +252,8 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
     for warning in resolved.warnings:
         request.notify(f"warning: {warning}")
     settings = resolved.settings
+    if request.on_settings is not None:
+        request.on_settings(settings)
     report = run_preflight(hank_path, env=request.env, registry=registry,
                            model_override=settings.model_override,
                            check_harnesses=source.checks_harnesses, loaded=loaded)
@@ -278,7 +280,8 @@ def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Se
             execution_path=(Path(os.path.abspath(request.cwd / request.execution))
                             if request.execution else None),
             start_new=request.start_new or to_keep is not None, force=request.force,
-            yes=request.yes, no_wipe=request.no_wipe,
+            ignore_data_mismatch=request.ignore_data_mismatch, yes=request.yes,
+            no_wipe=request.no_wipe,
             copy_data=request.copy or paths.inline_data or source.copies_data,
             data_hash_time_limit_ms=settings.data_hash_time_limit,
             confirm=request.confirm or decline, env=request.env,

@@ -14,6 +14,7 @@ from hankweave.config.errors import ConfigError
 from hankweave.exitcodes import EXIT_USAGE
 
 if TYPE_CHECKING:
+    from hankweave.config.settings import Settings
     from hankweave.state.lock import LockInfo
 
 
@@ -38,6 +39,8 @@ class LaunchRequest:
     execution: str | None = None
     start_new: bool = False
     force: bool = False
+    ignore_data_mismatch: bool = False
+    """``--ignore-data-mismatch``: resume on a changed data source (--force's data check)."""
     no_wipe: bool = False
     copy: bool = False
     input_text: str | None = None
@@ -68,6 +71,9 @@ class LaunchRequest:
     confirm: Callable[[str], bool] | None = None
     notify: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
     on_event: Callable[[dict[str, Any]], None] | None = None
+    on_settings: Callable[[Settings], None] | None = None
+    """Called with the launch's settings once they are resolved (the terminal view reads
+    ``showCosts`` from them)."""
 
     @classmethod
     def of(cls, **given: Any) -> LaunchRequest:

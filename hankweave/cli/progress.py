@@ -14,12 +14,15 @@ import json
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from hankweave.config.settings import Settings
 
 _QUIET_INFO_PREFIXES = ("Rig operation",)
 
@@ -92,7 +95,20 @@ class _Tracker:
             self.current.messages = body.get("newCount", self.current.messages)
 
 
-class HeadlessLog:
+class _CostsShown:
+    """The ``showCosts`` setting of a view: cost figures are left out of its lines when off."""
+
+    show_costs: bool = True
+
+    def configure(self, settings: Settings) -> None:
+        """Take the launch's settings (``LaunchRequest.on_settings``)."""
+        self.show_costs = settings.show_costs
+
+    def _cost(self, value: float | None, template: str) -> str:
+        return template.format(_money(value)) if self.show_costs else ""
+
+
+class HeadlessLog(_CostsShown):
     """Plain progress lines on stderr (or every event as JSON on stdout)."""
 
     def __init__(self, *, as_json: bool = False, out: TextIO | None = None) -> None:
@@ -110,8 +126,8 @@ class HeadlessLog:
         line = self._line(event)
         if len(self.tracker.finished) > before:
             codon_id, status, cost, ms, sha = self.tracker.finished[-1]
-            line = (f"codon {codon_id} {status} in {ms / 1000:.1f}s, cost {_money(cost)},"
-                    f" checkpoint {_short(sha)}")
+            line = (f"codon {codon_id} {status} in {ms / 1000:.1f}s"
+                    f"{self._cost(cost, ', cost {}')}, checkpoint {_short(sha)}")
         if line:
             self.out.write(f"[hankweave] {line}\n")
             self.out.flush()
@@ -142,7 +158,7 @@ class HeadlessLog:
         return None
 
 
-class LiveView:
+class LiveView(_CostsShown):
     """A rich live panel for terminals; finished codons scroll above it."""
 
     def __init__(self, console: Console | None = None) -> None:
@@ -166,8 +182,8 @@ class LiveView:
             style = {"completed": "green", "failed": "red", "skipped": "yellow"}[status]
             self.console.print(Text.assemble(
                 (f"{'✔' if status == 'completed' else '✘' if status == 'failed' else '↷'} ",
-                 style), (codon_id, "bold"), f"  {status}  {ms / 1000:.1f}s  {_money(cost)}"
-                f"  checkpoint {_short(sha)}"))
+                 style), (codon_id, "bold"), f"  {status}  {ms / 1000:.1f}s"
+                f"{self._cost(cost, '  {}')}  checkpoint {_short(sha)}"))
         if kind == "error":
             label = _error_label(data)
             self.console.print(Text(f"{label}: {data.get('message')}",
@@ -184,12 +200,12 @@ class LiveView:
         if current is not None and current.status not in ("completed", "failed", "skipped"):
             elapsed = time.monotonic() - current.started
             table.add_row(Text(current.codon_id, style="bold cyan"), current.status,
-                          f"{elapsed:.1f}s", _money(current.cost),
+                          f"{elapsed:.1f}s", self._cost(current.cost, "{}"),
                           f"tokens in {current.input_tokens} out {current.output_tokens}",
                           f"{current.messages} msgs")
             if current.last_action:
                 table.add_row("", Text(current.last_action, style="dim"))
-        total = Text(f"total {_money(self.tracker.total_cost)}  elapsed"
+        total = Text(f"{self._cost(self.tracker.total_cost, 'total {}  ')}elapsed"
                      f" {time.monotonic() - self.tracker.run_started:.0f}s", style="dim")
         return Group(table, total)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hankweave.cli.errors import CLIError
+from hankweave.cli.hank_and_data import hank_and_data
 from hankweave.cli.run_options import run_options
 from hankweave.exitcodes import EXIT_FAILED, EXIT_USAGE
 
@@ -40,12 +41,18 @@ def interactive() -> bool:
 @click.command("run")
 @click.argument("hank", required=False)
 @click.argument("data", required=False)
+@click.option("--config", "config", metavar="HANK", help="The hank (a hank.json, or a directory"
+              " holding one), instead of the HANK argument.")
+@click.option("--data", "data_option", metavar="DATA", help="The data (a file or directory; -"
+              " reads stdin), instead of the DATA argument.")
 @click.option("-e", "--execution", metavar="DIR", help="Execution directory to use (resumed if"
               " it holds one).")
 @click.option("-n", "--start-new", "--new", is_flag=True, help="Never resume: start a new"
               " execution.")
 @click.option("-f", "--force", is_flag=True, help="Override safety checks (changed data,"
               " existing state under -n, confirmations).")
+@click.option("--ignore-data-mismatch", is_flag=True, help="Resume an execution whose data"
+              " source changed, on the new data (the data check of --force alone).")
 @click.option("--no-wipe", is_flag=True, help="With -n -f: keep the old agentRoot/.")
 @click.option("--start-fresh", is_flag=True, help="With -e, when the execution's state files"
               " are unreadable: move them to .hankweave/damaged-<timestamp>/ (kept) and start"
@@ -76,14 +83,16 @@ def interactive() -> bool:
               " for a person (answer through the WebSocket or `hankweave answer`), instead of"
               " ending the run interrupted (exit 3).")
 @click.pass_context
-def run_command(ctx: click.Context, hank: str | None, data: str | None, execution: str | None,
-                start_new: bool, force: bool, no_wipe: bool, start_fresh: bool, copy: bool,
+def run_command(ctx: click.Context, hank: str | None, data: str | None, config: str | None,
+                data_option: str | None, execution: str | None, start_new: bool, force: bool,
+                ignore_data_mismatch: bool, no_wipe: bool, start_fresh: bool, copy: bool,
                 input_text: str | None, headless: bool, json_events: bool, yes: bool,
                 replay: str | None, mock_provider: str | None, no_mock_provider: bool,
                 replay_speed: str, allow_commands: bool | None, wait_for_answers: bool,
                 **options: Any) -> None:
     """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
-    directory; - reads stdin).
+    directory; - reads stdin). A single argument is DATA unless it ends in .json (then it is
+    HANK); the hank is then DATA's hank.json, else ./hank.json.
 
     An execution directory that holds state is resumed: a crashed or failed run is rolled back
     to its last successful codon and continues from there; completed codons never run again.
@@ -98,11 +107,14 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, executio
         raise click.UsageError("--json needs --headless")
     if mock_provider is not None and no_mock_provider:
         raise click.UsageError("--mock-provider and --no-mock-provider contradict each other")
+    given = hank_and_data(hank, data, config=config, data=data_option,
+                          data_given_otherwise=input_text is not None)
+    hank, data = given.hank, given.data
     stdin_text = sys.stdin.buffer.read() if data == "-" and not sys.stdin.isatty() else None
     can_ask = interactive()
     request = LaunchRequest(
         hank=hank, data=data, execution=execution, start_new=start_new, force=force,
-        no_wipe=no_wipe, start_fresh=start_fresh, copy=copy, input_text=input_text,
+        ignore_data_mismatch=ignore_data_mismatch, no_wipe=no_wipe, start_fresh=start_fresh, copy=copy, input_text=input_text,
         options=options, replay=replay, replay_speed=replay_speed,
         allow_commands=allow_commands,
         mock_provider=mock_provider, no_mock_provider=no_mock_provider,
@@ -123,11 +135,12 @@ def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
     from hankweave.config.errors import ConfigError
 
     live = None
+    view: HeadlessLog | LiveView
     if request.headless:
-        request.on_event = HeadlessLog(as_json=json_events)
+        view = HeadlessLog(as_json=json_events)
     else:
-        live = LiveView()
-        request.on_event = live
+        view = live = LiveView()
+    request.on_event, request.on_settings = view, view.configure
     try:
         if live is None:
             return launch(request)

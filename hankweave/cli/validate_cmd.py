@@ -42,6 +42,9 @@ _PIPE_WIDTH = 160
 @click.command("validate")
 @click.argument("hank", required=False, metavar="[HANK]")
 @click.argument("data", required=False, metavar="[DATA]")
+@click.option("--config", metavar="HANK", help="The hank, instead of the HANK argument.")
+@click.option("--data", "data_option", metavar="DATA", help="The data, instead of the DATA"
+              " argument.")
 @click.option(
     "-e",
     "--execution",
@@ -70,6 +73,8 @@ _PIPE_WIDTH = 160
 def validate_command(
     hank: str | None,
     data: str | None,
+    config: str | None,
+    data_option: str | None,
     execution: str | None,
     model: str | None,
     max_cost: float | None,
@@ -85,9 +90,12 @@ def validate_command(
     the HANKWEAVE_* variables passed to agents (masked) and warnings. Exits 0 when the hank can
     run; otherwise prints every problem with its JSON path and exits 2.
     """
+    from hankweave.cli.hank_and_data import hank_and_data
     from hankweave.execution.setup import resolve_data_and_hank_paths
     from hankweave.registry import get_registry
 
+    given = hank_and_data(hank, data, config=config, data=data_option)
+    hank, data = given.hank, given.data
     if data == "-":
         # run stores stdin data in the input cache first; validate must not create anything.
         raise CLIError(

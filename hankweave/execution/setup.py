@@ -561,14 +561,16 @@ def _resume(
             raise ExecutionSetupError(
                 f"Data source has changed since this execution was created "
                 f"(execution {layout.path}, expected data hash {previous.data_hash}, current "
-                f"{data_hash}). Options: use the new data with this execution's state: --force; "
+                f"{data_hash}). Options: use the new data with this execution's state:"
+                f" --ignore-data-mismatch (or --force); "
                 f"start fresh in this directory: -n --force; or leave out -e to let hankweave "
                 "find or create a matching execution."
             )
         choice.relink = True
         choice.notices.append(
             f"Data source changed (expected hash {previous.data_hash}, current {data_hash}); "
-            "continuing with the new data because of --force."
+            "continuing with the new data because of "
+            f"{'--force' if request.force else '--ignore-data-mismatch'}."
         )
     if hank_hash is not None and previous.hank_hash and previous.hank_hash != hank_hash:
         choice.hank_changed = True
