@@ -183,3 +183,21 @@ def test_anthropic_base_url_reaches_the_claude_cli_and_litellm(tmp_path, endpoin
     logs = {p.name: p.read_text() for p in (execution / ".hankweave/runs").rglob("*-claude.log")}
     assert '"claude_code_version"' in logs["survey-claude.log"]
     assert '"model":"anthropic/claude-haiku-4-5"' in logs["polish-claude.log"]
+
+
+# ----- executionBaseDir -----
+
+
+def test_execution_base_dir_in_hankweave_json_is_where_auto_mode_keeps_executions(project):
+    project.write_hank([codon("a")])
+    write_settings(project, {"executionBaseDir": "executions"})
+    del project.env["HANKWEAVE_HOME"]  # which would win
+
+    done = project.hw("run", str(project.hank_dir), str(project.data), "--headless")
+
+    assert done.returncode == 0, done.stderr
+    (execution,) = (project.root / "executions").iterdir()
+    assert (execution / ".hankweave" / "execution-meta.json").is_file()
+    checked = project.hw("validate", str(project.hank_dir), str(project.data), "--json")
+    preview = json.loads(checked.stdout)["executionDir"]
+    assert (preview["action"], preview["path"]) == ("resume", str(execution))

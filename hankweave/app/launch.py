@@ -270,7 +270,12 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
 def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Settings,
                       source: RunSource, sinks: list[EventSink]) -> ExecutionSetup:
     """Prepare the execution directory; if that fails, close the sinks already built."""
-    from hankweave.execution.setup import SetupRequest, decline, setup_execution
+    from hankweave.execution.setup import (
+        SetupRequest,
+        decline,
+        managed_executions_root,
+        setup_execution,
+    )
     from hankweave.state.lock import LockError
 
     to_keep = source.kept
@@ -285,6 +290,7 @@ def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Se
             copy_data=request.copy or paths.inline_data or source.copies_data,
             data_hash_time_limit_ms=settings.data_hash_time_limit,
             confirm=request.confirm or decline, env=request.env,
+            managed_root=managed_executions_root(request.env, settings.execution_base_dir),
             recording=to_keep.root if to_keep is not None else None))
     except BaseException as exc:
         for sink in sinks:

@@ -168,7 +168,8 @@ def build_report(
     execution_dir: dict[str, Any] | None = None
     if data_hash is not None:
         execution_dir = _preview_execution_dir(
-            hank_path, data_hash, env, execution, errors, warnings
+            hank_path, data_hash, env, execution, errors, warnings,
+            configured_root=settings.execution_base_dir if settings is not None else None,
         )
 
     hank_file = preflight.hank if preflight is not None else None
@@ -312,12 +313,13 @@ def _preview_execution_dir(
     execution: Path | None,
     errors: list[HankIssue],
     warnings: list[str],
+    configured_root: str | None = None,
 ) -> dict[str, Any]:
     """Which execution directory ``hankweave run`` would use, found by reading only."""
     from hankweave.execution.layout import ExecutionLayout
     from hankweave.execution.setup import find_execution_dir_for_resume, managed_executions_root
 
-    root = managed_executions_root(env)
+    root = managed_executions_root(env, configured_root)
     preview: dict[str, Any] = {
         "mode": "auto" if execution is None else "explicit",
         "managedRoot": str(root),

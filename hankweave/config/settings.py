@@ -12,7 +12,12 @@ Deliberate differences from Hankweave 0.10.0:
 * an invalid `hankweave.json` is an error naming the file (0.10.0 silently dropped it);
 * an unknown `HANKWEAVE_RUNTIME_*` variable is a warning (0.10.0 refused to start), while a bad
   value of a known one is an error naming the variable; booleans must look like booleans;
-* `HANKWEAVE_RUNTIME_SHIM_IDLE_TIMEOUT` is parsed as a number, so it works.
+* `HANKWEAVE_RUNTIME_SHIM_IDLE_TIMEOUT` is parsed as a number, so it works;
+* every setting does something or is refused: `anthropicBaseUrl` reaches agents without a
+  proxy (:func:`settings_env`), `executionBaseDir` is the managed root, and the settings of
+  mechanisms hankweave lacks (the LLM proxy, log polling, sentinel health checks, usage
+  telemetry) are refused unless their value says what hankweave does anyway
+  (:data:`UNSUPPORTED_SETTINGS`), naming the file, variable or flag that set them.
 
 The module also owns the agent side of the environment: the `HANKWEAVE_<X>` passthrough
 (:func:`agent_env`) and the hank's `requirements.env` check (:func:`check_required_env`).
@@ -92,8 +97,6 @@ CONTROL_ENV_VARS = frozenset(
 
 UNSET_VALUE = "unset"
 """The `HANKWEAVE_<X>` value that removes `X` from the agent environment."""
-
-DEFAULT_EXECUTION_BASE_DIR = "~/.hankweave-executions"
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,9 +186,9 @@ class SettingsFile(StrictModel):
     """The Anthropic endpoint agents call (`ANTHROPIC_BASE_URL`), unless a mock provider runs."""
     output_directory: Opt[str] = None
     """Where codon outputs are copied, relative to the launch directory (default: not copied)."""
-    execution_base_dir: Opt[str] = None
-    """Informational only: the managed root comes from HANKWEAVE_HOME,
-    HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR or the default."""
+    execution_base_dir: Opt[Annotated[str, _non_empty("executionBaseDir cannot be empty")]] = None
+    """The managed root of auto mode (default: ~/.hankweave-executions; `HANKWEAVE_HOME` wins;
+    informational only in Hankweave 0.10.0)."""
     log_parsing_interval: Opt[PositiveInt] = None
     """Refused (:data:`UNSUPPORTED_SETTINGS`): no agent log is polled."""
     data_hash_time_limit: Opt[PositiveInt] = None
@@ -286,8 +289,9 @@ class Settings(_ResolvedModel):
     :func:`settings_env`)."""
     output_directory: Path | None = None
     """Absolute; relative values are resolved against the launch directory."""
-    execution_base_dir: str = DEFAULT_EXECUTION_BASE_DIR
-    """Informational only, as in Hankweave 0.10.0."""
+    execution_base_dir: str | None = None
+    """The managed root of auto mode when `HANKWEAVE_HOME` is not set (None: the default,
+    `~/.hankweave-executions`); see :func:`hankweave.execution.setup.managed_executions_root`."""
     data_hash_time_limit: int = 5000
     """Milliseconds allowed for hashing the data source (also used by execution setup)."""
     idle_timeout: int = 0
@@ -419,9 +423,9 @@ def resolve_settings(
     refuse_unsupported(merged, (file_layer, override_layer, env_layer, cli_layer))
     for key in _NOT_RESOLVED:
         merged.pop(key, None)
-    output = merged.get("outputDirectory")
-    if output is not None:
-        merged["outputDirectory"] = os.path.abspath(cwd / os.path.expanduser(output))
+    for key in ("outputDirectory", "executionBaseDir"):  # relative to the launch directory
+        if merged.get(key) is not None:
+            merged[key] = os.path.abspath(cwd / os.path.expanduser(merged[key]))
     settings = Settings.model_validate(merged)
     return ResolvedSettings(
         settings=settings,

@@ -81,14 +81,16 @@ def decline(question: str) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def managed_executions_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where auto mode keeps executions: `$HANKWEAVE_HOME`, else
-    `$HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR` (0.10.0's override), else `~/.hankweave-executions`."""
+def managed_executions_root(env: Mapping[str, str] | None = None,
+                            configured: str | None = None) -> Path:
+    """Where auto mode keeps executions: `$HANKWEAVE_HOME`, else the resolved `executionBaseDir`
+    setting (`configured`: `$HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR`, 0.10.0's override, or
+    `hankweave.json`'s key), else that variable, else `~/.hankweave-executions`."""
     env = os.environ if env is None else env
-    for variable in ("HANKWEAVE_HOME", "HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR"):
-        value = env.get(variable, "").strip()
-        if value:
-            return Path(os.path.abspath(os.path.expanduser(value)))
+    for value in (env.get("HANKWEAVE_HOME", ""), configured or "",
+                  env.get("HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR", "")):
+        if value.strip():
+            return Path(os.path.abspath(os.path.expanduser(value.strip())))
     return Path.home() / MANAGED_ROOT_NAME
 
 
