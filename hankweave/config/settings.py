@@ -610,7 +610,7 @@ def refuse_unsupported(merged: Mapping[str, Any],
 def setting_source(key: str, value: Any, layers: tuple[Mapping[str, Any], ...]) -> str:
     """Where the value of ``key`` came from: the last of ``layers`` (as in
     :func:`refuse_unsupported`) that sets it, named as a user finds it."""
-    file_layer, override_layer, env_layer, cli_layer = layers
+    _, override_layer, env_layer, cli_layer = layers
     if _lookup(cli_layer, key) is not None:
         return next((option.flag_for(value) for option in RUN_OPTIONS if option.key == key),
                     "the command line")

@@ -112,6 +112,8 @@ _HARD_FRAME_FACTOR: Final = 4
 """Frames up to ``max_frame`` are read; larger ones, up to this many times ``max_frame``, get a
 ``FRAME_TOO_LARGE`` reply; beyond that the WebSocket library closes the connection (code
 1009) without reading them, so one client cannot make the server buffer without bound."""
+_LIBRARY_KEEPALIVE_S: Final = 20.0
+"""websockets' own ping interval and pong timeout, kept when ``idleTimeout`` is 0."""
 
 _SHUTDOWN_COMMANDS: Final = frozenset({"server.shutdown", "server.force_shutdown"})
 EXECUTION_PATH: Final = "/api/execution"
@@ -403,12 +405,11 @@ class ControlServer:
         """Handshaken connections receiving the event stream."""
         return len(self._live)
 
-    def _keepalive(self) -> dict[str, float]:
-        # Half the timeout between pings and half waiting for the pong: a client that stops
-        # answering is closed within idle_timeout, as Bun's idleTimeout did in the original.
-        if self.idle_timeout <= 0:
-            return {}
-        return {"ping_interval": self.idle_timeout / 2, "ping_timeout": self.idle_timeout / 2}
+    def _keepalive(self) -> float:
+        """Seconds between pings, and waiting for each pong: half the idle timeout, so a client
+        that stops answering is closed within it (as Bun's ``idleTimeout`` did in the
+        original); without one, the websockets library's default."""
+        return self.idle_timeout / 2 if self.idle_timeout > 0 else _LIBRARY_KEEPALIVE_S
 
     async def start(self) -> int:
         """Listen, join the event stream, and return the port.
@@ -429,7 +430,7 @@ class ControlServer:
                 origins=self._origins,
                 process_request=self._process_request,
                 server_header=f"hankweave/{__version__}",
-                **self._keepalive(),
+                ping_interval=self._keepalive(), ping_timeout=self._keepalive(),
             )
         except OSError as exc:
             raise ControlServerError(
