@@ -28,7 +28,7 @@ class HankAndData:
 
 
 def looks_like_hank(word: str) -> bool:
-    """A lone positional that names a hank rather than data (docs/behaviour.md §2.1)."""
+    """A lone positional that names a hank rather than data (docs/behaviour.md §2.4)."""
     return word.endswith(_HANK_SUFFIXES) or word.startswith(_HANK_PREFIXES)
 
 
