@@ -106,12 +106,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               " any other address is reachable from other machines).", metavar="ADDRESS"),
     RunOption(("--no-autostart",), "autostart", "Wait for a start command before each codon.",
               value=bool, flag_value=False, dest="autostart"),
-    RunOption(("--idle-timeout",), "idleTimeout", "Close a WebSocket connection that has"
-              " answered nothing for this long (0, the default: never).", value=int,
+    RunOption(("--idle-timeout",), "idleTimeout", "Close a WebSocket client that answers no"
+              " ping for this long (0, the default: the usual 20 s keepalive).", value=int,
               metavar="SECONDS", minimum=0, maximum=255),
     RunOption(("--anthropic-base-url",), "anthropicBaseUrl", "The Anthropic endpoint agents"
-              " call (ANTHROPIC_BASE_URL of the Claude CLI, api_base of litellm); not with"
-              " --mock-provider.", metavar="URL", recorded="Anthropic base URL"),
+              " call (ANTHROPIC_BASE_URL of the Claude CLI, api_base of litellm); under"
+              " --mock-provider the mock answers instead.", metavar="URL",
+              recorded="Anthropic base URL"),
     RunOption(("--without-proxy/--proxy",), "withoutProxy", "Call providers directly (the"
               " default); --proxy is refused: the LLM proxy is not built yet.", value=bool,
               either_way=True),

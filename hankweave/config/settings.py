@@ -194,7 +194,7 @@ class SettingsFile(StrictModel):
     data_hash_time_limit: Opt[PositiveInt] = None
     """Milliseconds allowed for hashing the data directory (default: 5000)."""
     idle_timeout: Opt[Annotated[int, Check(_idle_timeout_problem, minimum=0, maximum=255)]] = None
-    """WebSocket idle timeout in seconds, 0-255 (default: 0, no timeout)."""
+    """WebSocket idle timeout in seconds, 0-255 (default: 0, the usual keepalive)."""
     shim_idle_timeout: Opt[ShimIdleTimeout] = None
     ignore_rig_failures: Opt[bool] = None
     """Treat every rig operation as `allowFailure: true` (default: false)."""
@@ -295,8 +295,8 @@ class Settings(_ResolvedModel):
     data_hash_time_limit: int = 5000
     """Milliseconds allowed for hashing the data source (also used by execution setup)."""
     idle_timeout: int = 0
-    """Seconds a WebSocket client may stay silent (pings unanswered) before it is closed; 0:
-    never."""
+    """Seconds a WebSocket client may leave pings unanswered before it is closed; 0: the
+    websockets library's keepalive (docs/cli.md, `--idle-timeout`)."""
     shim_idle_timeout: int | None = None
     """Run-wide default; a codon's own `shimIdleTimeout` wins, then the harness default."""
     ignore_rig_failures: bool = False
