@@ -157,6 +157,24 @@ def test_the_live_view_lists_each_finished_codon_with_its_checkpoint(project):
         assert status in line and f"checkpoint {sha[:8]}" in line
 
 
+@pytest.mark.parametrize("show_costs", [True, False])
+def test_the_live_view_shows_costs_only_when_show_costs_is_on(project, show_costs):
+    from hankweave.config.settings import Settings
+
+    outcome = _mixed_run(project)
+    console = Console(record=True, file=io.StringIO(), width=120, force_terminal=False)
+    view = LiveView(console)
+    view.configure(Settings(show_costs=show_costs))
+    with view:
+        for event in outcome.events:
+            view(event)
+        console.print(view._render())  # the panel's totals line, as the terminal shows it
+
+    screen = console.export_text()
+    assert ("$" in screen) is show_costs
+    assert "alpha  completed" in screen
+
+
 def test_the_headless_log_reports_starts_and_ends(project):
     outcome = _mixed_run(project)
     out = io.StringIO()
