@@ -114,3 +114,16 @@ def test_the_example_hank_dry_runs_with_its_script(project):
     rules = [r.rule for r in MockProviderLog(
         project.hankweave_dir / "mock-provider" / "requests.jsonl").requests()]
     assert rules == ["rules[0] (survey)", "rules[2] (overloaded-once)", "rules[3] (polish)"]
+
+
+def test_the_mock_answers_even_with_an_anthropic_base_url_and_the_run_says_so(project):
+    project.write_hank([codon("a", model="sonnet")])
+    script = write_script(project, {"rules": [], "default": {"text": "ok"}})
+
+    outcome = project.run(mock_provider=script, anthropic_base_url="http://127.0.0.1:9")
+
+    assert outcome.code == 0
+    assert len(MockProviderLog(project.hankweave_dir / "mock-provider" / "requests.jsonl"
+                               ).requests()) == 1
+    assert any("anthropicBaseUrl http://127.0.0.1:9 is not used" in notice
+               for notice in outcome.notices)
