@@ -35,7 +35,15 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from hankweave.api import AttemptContext, CodonLogRecord, CodonRequest, Harness, HarnessConfig
+from hankweave.api import (
+    AttemptContext,
+    CodonLogRecord,
+    CodonRequest,
+    Harness,
+    HarnessConfig,
+    PreflightProblem,
+    PreflightRequest,
+)
 from hankweave_harness_claude.cli import CLIProcess, PassPlan, resolve_cli_path
 from hankweave_harness_claude.environment import CLIFolders, base_url_set, cli_environment
 from hankweave_harness_claude.human import ASK_HUMAN_TOOL, MCP_SERVER
@@ -154,6 +162,15 @@ class ClaudeHarness(Harness):
     def settings(self) -> ClaudeConfig:
         assert isinstance(self.config, ClaudeConfig)
         return self.config
+
+    @classmethod
+    def preflight(cls, request: PreflightRequest, config: HarnessConfig
+                  ) -> list[PreflightProblem]:
+        """The SDK, the CLI and the CLI's credentials (:mod:`.preflight`)."""
+        from hankweave_harness_claude.preflight import preflight
+
+        assert isinstance(config, ClaudeConfig)
+        return preflight(request, config.cli_path, config.config_dir)
 
     async def run_codon(self, request: CodonRequest, context: AttemptContext
                         ) -> AsyncIterator[CodonLogRecord]:
