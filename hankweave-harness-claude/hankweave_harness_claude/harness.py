@@ -45,7 +45,12 @@ from hankweave.api import (
     PreflightRequest,
 )
 from hankweave_harness_claude.cli import CLIProcess, PassPlan, resolve_cli_path
-from hankweave_harness_claude.environment import CLIFolders, base_url_set, cli_environment
+from hankweave_harness_claude.environment import (
+    BEDROCK_PROVIDER,
+    CLIFolders,
+    base_url_set,
+    cli_environment,
+)
 from hankweave_harness_claude.human import ASK_HUMAN_TOOL, MCP_SERVER
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk",
@@ -65,7 +70,6 @@ ROOT_NOTICE = (
 
 SESSION_MODULE = "hankweave_harness_claude.session"
 """What drives a pass with the Claude Agent SDK (imported when a codon runs)."""
-BEDROCK_PROVIDER = "amazon-bedrock"
 DEFAULT_BUFFER_SIZE = 64 * 1024 * 1024
 CONFIG_DIR_CHOICES = ("auto", "execution", "user")
 

@@ -31,7 +31,11 @@ from hankweave.api import (
     aws_credentials_visible,
 )
 from hankweave_harness_claude.cli import CLIError, resolve_cli_path
-from hankweave_harness_claude.environment import BEDROCK_VARIABLES, base_url_set
+from hankweave_harness_claude.environment import (
+    BEDROCK_PROVIDER,
+    BEDROCK_VARIABLES,
+    base_url_set,
+)
 
 SDK_MODULE = "claude_agent_sdk"
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
@@ -43,8 +47,6 @@ def preflight(request: PreflightRequest, cli_path: str | None, config_dir: str
     """The problems of one codon (see the module docstring); ``cli_path`` and ``config_dir``
     are the harness settings of the same names."""
     problems = _install_problems(request.env, cli_path)
-    from hankweave_harness_claude.harness import BEDROCK_PROVIDER
-
     bedrock = request.model.provider_id == BEDROCK_PROVIDER  # as the pass decides it
     missing = (_bedrock_credentials(request) if bedrock
                else _anthropic_credentials(request, config_dir))
