@@ -165,10 +165,11 @@ def build_report(
     preflight: PreflightReport | None = None
     if not load_failed:
         preflight = _run_preflight(hank_path, read, env, registry, override, errors, warnings)
+    configs: dict[str, HarnessConfig] = {}  # unresolved settings: each harness's defaults
     if resolved is not None:
         configs = _check_plugin_settings(registry, resolved, env, errors, warnings)
-        if preflight is not None:
-            _check_agents(preflight, registry, configs, env, offline, errors, warnings)
+    if preflight is not None:
+        _check_agents(preflight, registry, configs, env, offline, errors, warnings)
 
     data_hash = _hash_data(data_path, settings, errors)
     execution_dir: dict[str, Any] | None = None
