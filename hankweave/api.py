@@ -133,6 +133,9 @@ if TYPE_CHECKING:
     from hankweave.harness import HarnessSelection as HarnessSelection
     from hankweave.harness import HarnessSelectionError as HarnessSelectionError
     from hankweave.harness import HumanReply as HumanReply
+    from hankweave.harness import PreflightKind as PreflightKind
+    from hankweave.harness import PreflightProblem as PreflightProblem
+    from hankweave.harness import PreflightRequest as PreflightRequest
     from hankweave.harness import StderrLog as StderrLog
     from hankweave.harness import ToolDecision as ToolDecision
     from hankweave.hosts import LOCAL_HOST_NAMES as LOCAL_HOST_NAMES
@@ -151,9 +154,11 @@ if TYPE_CHECKING:
     from hankweave.processes import end_processes as end_processes
     from hankweave.processes import end_processes_now as end_processes_now
     from hankweave.processes import marked_processes as marked_processes
+    from hankweave.providers import AWS_CREDENTIALS_HINT as AWS_CREDENTIALS_HINT
     from hankweave.providers import CredentialsError as CredentialsError
     from hankweave.providers import ProviderOptions as ProviderOptions
     from hankweave.providers import Route as Route
+    from hankweave.providers import aws_credentials_visible as aws_credentials_visible
     from hankweave.providers import route as route
     from hankweave.registry import Registry as Registry
     from hankweave.registry import get_registry as get_registry

@@ -6,6 +6,10 @@ the kernel picks one per codon with the ``select_harness`` decision hook and the
 directly.  The kernel ships none: ``claude`` comes from ``hankweave-harness-claude``, ``pi``
 from ``hankweave-harness-pi``, ``replay`` from ``hankweave-replay``.
 
+Before a run creates anything (and in ``hankweave validate``), the kernel asks each codon's
+harness :meth:`Harness.preflight` whether it could run the codon: its packages importable, its
+credentials in the environment the agent will receive.
+
 One attempt of a codon, as the runtime drives it (``docs/harnesses.md`` has the whole story):
 
 1. the runtime builds one instance of the harness class with the harness's validated
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import enum
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +76,49 @@ class AgentStartError(RuntimeError):
 
 class HarnessNotInstalledError(HarnessSelectionError):
     """A codon's model needs a harness that no installed plugin provides."""
+
+
+class PreflightKind(enum.Enum):
+    """What a :class:`PreflightProblem` is about: the kernel treats each kind its own way."""
+
+    INSTALL = "install"
+    """A package, SDK or program the harness needs is missing: always an error."""
+    CREDENTIALS = "credentials"
+    """The agent would have no credentials for the model.  Not checked under the mock
+    provider (``run --mock-provider``, which hands agents its own keys) or ``validate
+    --offline``."""
+    MODEL = "model"
+    """Something about the model itself (a price nobody gave, say)."""
+
+
+@dataclass(frozen=True)
+class PreflightProblem:
+    """One reason a harness could not run a codon, found before anything starts."""
+
+    kind: PreflightKind
+    message: str
+    """What is wrong and how to fix it, naming the variable, package or setting concerned
+    (``set ANTHROPIC_API_KEY (or HANKWEAVE_ANTHROPIC_API_KEY, ...) in the environment``)."""
+    warning: bool = False
+    """The harness cannot tell for sure (AWS credentials may come from an instance role):
+    reported as a warning, the run goes ahead."""
+
+
+@dataclass(frozen=True)
+class PreflightRequest:
+    """What :meth:`Harness.preflight` checks: one codon's model and agent environment."""
+
+    model: ModelEntry
+    """The codon's resolved catalogue entry, as :attr:`CodonRequest.model` will be."""
+    env: Mapping[str, str]
+    """The environment the agent will receive, as :attr:`CodonRequest.env` will be (the
+    ``HANKWEAVE_<X>`` passthrough and the codon's ``env`` applied; no mock provider)."""
+    env_overlay: Mapping[str, str]
+    """What the hank adds to it, as :attr:`CodonRequest.env_overlay` (the passthrough and the
+    codon's ``env``)."""
+    catalogued: bool = True
+    """Whether the model catalogue knows the model (False: a ``pi/<provider>/<model>``
+    placeholder, with no price unless the harness's settings give one)."""
 
 
 class HarnessConfig(PluginConfig):
@@ -357,7 +405,7 @@ class Harness(abc.ABC):
 
     Subclasses set :attr:`name` and :attr:`package`, implement :meth:`run_codon`, and may set
     :attr:`Config`, :attr:`default_idle_timeout_s`, :attr:`supports_resume` and override
-    :meth:`aclose`.  A plugin registers the class (not an instance) from
+    :meth:`preflight` and :meth:`aclose`.  A plugin registers the class (not an instance) from
     ``register_harnesses``; the runtime creates one instance per codon attempt, extensions
     included, with the validated ``harnesses.<name>`` settings.
     """
@@ -387,6 +435,22 @@ class Harness(abc.ABC):
 
     def __init__(self, config: HarnessConfig | None = None) -> None:
         self.config = config if config is not None else self.Config()
+
+    @classmethod
+    def preflight(cls, request: PreflightRequest, config: HarnessConfig
+                  ) -> list[PreflightProblem]:
+        """Why this harness could not run a codon of ``request``, before anything is created.
+
+        Called by ``hankweave validate`` and by ``hankweave run`` before it creates the
+        execution, once per codon, with the harness's validated ``harnesses.<name>`` settings.
+        Check what a codon would otherwise fail on after earlier codons spent money: packages
+        (with :func:`importlib.util.find_spec`: never import an SDK here, ``validate`` stays
+        light), programs, credentials in ``request.env``.  Say in each message what to set or
+        install, and where it may come from.  Never call a provider.  The kernel drops
+        :attr:`PreflightKind.CREDENTIALS` problems under the mock provider and ``--offline``.
+        Default: nothing to check.
+        """
+        return []
 
     @abc.abstractmethod
     def run_codon(self, request: CodonRequest, context: AttemptContext

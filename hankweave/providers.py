@@ -26,6 +26,7 @@ validating a hank and loading sentinel configs stay light.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -67,6 +68,16 @@ provider spoken to over ``protocol: "openai"``)."""
 
 LITELLM_PREFIX: dict[str, str] = {"google": "gemini", "zai": "zai"}
 """Our provider id -> litellm's, where they differ."""
+
+
+AWS_CREDENTIAL_VARIABLES = (
+    "AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_WEB_IDENTITY_TOKEN_FILE")
+"""Variables any one of which gives the AWS credential chain something to go on."""
+AWS_CREDENTIALS_HINT = (
+    "set AWS_BEARER_TOKEN_BEDROCK, AWS_PROFILE (after `aws sso login`) or AWS_ACCESS_KEY_ID"
+    " and AWS_SECRET_ACCESS_KEY in the environment, and AWS_REGION")
 
 
 class CredentialsError(RuntimeError):
@@ -193,3 +204,15 @@ def _key(names: tuple[str, ...], env: Mapping[str, str]) -> tuple[str | None, st
         if env.get(name):
             return name, env[name]
     return None, None
+
+
+def aws_credentials_visible(env: Mapping[str, str]) -> bool:
+    """Whether the AWS credential chain (Bedrock's) has something to go on in ``env``: one of
+    :data:`AWS_CREDENTIAL_VARIABLES`, or a shared credentials or config file.  An instance
+    role is invisible until a request is made, so a False here can only be a warning."""
+    if any(env.get(name) for name in AWS_CREDENTIAL_VARIABLES):
+        return True
+    home = env.get("HOME") or os.path.expanduser("~")
+    files = (env.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(home, ".aws", "credentials"),
+             env.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config"))
+    return any(os.path.isfile(path) for path in files)

@@ -62,7 +62,8 @@ def test_sentinels_run_live_against_the_mock_and_a_replay_runs_none(tmp_path: Pa
     env = {**offline_env(tmp_path / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     execution = tmp_path / "exec"
 
-    validated = hankweave("validate", str(hank), env=env, cwd=tmp_path)
+    # No key: the run below is on the mock provider, which needs none.
+    validated = hankweave("validate", str(hank), "--offline", env=env, cwd=tmp_path)
     assert validated.returncode == 0, validated.stdout + validated.stderr
     live = hankweave("run", str(hank), str(tmp_path / "data"), "-e", str(execution),
                      "--headless", "--mock-provider", "script.json", env=env, cwd=tmp_path)

@@ -41,6 +41,8 @@ from hankweave.state.types import FailureReason
         ("Request timed out after 400 seconds", "timeout", True, ""),
         ("401 Unauthorized", "api-error", False, "API auth error: "),
         ("Invalid API key provided", "api-error", False, "API auth error: "),
+        # The Claude Code CLI without credentials, after its session began (issue 36).
+        ("Not logged in · Please run /login", "api-error", False, "API auth error: "),
         ("prompt is too long: 210000 tokens", "api-error", False, "API invalid request: "),
         ("HTTP 400 bad request", "api-error", False, "API invalid request: "),
         ("ValidationException: bad tool", "api-error", False, "API invalid request: "),

@@ -36,8 +36,12 @@ def test_help_imports_no_heavy_library(tmp_path):
 
 def test_validate_imports_no_heavy_library(tmp_path):
     hank = tmp_path / "hank.json"
-    hank.write_text(json.dumps({"hank": [{"id": "a", "name": "A", "model": "haiku",
-                                          "continuationMode": "fresh", "promptText": "x"}]}))
+    # Both harnesses' preflights run (the SDKs are looked for, not imported).
+    hank.write_text(json.dumps({"hank": [
+        {"id": "a", "name": "A", "model": "haiku", "continuationMode": "fresh",
+         "promptText": "x"},
+        {"id": "b", "name": "B", "model": "pi/openai/gpt-5.2", "continuationMode": "fresh",
+         "promptText": "x"}]}))
     assert loaded_by("validate", str(hank), str(tmp_path), cwd=tmp_path) == ""
 
 

@@ -46,6 +46,8 @@ ALLOWED = frozenset({"PATH", "HOME", "USER", "SHELL", "TMPDIR", "LANG", "LC_ALL"
 with ``bypassPermissions`` as root."""
 ALLOWED_PREFIXES = ("CLAUDE_CODE_", "ANTHROPIC_")
 
+BEDROCK_PROVIDER = "amazon-bedrock"
+"""The provider whose (``anthropic.``) models the CLI runs in Bedrock mode."""
 BEDROCK_VARIABLES = frozenset({
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
     "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_BEARER_TOKEN_BEDROCK", "AWS_CONFIG_FILE",

@@ -35,9 +35,22 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from hankweave.api import AttemptContext, CodonLogRecord, CodonRequest, Harness, HarnessConfig
+from hankweave.api import (
+    AttemptContext,
+    CodonLogRecord,
+    CodonRequest,
+    Harness,
+    HarnessConfig,
+    PreflightProblem,
+    PreflightRequest,
+)
 from hankweave_harness_claude.cli import CLIProcess, PassPlan, resolve_cli_path
-from hankweave_harness_claude.environment import CLIFolders, base_url_set, cli_environment
+from hankweave_harness_claude.environment import (
+    BEDROCK_PROVIDER,
+    CLIFolders,
+    base_url_set,
+    cli_environment,
+)
 from hankweave_harness_claude.human import ASK_HUMAN_TOOL, MCP_SERVER
 
 PermissionMode = Literal["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk",
@@ -57,7 +70,6 @@ ROOT_NOTICE = (
 
 SESSION_MODULE = "hankweave_harness_claude.session"
 """What drives a pass with the Claude Agent SDK (imported when a codon runs)."""
-BEDROCK_PROVIDER = "amazon-bedrock"
 DEFAULT_BUFFER_SIZE = 64 * 1024 * 1024
 CONFIG_DIR_CHOICES = ("auto", "execution", "user")
 
@@ -154,6 +166,15 @@ class ClaudeHarness(Harness):
     def settings(self) -> ClaudeConfig:
         assert isinstance(self.config, ClaudeConfig)
         return self.config
+
+    @classmethod
+    def preflight(cls, request: PreflightRequest, config: HarnessConfig
+                  ) -> list[PreflightProblem]:
+        """The SDK, the CLI and the CLI's credentials (:mod:`.preflight`)."""
+        from hankweave_harness_claude.preflight import preflight
+
+        assert isinstance(config, ClaudeConfig)
+        return preflight(request, config.cli_path, config.config_dir)
 
     async def run_codon(self, request: CodonRequest, context: AttemptContext
                         ) -> AsyncIterator[CodonLogRecord]:

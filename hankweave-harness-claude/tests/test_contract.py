@@ -39,6 +39,7 @@ class TestClaudeHarness(HarnessContract):
     # SIGTERM, the CLI's exit, the SDK's disconnect: well under the 6.5 s the SDK's own
     # cancellation takes.
     cancel_within_s = 6.0
+    credentials = {"ANTHROPIC_API_KEY": "sk-ant-test"}
 
     @pytest.fixture(autouse=True)
     def _offline(self, mock_env: dict[str, str], tmp_path: Path) -> None:

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from hankweave.api import AttemptContext, CodonLogRecord, CodonRequest, Harness, HarnessConfig
+from hankweave.api import (
+    AttemptContext,
+    CodonLogRecord,
+    CodonRequest,
+    Harness,
+    HarnessConfig,
+    PreflightProblem,
+    PreflightRequest,
+)
 from hankweave_harness_pi.providers import CredentialsError, ProviderOptions, route
 from hankweave_harness_pi.sessions import SessionNotFoundError, SessionStore
 
@@ -102,6 +110,17 @@ class PiHarness(Harness):
     def settings(self) -> PiConfig:
         assert isinstance(self.config, PiConfig)
         return self.config
+
+    @classmethod
+    def preflight(cls, request: PreflightRequest, config: HarnessConfig
+                  ) -> list[PreflightProblem]:
+        """litellm, the provider's key, a price for an uncatalogued model (:mod:`.preflight`)."""
+        from hankweave_harness_pi.preflight import preflight
+
+        assert isinstance(config, PiConfig)
+        model = request.model
+        return preflight(request, _provider_options(config, model.provider_id),
+                         _settings_for(config, model) is not None)
 
     async def run_codon(self, request: CodonRequest, context: AttemptContext
                         ) -> AsyncIterator[CodonLogRecord]:

@@ -33,6 +33,7 @@ class TestPiHarness(HarnessContract):
     harness_class = PiHarness
     model: ClassVar[ModelEntry] = model("gpt-5.2")
     cancel_within_s = 2.0  # in-process: cancelling the request is immediate
+    credentials = {"OPENAI_API_KEY": "sk-test"}
 
     @pytest.fixture(autouse=True)
     def _offline(self, mock_env: dict[str, str], tmp_path: Path) -> None:

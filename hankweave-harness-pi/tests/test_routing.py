@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,8 @@ def test_validating_pi_models_never_imports_litellm(tmp_path: Path) -> None:
     probe = ("import sys; from hankweave.cli import main; sys.argv = ['hankweave', 'validate',"
              f" {str(hank)!r}]\ntry:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
              "print('LITELLM=' + str('litellm' in sys.modules), 'CODE=' + str(code))")
+    # The keys let the preflight look up every route (as a codon will), still without litellm.
+    keys = {"OPENAI_API_KEY": "sk-o", "DEEPSEEK_API_KEY": "sk-d", "GEMINI_API_KEY": "sk-g"}
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=60, check=False)
+                          env={**os.environ, **keys}, timeout=60, check=False)
     assert "LITELLM=False CODE=0" in done.stdout, done.stdout + done.stderr

@@ -238,7 +238,12 @@ class _CheckedHank:
 def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
                              source: RunSource, hank_path: Path) -> _CheckedHank:
     """Read the hank, resolve the settings layers and preflight both; raise on any error."""
-    from hankweave.app.preflight import check_plugin_settings, read_hank, run_preflight
+    from hankweave.app.preflight import (
+        check_agents,
+        check_plugin_settings,
+        read_hank,
+        run_preflight,
+    )
     from hankweave.config.hank import HankFile
     from hankweave.config.settings import resolve_settings
     from hankweave.plugins import strict_plugins
@@ -260,7 +265,11 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
     strict = strict_plugins(request.env)
     plugins = check_plugin_settings(registry, resolved, strict=strict)
     report.errors += plugins.errors
-    for warning in report.warnings + plugins.warnings:
+    # The mock provider hands every agent its own keys: no credential is needed.
+    agents = check_agents(report, registry, plugins.harness_configs, request.env,
+                          credentials=request.mock_provider is None)
+    report.errors += agents.errors
+    for warning in report.warnings + plugins.warnings + agents.warnings:
         request.notify(f"warning: {warning}")
     report.raise_for_errors()
     assert report.hank is not None  # raise_for_errors() passed

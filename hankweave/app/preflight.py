@@ -6,7 +6,9 @@ schema, the global model override, ``requirements.env``, the strict file-referen
 referenced files exist, the semantic rules (ids, loops, continuation, rig, budgets), that every
 codon's model resolves through the model catalogue to an installed harness that can do what the
 codon asks (resume a session), and, with :func:`check_plugin_settings`, the settings sections
-plugins define (``harnesses.<name>``, ``events.sinks``).
+plugins define (``harnesses.<name>``, ``events.sinks``).  Last, once the harness settings are
+known, :func:`check_agents` asks each codon's harness whether it could run it (packages,
+credentials in the environment the agent will receive: ``Harness.preflight``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from hankweave.config.hank import Codon, HankFile, load_hank
 
 if TYPE_CHECKING:
     from hankweave.config.settings import ResolvedSettings
-    from hankweave.harness import HarnessConfig
+    from hankweave.harness import Harness, HarnessConfig, PreflightProblem
     from hankweave.models import ModelEntry
     from hankweave.registry import Registry
 
@@ -32,6 +34,7 @@ class ResolvedCodonModel:
     codon_id: str
     model: ModelEntry | None
     harness: str | None
+    harness_class: type[Harness] | None = None
 
 
 @dataclass
@@ -191,16 +194,16 @@ def _check_models(hank: HankFile, registry: Registry, report: PreflightReport,
             problems.append(HankIssue(f"{path}.model", f"Invalid model '{codon.model}': {exc}"))
             report.models.append(ResolvedCodonModel(codon.id, None, None))
             continue
-        harness = None
+        harness, harness_class = None, None
         if check_harnesses:  # a replay plays every codon, whatever its model's harness
             try:
                 selected = registry.select_harness(model)
             except HarnessSelectionError as exc:
                 problems.append(HankIssue(f"{path}.model", str(exc)))
             else:
-                harness = selected.name
+                harness, harness_class = selected.name, selected
                 problems += _resume_problems(path, codon, selected.name, selected.supports_resume)
-        report.models.append(ResolvedCodonModel(codon.id, model, harness))
+        report.models.append(ResolvedCodonModel(codon.id, model, harness, harness_class))
     return problems
 
 
@@ -246,3 +249,65 @@ def check_plugin_settings(registry: Registry, resolved: ResolvedSettings, *,
         else:
             check.warnings.append(f"{problem}; the sink would be skipped")
     return check
+
+
+@dataclass
+class AgentCheck:
+    """What :func:`check_agents` found."""
+
+    errors: list[HankIssue] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_agents(report: PreflightReport, registry: Registry,
+                 harness_configs: Mapping[str, HarnessConfig], env: Mapping[str, str], *,
+                 credentials: bool = True) -> AgentCheck:
+    """Ask every codon's harness whether it could run the codon (``Harness.preflight``).
+
+    ``env`` is the runtime's environment; each codon's agent gets it with the ``HANKWEAVE_<X>``
+    passthrough and the codon's ``env`` applied, as the runtime will.  ``credentials=False``
+    (the mock provider, ``validate --offline``) leaves out the credential problems.  The same
+    problem on several codons is reported once, at the first, naming how many more share it.
+    """
+    from hankweave.harness import PreflightKind
+
+    if report.hank is None:
+        return AgentCheck()
+    catalogue = registry.models()
+    found: dict[str, list[str]] = {}  # message -> paths, in codon order
+    warnings: dict[str, list[str]] = {}
+    # _check_models resolved one model per site, in this order.
+    for site, resolved in zip(report.hank.codon_sites(), report.models, strict=True):
+        harness, model = resolved.harness_class, resolved.model
+        if harness is None or model is None:
+            continue  # already an error, or a replay (its recording plays every codon)
+        config = harness_configs.get(harness.name) or harness.Config()
+        for problem in _agent_problems(harness, model, config, env, site.codon.env or {},
+                                       model.full_id.lower() in catalogue):
+            if problem.kind is PreflightKind.CREDENTIALS and not credentials:
+                continue
+            target = warnings if problem.warning else found
+            target.setdefault(problem.message, []).append(f"{site.path}.model")
+    check = AgentCheck()
+    for message, paths in found.items():
+        check.errors.append(HankIssue(paths[0], message + _also(paths)))
+    check.warnings += [f"{paths[0]}: {message}{_also(paths)}" for message, paths in warnings.items()]
+    return check
+
+
+def _agent_problems(harness: type[Harness], model: ModelEntry, config: HarnessConfig,
+                    env: Mapping[str, str], codon_env: Mapping[str, str], catalogued: bool
+                    ) -> list[PreflightProblem]:
+    """One codon's problems, its agent environment built as the runtime builds it."""
+    from hankweave.config.settings import agent_env, hankweave_passthrough
+    from hankweave.harness import PreflightRequest
+
+    overlay = {**hankweave_passthrough(env).set, **codon_env}
+    request = PreflightRequest(model=model, env=agent_env(env, codon_env),
+                               env_overlay=overlay, catalogued=catalogued)
+    return harness.preflight(request, config)
+
+
+def _also(paths: list[str]) -> str:
+    more = len(paths) - 1
+    return "" if not more else f" (and {more} more codon{'s' if more != 1 else ''} on it)"

@@ -1,8 +1,9 @@
 """``hankweave validate``: the full preflight of a hank, without creating anything.
 
 It runs what ``hankweave run`` checks before its first codon (schema, file references,
-semantic rules, model resolution and harness availability, ``requirements.env``, the runtime
-settings layers), hashes the data source, and works out which execution directory a run would
+semantic rules, model resolution and harness availability, each codon's harness preflight
+(packages, credentials in the environment its agent will receive), ``requirements.env``, the
+runtime settings layers), hashes the data source, and works out which execution directory a run would
 use, only reading the disk. Every problem is reported at once, each at its JSON path (or the
 setting, variable or file it concerns), and the exit code is 0 (valid) or 2 (not valid).
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from hankweave.config.errors import ConfigError, HankIssue
     from hankweave.config.hank import CodonBudget, CodonSite, ContainerBudget, HankFile
     from hankweave.config.settings import ResolvedSettings, Settings
+    from hankweave.harness import HarnessConfig
     from hankweave.registry import Registry
 
 # Values of HANKWEAVE_<X> variables are often credentials: show only enough to recognise one.
@@ -65,6 +67,12 @@ _PIPE_WIDTH = 160
     help="Resolve the budgets under this run-wide time ceiling, as `run --max-time` would.",
 )
 @click.option(
+    "--offline",
+    is_flag=True,
+    help="Skip the credential check (a hank meant for `run --mock-provider`, or checked where"
+    " its keys are not set).",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -79,6 +87,7 @@ def validate_command(
     model: str | None,
     max_cost: float | None,
     max_time: float | None,
+    offline: bool,
     as_json: bool,
 ) -> None:
     """Check HANK (a hank.json, or a directory holding one) against DATA (default: the current
@@ -116,6 +125,7 @@ def validate_command(
         execution=Path(os.path.abspath(execution)) if execution is not None else None,
         max_cost=max_cost,
         max_time=max_time,
+        offline=offline,
     )
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
@@ -143,10 +153,12 @@ def build_report(
     execution: Path | None = None,
     max_cost: float | None = None,
     max_time: float | None = None,
+    offline: bool = False,
 ) -> dict[str, Any]:
     """Check a hank the way ``hankweave run`` would before starting, and describe it.
 
     Nothing is created or changed: the managed root and the execution directory are only read.
+    ``offline`` leaves out the credential check, as ``run --mock-provider`` does.
 
     Returns the ``--json`` report: ``valid``, ``errors`` (``[{path, message}]``), ``warnings``,
     ``codons``, ``loops``, ``executionDir`` and the other keys documented in ``docs/cli.md``.
@@ -161,8 +173,11 @@ def build_report(
     preflight: PreflightReport | None = None
     if not load_failed:
         preflight = _run_preflight(hank_path, read, env, registry, override, errors, warnings)
+    configs: dict[str, HarnessConfig] = {}  # unresolved settings: each harness's defaults
     if resolved is not None:
-        _check_plugin_settings(registry, resolved, env, errors, warnings)
+        configs = _check_plugin_settings(registry, resolved, env, errors, warnings)
+    if preflight is not None:
+        _check_agents(preflight, registry, configs, env, offline, errors, warnings)
 
     data_hash = _hash_data(data_path, settings, errors)
     execution_dir: dict[str, Any] | None = None
@@ -243,14 +258,33 @@ def _check_plugin_settings(
     env: Mapping[str, str],
     errors: list[HankIssue],
     warnings: list[str],
-) -> None:
-    """Each plugin's section of the settings, checked by its own config model."""
+) -> dict[str, HarnessConfig]:
+    """Each plugin's section of the settings, checked by its own config model; the valid
+    harness settings."""
     from hankweave.app.preflight import check_plugin_settings
     from hankweave.plugins import strict_plugins
 
     plugin_check = check_plugin_settings(registry, resolved, strict=strict_plugins(env))
     errors += plugin_check.errors
     warnings += plugin_check.warnings
+    return plugin_check.harness_configs
+
+
+def _check_agents(
+    preflight: PreflightReport,
+    registry: Registry,
+    configs: Mapping[str, HarnessConfig],
+    env: Mapping[str, str],
+    offline: bool,
+    errors: list[HankIssue],
+    warnings: list[str],
+) -> None:
+    """Each codon's harness preflight, as ``run`` does it before creating anything."""
+    from hankweave.app.preflight import check_agents
+
+    found = check_agents(preflight, registry, configs, env, credentials=not offline)
+    errors += found.errors
+    warnings += found.warnings
 
 
 def _resolve_settings(

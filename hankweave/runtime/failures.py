@@ -187,7 +187,10 @@ _BILLING_WORDS = (
     "available balance",
     "out of budget",
 )
-_AUTH_WORDS = ("authentication", "unauthorized", "forbidden", "api key", "oauth")
+# "not logged in" / "/login": the Claude Code CLI without credentials answers "Not logged in ·
+# Please run /login" (as a result, after a session began); no retry can log it in.
+_AUTH_WORDS = ("authentication", "unauthorized", "forbidden", "api key", "oauth",
+               "not logged in", "/login")
 _INVALID_REQUEST_WORDS = (
     "invalid_request",
     "invalid request",
@@ -222,8 +225,8 @@ def _has_code(lower: str, code: str) -> bool:
 def classify_api_error_text(text: str, *, session_established: bool = True) -> FailureReason:
     """Classify an agent's error text; the first matching rule wins (docs/behaviour.md §3.8).
 
-    Permanent (not retriable): billing/usage, AWS Bedrock auth/access, auth (401/403),
-    invalid requests (400, "prompt is too long"). Transient (retriable): rate limits (worded, or a
+    Permanent (not retriable): billing/usage, AWS Bedrock auth/access, auth (401/403, a missing
+    or refused key, the Claude CLI's "Not logged in"), invalid requests (400, "prompt is too long"). Transient (retriable): rate limits (worded, or a
     bare 429 after the billing check, since a 429 may be an exhausted quota), timeouts, transport
     faults, server errors (5xx, overloaded). Unrecognised text is retriable, unless no session was
     ever established: then it is a local setup problem that retrying cannot fix.

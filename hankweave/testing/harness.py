@@ -26,6 +26,10 @@ The scenarios (:data:`Scenario`):
     a success result, then the harness raises (a known SDK bug the kernel must shrug off).
 
 ``arrange`` may ``pytest.skip`` a scenario the harness cannot produce.
+
+The preflight (``Harness.preflight``) is proven with :attr:`HarnessContract.credentials`: the
+variables that give the harness's agent credentials for :attr:`HarnessContract.model`.  With
+them the preflight finds no error; without them it names one of them.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ from hankweave.harness import (
     Harness,
     HarnessConfig,
     HumanReply,
+    PreflightKind,
+    PreflightProblem,
+    PreflightRequest,
     ToolDecision,
 )
 from hankweave.models import ModelCost, ModelEntry
@@ -226,6 +233,10 @@ class HarnessContract:
     bad_config_path: ClassVar[str] = "noSuchSetting"
     """...at this path within the section."""
 
+    credentials: ClassVar[Mapping[str, str] | None] = None
+    """Variables that give the agent credentials for :attr:`model` (``{"OPENAI_API_KEY":
+    "sk-test"}``), or None when the harness needs none (a replay, a fake)."""
+
     def arrange(self, scenario: Scenario, request: CodonRequest) -> Arranged:
         """Make the agent behave as ``scenario`` says for ``request`` (see the module
         docstring); ``pytest.skip`` what the harness cannot do."""
@@ -258,7 +269,31 @@ class HarnessContract:
 
         return asyncio.run(run()), context
 
+    def preflight(self, home: Path, env: Mapping[str, str]) -> list[PreflightProblem]:
+        """The harness's preflight for :attr:`model` with only ``PATH``, an empty ``HOME``
+        (no stored login) and ``env`` in the agent's environment."""
+        home.mkdir(parents=True, exist_ok=True)
+        agent_env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), **env}
+        request = PreflightRequest(model=self.model, env=agent_env, env_overlay=dict(env))
+        return self.harness_class.preflight(request, self.harness_class.Config())
+
     # -- the tests --
+
+    def test_the_preflight_passes_with_credentials(self, tmp_path: Path) -> None:
+        problems = self.preflight(tmp_path / "home", self.credentials or {})
+        assert all(isinstance(problem, PreflightProblem) for problem in problems), problems
+        assert not [problem for problem in problems if not problem.warning], problems
+
+    def test_the_preflight_names_the_missing_credential(self, tmp_path: Path) -> None:
+        problems = self.preflight(tmp_path / "home", {})
+        missing = [problem for problem in problems if problem.kind is PreflightKind.CREDENTIALS
+                   and not problem.warning]
+        if self.credentials is None:
+            assert not missing, problems
+            return
+        assert missing, f"{self.harness_class.name} accepts an agent without credentials"
+        assert any(name in problem.message for name in self.credentials
+                   for problem in missing), missing
 
     def test_it_is_a_named_harness_with_sane_defaults(self) -> None:
         harness = self.harness_class
