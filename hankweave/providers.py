@@ -66,8 +66,8 @@ BASE_URL_VARIABLES: dict[str, tuple[str, ...]] = {
 """The endpoint variables, by litellm prefix (``gemini`` for ``google``; ``openai`` for any
 provider spoken to over ``protocol: "openai"``)."""
 
-LITELLM_PREFIX: dict[str, str] = {"google": "gemini", "zai": "zai"}
-"""Our provider id -> litellm's, where they differ."""
+LITELLM_PREFIX: dict[str, str] = {"google": "gemini", "zai": "zai", "amazon-bedrock": "bedrock"}
+"""Our provider id -> litellm's, where they differ (litellm names Bedrock ``bedrock``)."""
 
 
 AWS_CREDENTIAL_VARIABLES = (

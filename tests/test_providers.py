@@ -174,3 +174,10 @@ def test_the_module_imports_no_llm_client() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_non_anthropic_bedrock_model_reaches_litellm_as_bedrock() -> None:
+    """Issue 36 item 5: litellm's Bedrock prefix is ``bedrock``, not our ``amazon-bedrock``."""
+    found = route("amazon-bedrock", "meta.llama3-1-70b-instruct-v1:0", {})
+    assert found.model == "bedrock/meta.llama3-1-70b-instruct-v1:0"
+    assert found.display == "amazon-bedrock/meta.llama3-1-70b-instruct-v1:0"
