@@ -169,6 +169,38 @@ def test_codon_filter_matches_every_iteration_of_a_loop_codon(exec_dir: Path) ->
     assert seqs(top_level.stdout) == [2, 3, 4, 5, 6, 7]
 
 
+def test_run_filter_keeps_only_the_events_that_name_that_run(exec_dir: Path) -> None:
+    append(
+        journal_path(exec_dir),
+        [
+            ("info", {"message": "Runtime resumed"}),
+            (
+                "state.transition",
+                {
+                    "transitionType": "CodonStarted",
+                    "runId": "run-2",
+                    "codonId": "polish#0",
+                    "transition": {"type": "CodonStarted", "data": {"codonId": "polish#0"}},
+                    "resultingState": {
+                        "currentRunId": "run-2",
+                        "runCount": 2,
+                        "totalCost": 0,
+                        "currentRunCost": 0,
+                    },
+                },
+            ),
+        ],
+    )
+
+    first = journal("-e", exec_dir, "--run", "run-1")
+    second = journal("-e", exec_dir, "--run", "run-2")
+    unknown = journal("-e", exec_dir, "--run", "run-9")
+
+    assert seqs(first.stdout) == [3]
+    assert seqs(second.stdout) == [11]
+    assert unknown.exit_code == 0 and unknown.stdout == ""
+
+
 def test_after_seq_prints_only_later_events(exec_dir: Path) -> None:
     result = journal("-e", exec_dir, "--after-seq", "6", "--json")
 

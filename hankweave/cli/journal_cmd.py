@@ -47,6 +47,12 @@ _SUMMARY_WIDTH = 100
     help="Only events of this codon (a loop codon's id matches all its iterations).",
 )
 @click.option(
+    "--run",
+    "run_id",
+    metavar="RUN_ID",
+    help="Only events that name this run (data.runId); events that name no run are left out.",
+)
+@click.option(
     "--after-seq",
     type=click.IntRange(min=0),
     metavar="N",
@@ -75,6 +81,7 @@ def journal_command(
     execution_dir: Path,
     types: tuple[str, ...],
     codon: str | None,
+    run_id: str | None,
     after_seq: int | None,
     follow: bool,
     as_json: bool,
@@ -91,12 +98,13 @@ def journal_command(
     path = _journal_file(execution_dir)
     wants_type, exact_types = _type_filter(types)
     wants_codon = _codon_filter(codon)
+    wants_run = _run_filter(run_id)
     report = JournalReadReport(path)
     printer = _Printer(as_json, report)
 
     def wanted(events: Iterator[ServerEvent]) -> Iterator[ServerEvent]:
         for event in events:
-            if wants_type(event.type) and wants_codon(event.data):
+            if wants_type(event.type) and wants_codon(event.data) and wants_run(event):
                 yield event
 
     if not follow:
@@ -191,6 +199,21 @@ def _codon_filter(wanted: str | None) -> Callable[[Mapping[str, Any]], bool]:
         if codon is None:
             return False
         return codon == wanted or (not exact_only and base_codon_id(codon) == wanted)
+
+    return wants
+
+
+def _run_filter(wanted: str | None) -> Callable[[ServerEvent], bool]:
+    """Match an event's run: the envelope's ``runId`` when a writer put one there, else the
+    ``runId`` its data names.  Events that name no run (``info``, ``token.usage``, ...) never
+    match, so the filter never guesses a run from an event's position in the journal."""
+    if wanted is None:
+        return lambda _event: True
+
+    def wants(event: ServerEvent) -> bool:
+        extra = event.model_extra or {}
+        named = extra.get("runId", extra.get("run_id", event.data.get("runId")))
+        return named == wanted
 
     return wants
 
