@@ -292,6 +292,47 @@ def test_rollback_to_a_codon_restores_its_files_and_continues_after_it(project):
     assert (project.agent_root / "notes.md").read_text() == "beta"
 
 
+def test_a_rollback_reports_its_steps_the_restored_checkpoint_and_the_rig_cleanup(project):
+    (project.hank_dir / "kit").mkdir()
+    (project.hank_dir / "kit" / "tool.sh").write_text("echo kit\n")
+    project.write_hank([
+        codon("a", checkpointedFiles=["**"]),
+        codon("b", rigSetup=[{"type": "copy", "copy": {"from": "kit", "to": "kit"}}])])
+    script = {"a": {"writeFiles": {"notes.md": "alpha"}},
+              "b": {"writeFiles": {"notes.md": "beta"}}}
+
+    async def scenario():
+        async with ServedRun(project, script, autostart=False) as served:
+            ws = await controller(served)
+            async with ws:
+                for number in range(2):
+                    ok(await command(ws, "codon.next", command_id=f"n{number}"))
+                    await idle(ws, "codon-completed")
+                copied = (project.agent_root / "kit" / "tool.sh").exists()
+                *events, reply = await command_messages(ws, "rollback.toCodon",
+                                                        {"codonId": "a"}, "r")
+                ok(reply)
+                ok(await command(ws, "server.shutdown", command_id="bye"))
+            await served.wait()
+            return copied, events
+
+    copied, events = run(scenario())
+    rollback = [m for m in events if m["type"].startswith("rollback.")]
+    assert [m["type"] for m in rollback] == [
+        "rollback.started", "rollback.progress", "rollback.progress",
+        "rollback.codonCheckpoint", "rollback.rigCleanup", "rollback.completed"]
+    started, undo, apply, restored, cleanup, _ = (m["data"] for m in rollback)
+    assert started["codonsToProcess"] == ["b"]
+    assert (undo["currentStep"], undo["totalSteps"]) == (1, 2) and "b" in undo["message"]
+    assert (apply["currentStep"], apply["totalSteps"]) == (2, 2)
+    assert restored["codonId"] == "a" and restored["checkpoint"] == started["toCheckpoint"]
+    assert copied and not (project.agent_root / "kit").exists()
+    assert cleanup == {"codonId": "b", "codonName": cleanup["codonName"], "directories": ["kit"],
+                       "status": "completed", "successfulCleanups": 1}
+    journaled = [e["type"] for e in project.journal() if e["type"].startswith("rollback.")]
+    assert journaled == [m["type"] for m in rollback]
+
+
 def test_checkpoint_list_answers_the_sender_only_and_rollback_takes_a_prefix(project):
     project.write_hank([codon("a", checkpointedFiles=["**"]), codon("b")])
 

@@ -282,6 +282,22 @@ class Reporter:
             to_checkpoint=checkpoint, checkpoint_type=checkpoint_type,
             codons_to_process=undone))
 
+    def rollback_progress(self, *, step: int, steps: int, message: str) -> None:
+        self._send("rollback.progress", payload(
+            c.RollbackProgressData, current_step=step, total_steps=steps, message=message))
+
+    def rollback_codon_checkpoint(self, *, codon_id: str, codon_name: str, checkpoint: str,
+                                  checkpoint_type: str, message: str) -> None:
+        self._send("rollback.codonCheckpoint", payload(
+            c.RollbackCodonCheckpointData, codon_id=codon_id, codon_name=codon_name,
+            checkpoint=checkpoint, checkpoint_type=checkpoint_type, message=message))
+
+    def rollback_rig_cleanup(self, *, codon_id: str, codon_name: str, directories: list[str],
+                             removed: int) -> None:
+        self._send("rollback.rigCleanup", payload(
+            c.RollbackRigCleanupData, codon_id=codon_id, codon_name=codon_name,
+            directories=directories, status="completed", successful_cleanups=removed))
+
     def rollback_completed(self, *, from_run: str, to_run: str, checkpoint: str, codon_id: str,
                            codon_name: str, checkpoint_type: str, auto_restart: bool) -> None:
         self._send("rollback.completed", payload(

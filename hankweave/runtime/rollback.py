@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, cast, get_args
 
 from hankweave.checkpoints import CheckpointError, CheckpointStore
+from hankweave.config.hank import RigCopy
 from hankweave.events.catalogue import CheckpointQueryInfo
 from hankweave.execution.layout import ExecutionLayout
 from hankweave.faults import kill_point
@@ -242,13 +243,14 @@ class Rollbacks:
                 thread = ctx.thread()
                 from_run = ctx.run_id or (ctx.state.runs[0].run_id if ctx.state.runs else "")
                 checkpoint_type = event_checkpoint_type(target)
+                undone = codons_newer_than(thread, target)
                 ctx.reporter.rollback_started(
                     from_run=from_run,
                     from_codon=thread.codons[0].codon.codon_id if thread.codons else None,
                     to_codon=target.codon_id or "", checkpoint=target.sha,
-                    checkpoint_type=checkpoint_type, undone=codons_newer_than(thread, target))
+                    checkpoint_type=checkpoint_type, undone=undone)
                 try:
-                    await self._restore(target)
+                    await self._restore(target, undone)
                 except CheckpointError as exc:
                     raise RuntimeCommandError(f"Rollback to {target.sha[:12]} failed: {exc}"
                                               ) from exc
@@ -267,12 +269,21 @@ class Rollbacks:
                               "Rollback completed. Use 'codon.next' to continue.")
         return target
 
-    async def _restore(self, target: RollbackTarget) -> None:
-        """Restore the checkpoint, end the current run, and start the continuation run."""
+    async def _restore(self, target: RollbackTarget, undone: list[str] | None = None) -> None:
+        """Restore the checkpoint, end the current run, and start the continuation run.
+
+        ``undone``: the codons a rollback command takes back, newest first; each gets a
+        ``rollback.progress`` step before the one restore (a checkpoint is a whole work tree,
+        so there is nothing to restore codon by codon as the original does).  Boot recovery
+        passes None: it reports the restored checkpoint only.
+        """
         ctx = self.ctx
         if target.sha:
+            if undone is not None:
+                self._report_steps(target, undone)
             await ctx.checkpoints.restore(target.sha)
             kill_point("rollback.restored")  # test-only (docs/crash-testing.md)
+            self._report_restored(target, undone or [])
         current = ctx.state.run_by_id(ctx.run_id or "")
         if current is not None and current.status == "running":
             await ctx.transition(RunCompleted(data=RunRef(run_id=current.run_id)))
@@ -289,6 +300,44 @@ class Rollbacks:
             reason="rollback"))
         ctx.reporter.info(f"Rolled back to {target.codon_id or 'the start'}"
                           f" (checkpoint {target.sha[:8]})")
+
+    def _report_steps(self, target: RollbackTarget, undone: list[str]) -> None:
+        ctx, steps = self.ctx, len(undone) + 1
+        for step, codon_id in enumerate(undone, start=1):
+            ctx.reporter.rollback_progress(
+                step=step, steps=steps,
+                message=f"Undoing codon {codon_id} ({ctx.codon_name(codon_id)})")
+        ctx.reporter.rollback_progress(
+            step=steps, steps=steps, message=f"Applying checkpoint {target.sha[:8]}")
+
+    def _report_restored(self, target: RollbackTarget, undone: list[str]) -> None:
+        """``rollback.codonCheckpoint`` for the restored point, then ``rollback.rigCleanup``
+        for each undone codon whose rig copied into agentRoot: the restore put those paths
+        back as the checkpoint had them, removing the ones it did not have."""
+        ctx = self.ctx
+        codon_id = target.codon_id or ""
+        ctx.reporter.rollback_codon_checkpoint(
+            codon_id=codon_id, codon_name=ctx.codon_name(codon_id) if codon_id else "",
+            checkpoint=target.sha, checkpoint_type=event_checkpoint_type(target),
+            message=f"Restored checkpoint {target.sha[:8]}"
+                    f" ({target.checkpoint_type} of {codon_id or 'the start'})")
+        agent_root = ctx.layout.agent_root
+        for undone_id in undone:
+            copies = _rig_copy_targets(ctx, undone_id)
+            if copies:
+                ctx.reporter.rollback_rig_cleanup(
+                    codon_id=undone_id, codon_name=ctx.codon_name(undone_id),
+                    directories=copies,
+                    removed=sum(not (agent_root / path).exists() for path in copies))
+
+
+def _rig_copy_targets(ctx: RunContext, codon_id: str) -> list[str]:
+    """Where ``codon_id``'s rig copies went in agentRoot (none for a codon the hank lost)."""
+    try:
+        operations = ctx.codon_config(codon_id).rig_setup or []
+    except RuntimeCommandError:
+        return []
+    return [op.copy_.to for op in operations if isinstance(op, RigCopy)]
 
 
 def list_checkpoints(ctx: RunContext, run_id: str | None = None) -> CheckpointListing:
