@@ -6,6 +6,7 @@ until the proxy exists, naming the file, variable or flag that set them."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 
 from hankweave.testing.mock_provider import MockProviderLog, start_mock_provider
 from integration.conftest import Project, codon
+
+REPO_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 def write_settings(project: Project, settings: dict) -> None:
@@ -37,6 +40,9 @@ def http_project(project: Project) -> Project:
     """Agents that call ANTHROPIC_BASE_URL over HTTP (tests/http_agent.py), with a key and no
     base URL of their own."""
     project.env["HANKWEAVE_PLUGIN_MODULES"] = "tests.http_agent"
+    # The run is a subprocess in the project's folder: it finds ``tests`` through the path.
+    project.env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT,
+                                                               project.env.get("PYTHONPATH")]))
     project.env["ANTHROPIC_API_KEY"] = "sk-test"
     project.env.pop("ANTHROPIC_BASE_URL", None)
     project.write_hank([codon("a", model="sonnet", promptText="Reach the endpoint.")])
