@@ -176,7 +176,8 @@ def run_lines(project: Project, monkeypatch: pytest.MonkeyPatch,
     return project.run()
 
 
-def test_a_live_run_counts_each_message_once_and_prices_its_final_usage(project, monkeypatch):
+def test_a_live_run_counts_every_assistant_line_and_each_message_once_and_prices_its_usage(
+        project, monkeypatch):
     lines = [*framed_session(),
              result_record(session_id="s1", text="Done.", usage=usage(250, 110, 2000, 22_000))]
 
@@ -184,7 +185,8 @@ def test_a_live_run_counts_each_message_once_and_prices_its_final_usage(project,
 
     record = outcome.record("a")
     assert record.status == "completed"
-    assert record.assistant_message_count == 2
+    # The original's count: every assistant line (five frames); turns: two messages.
+    assert (record.assistant_message_count, record.assistant_turn_count) == (5, 2)
     assert record.final_tokens == usage(250, 110, 2000, 22_000)
     from hankweave.registry import get_registry
 
@@ -202,7 +204,7 @@ def test_a_live_run_counts_frames_without_a_result_once_too(project, monkeypatch
 
     record = outcome.record("a")
     assert record.status == "failed"
-    assert record.assistant_message_count == 2
+    assert (record.assistant_message_count, record.assistant_turn_count) == (5, 2)
     assert record.partial_tokens == usage(250, 110, 2000, 22_000)
 
 
@@ -218,7 +220,7 @@ def test_a_timed_out_session_waits_for_its_result_and_fails_as_a_retriable_timeo
     assert record.failure_reason.type == "timeout" and record.failure_reason.retriable
     assert record.partial_cost == 0.0907
     assert record.partial_tokens == usage(250, 110, 2000, 22_000)
-    assert record.assistant_message_count == 3
+    assert (record.assistant_message_count, record.assistant_turn_count) == (6, 3)
 
 
 def test_a_timeout_whose_result_never_comes_still_ends_the_codon(project, monkeypatch):

@@ -52,7 +52,7 @@ def replayed_record(project, lines: list[dict], **codon_fields):
     return replayed, record
 
 
-def test_frames_replay_as_one_message_each_with_the_results_cost(project):
+def test_frames_replay_as_lines_and_one_turn_per_message_with_the_results_cost(project):
     lines = [*session(), result_record(session_id="s1", text="Done.", usage=TOTAL,
                                        total_cost_usd=0.05)]
 
@@ -60,7 +60,8 @@ def test_frames_replay_as_one_message_each_with_the_results_cost(project):
 
     assert replayed.code == 0, replayed.notices
     assert record.status == "completed"
-    assert record.assistant_message_count == 2
+    # Every assistant line counts, as in the original; each message id is one turn.
+    assert (record.assistant_message_count, record.assistant_turn_count) == (5, 2)
     assert (record.final_cost, record.final_tokens) == (0.05, TOTAL)
 
 
@@ -77,7 +78,7 @@ def test_a_timeout_then_its_result_replays_as_a_timeout_with_the_real_cost(proje
     assert record.status == "failed"
     assert record.failure_reason.type == "timeout" and record.failure_reason.retriable
     assert (record.partial_cost, record.partial_tokens) == (0.0907, TOTAL)
-    assert record.assistant_message_count == 3
+    assert (record.assistant_message_count, record.assistant_turn_count) == (6, 3)
 
 
 @pytest.mark.parametrize("policy", ["abort", "retry"])

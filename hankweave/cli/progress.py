@@ -92,7 +92,9 @@ class _Tracker:
             else:
                 self.current.cost = body.get("finalCost", self.current.cost)
         elif kind == "AssistantMessageCountUpdated" and self.current is not None:
-            self.current.messages = body.get("newCount", self.current.messages)
+            # Messages as a person counts them (turns); journals without turns give lines.
+            self.current.messages = body.get("newTurnCount") or body.get(
+                "newCount", self.current.messages)
 
 
 class _CostsShown:

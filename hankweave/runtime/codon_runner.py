@@ -433,11 +433,13 @@ class CodonRunner:
         codon = self._record()
         if codon is None or codon.status != "running":
             return
-        if parsed.new_message:  # one message, however many frames the CLI writes for it
-            await self.store.transition(AssistantMessageCountUpdated(
-                data=AssistantMessageCountData(
-                    run_id=request.run_id, codon_id=request.codon_id,
-                    new_count=(codon.assistant_message_count or 0) + 1)))
+        # Every assistant line counts, as in the original's state.json; a message the CLI
+        # writes as several frames is one turn.
+        turns = (codon.assistant_turn_count or 0) + (1 if parsed.new_message else 0)
+        await self.store.transition(AssistantMessageCountUpdated(
+            data=AssistantMessageCountData(
+                run_id=request.run_id, codon_id=request.codon_id,
+                new_count=(codon.assistant_message_count or 0) + 1, new_turn_count=turns)))
         usage = parsed.usage_delta
         if usage is None or usage == TokenUsage():
             return

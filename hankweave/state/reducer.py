@@ -348,6 +348,7 @@ def _to_running(codon: CodonExecution, fields: dict[str, Any], meta: CodonMetada
         current_cost=0.0,
         current_tokens=TokenUsage(),
         assistant_message_count=0,
+        assistant_turn_count=0,
         extension_count=0,
     )
     return _become("running", fields)
@@ -477,9 +478,10 @@ def _agent_process(state: HankweaveState, t: AgentProcessReported) -> HankweaveS
 
 
 def _message_count(state: HankweaveState, t: AssistantMessageCountUpdated) -> HankweaveState:
-    return _update_running(
-        state, t.data.run_id, t.data.codon_id, lambda c: {"assistant_message_count": t.data.new_count}
-    )
+    update: dict[str, Any] = {"assistant_message_count": t.data.new_count}
+    if t.data.new_turn_count is not None:
+        update["assistant_turn_count"] = t.data.new_turn_count
+    return _update_running(state, t.data.run_id, t.data.codon_id, lambda c: update)
 
 
 def _extension_count(state: HankweaveState, t: ExtensionCountUpdated) -> HankweaveState:

@@ -246,6 +246,10 @@ class AssistantMessageCountData(StateModel):
     run_id: RunId
     codon_id: CodonId
     new_count: int
+    """Assistant lines of the codon log so far, as the original counts them (a message the CLI
+    writes as several frames counts once per frame)."""
+    new_turn_count: int | None = None
+    """Distinct assistant messages (by message id) so far; None in journals before it existed."""
 
 
 class AssistantMessageCountUpdated(_TransitionBase):

@@ -212,6 +212,9 @@ class RunningCodon(_CodonBase):
     """``false`` when some usage had no known price: the cost is then a lower bound.  Absent
     when every token is priced (beyond the original, which counted such usage as $0)."""
     assistant_message_count: int = 0
+    assistant_turn_count: int | None = None
+    """Distinct assistant messages (by message id); ``assistantMessageCount`` counts log lines,
+    as the original does.  None in records written before the field existed."""
     extension_count: int = 0
     sentinels: LoadedSentinels | None = None
 
@@ -231,6 +234,7 @@ class CompletedCodon(_CodonBase):
     current_cost: float | None = None
     current_tokens: TokenUsage | None = None
     assistant_message_count: int | None = None
+    assistant_turn_count: int | None = None
     extension_count: int | None = None
     end_time: str
     exit_code: Literal[0] = 0
@@ -269,6 +273,7 @@ class FailedCodon(_CodonBase):
     partial_tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost_complete: bool | None = None
     assistant_message_count: int | None = None
+    assistant_turn_count: int | None = None
     extension_count: int | None = None
     rig_setup_checkpoint: str | None = None
     error_checkpoint: str | None = None
@@ -294,6 +299,7 @@ class SkippedCodon(_CodonBase):
     partial_tokens: TokenUsage = Field(default_factory=TokenUsage)
     cost_complete: bool | None = None
     assistant_message_count: int | None = None
+    assistant_turn_count: int | None = None
     extension_count: int | None = None
     rig_setup_checkpoint: str | None = None
     skip_checkpoint: str | None = None
