@@ -92,19 +92,21 @@ def test_the_printed_resume_hint_resumes_on_the_mock_with_the_model_override(
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_leaving_the_mock_provider_takes_no_mock_provider(tmp_path: Path) -> None:
+def test_leaving_the_mock_provider_without_the_real_key_is_refused_before_anything_runs(
+        tmp_path: Path) -> None:
     project, _ = dry_run(tmp_path)
     assert project.answer(pending(project)["id"], "blue").code == 0
+    before = (project.hankweave_dir / "run-intent.json").read_bytes()
 
     left = project.hankweave("run", "-e", str(project.exec_dir), "--headless",
                              "--no-mock-provider")
 
-    # No key for the real provider of the recorded model: the run fails, and says which key.
-    assert left.code not in (0, 3), left.stderr
-    assert "GEMINI_API_KEY" in left.stderr + json.dumps(project.state())
+    # No key for the real provider of the recorded model: the preflight refuses the run before
+    # anything starts, names the key, and the recorded intent is left as it was.
+    assert left.code == 2, left.stderr
+    assert "GEMINI_API_KEY" in left.stderr
     assert len(project.model_requests()) == 1  # nothing more reached the mock
-    intent = json.loads((project.hankweave_dir / "run-intent.json").read_text())
-    assert "mockProvider" not in intent and intent["model"] == MODEL
+    assert (project.hankweave_dir / "run-intent.json").read_bytes() == before
 
 
 def test_the_printed_answer_hint_with_an_option_is_accepted(tmp_path: Path) -> None:
