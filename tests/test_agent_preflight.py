@@ -147,3 +147,34 @@ def test_validate_exits_2_naming_the_variable_and_offline_passes(
     assert f"hank[0].model: set {KEY}" in failed.output
     assert offline.exit_code == 0, offline.output
     assert "The hank is valid." in offline.output
+
+
+SENTINEL_KEY = "GEMINI_API_KEY"
+
+
+def sentinel(fail_codon: bool) -> dict[str, Any]:
+    """A codon's inline LLM sentinel on a Google model, which needs its key."""
+    config = {"id": "watch", "name": "Watch", "model": "google/gemini-2.5-flash",
+              "trigger": {"type": "event", "on": ["assistant.action"]},
+              "execution": {"strategy": "immediate"}, "userPromptText": "Say OK."}
+    return {"sentinels": [{"sentinelConfig": config, "settings": {"failCodonIfNotLoaded": fail_codon}}]}
+
+
+@pytest.mark.parametrize(("fail_codon", "error"), [(True, True), (False, False)])
+def test_a_sentinel_without_its_key_is_found_before_the_run(
+        registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        fail_codon: bool, error: bool) -> None:
+    for variable in (SENTINEL_KEY, "GOOGLE_API_KEY", "HANKWEAVE_SENTINEL_GOOGLE_API_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    hank = write_hank(tmp_path, sentinel(fail_codon))
+
+    found = agents(registry, hank, {KEY: "k"})
+    keyed = agents(registry, hank, {KEY: "k", "HANKWEAVE_SENTINEL_GOOGLE_API_KEY": "g"})
+    offline = agents(registry, hank, {KEY: "k"}, credentials=False)
+
+    problems = [e.message for e in found.errors] if error else found.warnings
+    assert len(problems) == 1 and "sentinel watch:" in problems[0], found
+    assert "HANKWEAVE_SENTINEL_GOOGLE_API_KEY" in problems[0]
+    assert bool(found.errors) is error
+    assert (keyed.errors, keyed.warnings) == ([], [])
+    assert (offline.errors, offline.warnings) == ([], [])

@@ -24,6 +24,7 @@ from datetime import datetime
 
 import pytest
 
+from hankweave.app.preflight import PreflightError
 from hankweave.events.catalogue import routes_to_sentinels
 from hankweave.sentinels import llm
 from tests.runtime_harness import Project, codon
@@ -669,18 +670,45 @@ def test_conditions_on_tool_result_payloads(tooled):
 
 @pytest.fixture(scope="module")
 def unloadable(tmp_path_factory):
-    """No mock provider: a google sentinel needs its key, and the environment has none."""
+    """No mock provider: a google sentinel needs its key, and the environment has none (the
+    preflight's warning; the codon runs without it).  The required sentinel's prompt file is
+    there at the preflight, and the codon's own rig setup removes it: the hank changed under
+    the run, which only the sentinel's load at the codon's start can find."""
     project = Project(tmp_path_factory.mktemp("unloadable"))
     for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "HANKWEAVE_SENTINEL_GOOGLE_API_KEY"):
         project.env.pop(variable, None)
     gemini = sentinel("gem", "x", model="google/gemini-2.5-flash")
+    prompt = project.hank_dir / "gem-prompt.md"
+    prompt.parent.mkdir(parents=True, exist_ok=True)
+    prompt.write_text("[gem] x")
+    vanishing = sentinel("gem", "x", userPromptFile="gem-prompt.md",
+                         userPromptText=None, model=SENTINEL_MODEL)
+    vanishing = {k: v for k, v in vanishing.items() if v is not None}
+    remove = {"type": "command", "command": {"run": f"rm {prompt}"}}
+    project.env["OPENAI_API_KEY"] = "sk-never-used"
     project.write_hank([codon("lenient", sentinels=[entry(gemini)]),
-                        codon("strict", sentinels=[entry(gemini, failCodonIfNotLoaded=True)]),
+                        codon("strict", rigSetup=[remove],
+                              sentinels=[entry(vanishing, failCodonIfNotLoaded=True)]),
                         codon("never")])
     return project.run()
 
 
+def test_a_required_sentinel_without_its_key_stops_the_run_before_it_starts(tmp_path):
+    project = Project(tmp_path)
+    for variable in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "HANKWEAVE_SENTINEL_GOOGLE_API_KEY"):
+        project.env.pop(variable, None)
+    gemini = sentinel("gem", "x", model="google/gemini-2.5-flash")
+    project.write_hank([codon("first"), codon("strict", sentinels=[
+        entry(gemini, failCodonIfNotLoaded=True)])])
+
+    with pytest.raises(PreflightError, match="sentinel gem: .*HANKWEAVE_SENTINEL_GOOGLE_API_KEY"):
+        project.run()
+    assert not project.exec_dir.exists() or not any(project.exec_dir.iterdir())
+
+
 def test_a_sentinel_that_cannot_load_is_a_warning_without_fail_codon_if_not_loaded(unloadable):
+    assert any("sentinel gem:" in notice and "would run without it" in notice
+               for notice in unloadable.notices)
     (warning,) = [d for d in unloadable.of_type("error") if d.get("codon") == "lenient"]
     assert warning["code"] == "SENTINEL_LOAD_FAILURE"
     assert (warning["fatal"], warning["severity"]) == (False, "warning")

@@ -115,9 +115,12 @@ REQUIRED = {"failCodonIfNotLoaded": True}
 
 
 def validate(hank_dir: Path, *args: str) -> Result:
+    """``validate --offline``: these are the configs' checks; credentials have their own tests
+    (tests/test_agent_preflight.py)."""
     group = click.Group("hankweave")
     group.add_command(validate_command)
-    return CliRunner().invoke(group, ["validate", str(hank_dir), str(hank_dir / "data"), *args])
+    return CliRunner().invoke(group, ["validate", str(hank_dir), str(hank_dir / "data"),
+                                         "--offline", *args])
 
 
 def report(hank_dir: Path) -> dict[str, Any]:
@@ -470,7 +473,7 @@ def test_validate_of_a_hank_with_llm_sentinels_imports_no_heavy_library(tmp_path
 
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=HEAVY), "validate", str(hank_dir),
-         str(hank_dir / "data")],
+         str(hank_dir / "data"), "--offline"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
 
     assert "The hank is valid." in done.stdout, done.stdout + done.stderr

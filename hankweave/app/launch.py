@@ -265,9 +265,10 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
     strict = strict_plugins(request.env)
     plugins = check_plugin_settings(registry, resolved, strict=strict)
     report.errors += plugins.errors
-    # The mock provider hands every agent its own keys: no credential is needed.
+    # The mock provider hands every agent and sentinel its own keys, and a replay calls no
+    # model: no credential is needed.
     agents = check_agents(report, registry, plugins.harness_configs, request.env,
-                          credentials=request.mock_provider is None)
+                          credentials=request.mock_provider is None and source.checks_harnesses)
     report.errors += agents.errors
     for warning in report.warnings + plugins.warnings + agents.warnings:
         request.notify(f"warning: {warning}")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from hankweave.harness import Harness, HarnessConfig, PreflightProblem
     from hankweave.models import ModelEntry
     from hankweave.registry import Registry
+    from hankweave.sentinels.config import LoadedSentinelConfig
 
 
 @dataclass
@@ -44,6 +45,8 @@ class PreflightReport:
     errors: list[HankIssue] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     models: list[ResolvedCodonModel] = field(default_factory=list)
+    sentinels: list[tuple[str, LoadedSentinelConfig]] = field(default_factory=list)
+    """Every codon's sentinel configs that loaded, each with where its codon lists it."""
 
     @property
     def ok(self) -> bool:
@@ -136,8 +139,7 @@ def _check_sentinels(hank: HankFile, hank_dir: Path, registry: Registry,
                      report: PreflightReport) -> None:
     """Load every codon's sentinel configs as its start will.  A config that cannot load is an
     error whether or not the codon requires it (``failCodonIfNotLoaded``), as in the original:
-    a broken config is the author's to fix.  What only a run can tell (credentials) is left
-    to the codon's start, where ``failCodonIfNotLoaded`` decides."""
+    a broken config is the author's to fix.  Their credentials are :func:`check_agents`'s."""
     from hankweave.config.errors import format_path
     from hankweave.sentinels.config import SentinelConfigLoader
 
@@ -153,6 +155,7 @@ def _check_sentinels(hank: HankFile, hank_dir: Path, registry: Registry,
         report.errors += [HankIssue(where, f"{error.ref}: {error.error}".replace("\n", "\n    "))
                           for error in result.errors]
         for loaded in result.configs:
+            report.sentinels.append((where, loaded))
             report.warnings += [f"{where}: sentinel {loaded.config.id}: {issue}"
                                 for issue in loaded.config.warnings]
 
@@ -292,7 +295,30 @@ def check_agents(report: PreflightReport, registry: Registry,
     for message, paths in found.items():
         check.errors.append(HankIssue(paths[0], message + _also(paths)))
     check.warnings += [f"{paths[0]}: {message}{_also(paths)}" for message, paths in warnings.items()]
+    if credentials:
+        _check_sentinel_credentials(report, env, check)
     return check
+
+
+def _check_sentinel_credentials(report: PreflightReport, env: Mapping[str, str],
+                                check: AgentCheck) -> None:
+    """An LLM sentinel without a key for its model would fail to load at its codon's start:
+    an error when the entry says ``failCodonIfNotLoaded`` (the codon would fail, after the
+    codons before it spent money), else a warning (the codon would run without it)."""
+    from hankweave.providers import CredentialsError, sentinel_route
+
+    for where, loaded in report.sentinels:
+        config = loaded.config
+        if config.kind_name != "llm" or not config.model:
+            continue
+        try:
+            sentinel_route(config.model, env)
+        except CredentialsError as exc:
+            if loaded.fail_codon_if_not_loaded:
+                check.errors.append(HankIssue(where, f"sentinel {config.id}: {exc}"))
+            else:
+                check.warnings.append(f"{where}: sentinel {config.id}: {exc}; its codon would"
+                                      " run without it")
 
 
 def _agent_problems(harness: type[Harness], model: ModelEntry, config: HarnessConfig,
