@@ -236,3 +236,20 @@ def test_cleanup_refuses_a_directory_containing_the_managed_root(
 )
 def test_sizes_are_shown_in_binary_units(size: int, text: str) -> None:
     assert format_size(size) == text
+
+
+def test_cleanup_refuses_the_root_hankweave_json_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``executionBaseDir`` in ./hankweave.json is a managed root too, whatever HANKWEAVE_HOME
+    says: cleanup of it would remove every execution launched from here."""
+    project = tmp_path / "project"
+    (project / "runs" / ".hankweave").mkdir(parents=True)
+    (project / "hankweave.json").write_text('{"executionBaseDir": "runs"}')
+    monkeypatch.chdir(project)
+
+    result = cleanup("-e", project / "runs", "-y")
+
+    assert result.exit_code == 2
+    assert "it is the managed executions root" in result.output
+    assert (project / "runs").exists()

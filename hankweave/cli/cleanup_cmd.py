@@ -9,6 +9,7 @@ lock left by a crash does not block; and it refuses anything that is not an exec
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,10 +37,9 @@ def cleanup_command(execution_dir: Path, yes: bool) -> None:
     lock; a stale lock left by a crashed runtime does not block.
     """
     from hankweave.execution.layout import ExecutionLayout
-    from hankweave.execution.setup import managed_executions_root
 
     path = Path(os.path.abspath(execution_dir))
-    _check_removable(path, managed_executions_root())
+    _check_removable(path, _managed_roots())
     layout = ExecutionLayout(path)
     stale = _refuse_live_lock(layout)
 
@@ -71,7 +71,29 @@ def cleanup_command(execution_dir: Path, yes: bool) -> None:
 # ----- checks -----
 
 
-def _check_removable(path: Path, managed_root: Path) -> None:
+def _managed_roots() -> list[Path]:
+    """Every managed executions root a launch from here could use: the resolved one, and each
+    place it may come from (``$HANKWEAVE_HOME``, ``./hankweave.json``'s ``executionBaseDir``,
+    ``$HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR``, the default), so none of them is removed as if
+    it were one execution."""
+    from hankweave.config.errors import ConfigError
+    from hankweave.config.settings import RUNTIME_CONFIG_FILE, load_runtime_config
+    from hankweave.execution.setup import managed_executions_root
+
+    configured = None
+    settings_file = Path(RUNTIME_CONFIG_FILE)
+    # An invalid file names no root; the others are still protected.
+    if settings_file.is_file():
+        with contextlib.suppress(ConfigError):
+            configured = load_runtime_config(settings_file).execution_base_dir
+    candidates = [managed_executions_root(), managed_executions_root({}, configured),
+                  managed_executions_root({}, os.environ.get(
+                      "HANKWEAVE_RUNTIME_EXECUTION_BASE_DIR")),
+                  managed_executions_root({})]
+    return list(dict.fromkeys(candidates))
+
+
+def _check_removable(path: Path, managed_roots: list[Path]) -> None:
     if not os.path.lexists(path):
         raise CLIError(f"execution directory {path}: does not exist")
     if path.is_symlink():
@@ -85,7 +107,7 @@ def _check_removable(path: Path, managed_root: Path) -> None:
     protected = {
         Path("/"): "the root directory",
         Path(os.path.realpath(Path.home())): "your home directory",
-        Path(os.path.realpath(managed_root)): "the managed executions root",
+        **{Path(os.path.realpath(root)): "the managed executions root" for root in managed_roots},
     }
     for place, what in protected.items():
         if real == place:
