@@ -254,6 +254,19 @@ def test_redo_runs_the_most_recent_codon_again(project):
         ("a", "completed"), ("a", "completed")]
 
 
+async def run_codons(ws, count: int) -> None:
+    """Step ``count`` codons with ``codon.next``, each to its completion."""
+    for number in range(count):
+        ok(await command(ws, "codon.next", command_id=f"n{number}"))
+        await idle(ws, "codon-completed")
+
+
+async def roll_back(ws, codon_id: str) -> tuple[list[dict], dict]:
+    """``rollback.toCodon``: the events it sent, then its reply."""
+    *events, reply = await command_messages(ws, "rollback.toCodon", {"codonId": codon_id}, "r")
+    return events, reply
+
+
 def test_rollback_to_a_codon_restores_its_files_and_continues_after_it(project):
     project.write_hank([codon("a", checkpointedFiles=["**"]), codon("b")])
     script = {"a": {"writeFiles": {"notes.md": "alpha"}},
@@ -263,12 +276,9 @@ def test_rollback_to_a_codon_restores_its_files_and_continues_after_it(project):
         async with ServedRun(project, script, autostart=False) as served:
             ws = await controller(served)
             async with ws:
-                for number in range(2):
-                    ok(await command(ws, "codon.next", command_id=f"n{number}"))
-                    await idle(ws, "codon-completed")
+                await run_codons(ws, 2)
                 before = (project.agent_root / "notes.md").read_text()
-                *events, reply = await command_messages(ws, "rollback.toCodon",
-                                                        {"codonId": "a"}, "r")
+                events, reply = await roll_back(ws, "a")
                 after = (project.agent_root / "notes.md").read_text()
                 ok(await command(ws, "codon.next", command_id="again"))
                 await idle(ws, "codon-completed")
@@ -305,12 +315,9 @@ def test_a_rollback_reports_its_steps_the_restored_checkpoint_and_the_rig_cleanu
         async with ServedRun(project, script, autostart=False) as served:
             ws = await controller(served)
             async with ws:
-                for number in range(2):
-                    ok(await command(ws, "codon.next", command_id=f"n{number}"))
-                    await idle(ws, "codon-completed")
+                await run_codons(ws, 2)
                 copied = (project.agent_root / "kit" / "tool.sh").exists()
-                *events, reply = await command_messages(ws, "rollback.toCodon",
-                                                        {"codonId": "a"}, "r")
+                events, reply = await roll_back(ws, "a")
                 ok(reply)
                 ok(await command(ws, "server.shutdown", command_id="bye"))
             await served.wait()
@@ -342,9 +349,7 @@ def test_checkpoint_list_answers_the_sender_only_and_rollback_takes_a_prefix(pro
             ws = await controller(served)
             watcher, _ = await open_client(served.url)
             async with ws, watcher:
-                for number in range(2):
-                    ok(await command(ws, "codon.next", command_id=f"n{number}"))
-                    await idle(ws, "codon-completed")
+                await run_codons(ws, 2)
                 await ws.send('{"type":"checkpoint.list","id":"list"}')
                 messages = await receive_until(ws, lambda m: m["type"] == "command.response")
                 sha = next(c["sha"] for c in messages[-1]["data"]["result"]["checkpoints"]
