@@ -66,6 +66,7 @@ __all__ = [
     "SYNTHETIC_MODEL",
     "SYNTHETIC_TERMINATED_TEXT",
     "SYNTHETIC_TIMEOUT_TEXT",
+    "TURN_LIMIT_SUBTYPE",
     "AnyRecord",
     "AssistantMessage",
     "AssistantRecord",
@@ -661,6 +662,11 @@ def compact_boundary_record(session_id: str, *, trigger: Literal["auto", "manual
         metadata["pre_tokens"] = pre_tokens
     return {"type": "system", "subtype": "compact_boundary", "session_id": session_id,
             "compact_metadata": metadata}
+
+
+TURN_LIMIT_SUBTYPE = "error_max_turns"
+"""The ``result`` subtype of a pass that ended at the agent's turn limit (the Claude CLI's
+``--max-turns``; a harness with a turn limit of its own writes the same)."""
 
 
 def result_record(*, session_id: str | None = None, success: bool = True, text: str = "",

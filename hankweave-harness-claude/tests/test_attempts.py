@@ -81,7 +81,8 @@ def test_max_turns_ends_the_pass_with_a_failure(tmp_path: Path,
 
     assert not run.outcome.success
     reason = run.outcome.failure_reason
-    assert reason is not None and "maximum number of turns" in reason.message, reason
+    assert reason is not None and (reason.type, reason.retriable) == ("turn-limit", False), reason
+    assert "turn limit" in reason.message and "harnesses.claude.maxTurns" in reason.message
 
 
 def test_a_cli_that_cannot_start_is_a_permanent_local_failure(

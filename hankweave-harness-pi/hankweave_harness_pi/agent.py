@@ -52,6 +52,7 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 import litellm
 
 from hankweave.api import (
+    TURN_LIMIT_SUBTYPE,
     AttemptContext,
     CodonRequest,
     TokenUsage,
@@ -246,7 +247,7 @@ class AgentPass:
         while True:
             if self.totals.turns >= self.config.max_turns:
                 yield self._result(error=f"Reached maximum number of turns"
-                                         f" ({self.config.max_turns})")
+                                         f" ({self.config.max_turns})", subtype=TURN_LIMIT_SUBTYPE)
                 return
             try:
                 async for record in self._compact_if_needed():
@@ -409,13 +410,14 @@ class AgentPass:
             return ToolOutcome(reply.answer)
         return ToolOutcome(reply.message or "No human answered the question.", is_error=True)
 
-    def _result(self, *, text: str = "", error: str | None = None) -> dict[str, Any]:
+    def _result(self, *, text: str = "", error: str | None = None,
+                subtype: str | None = None) -> dict[str, Any]:
         totals = self.totals
         record = result_record(
             session_id=self.session.id, success=error is None,
             text=error if error is not None else text, usage=totals.usage,
             total_cost_usd=totals.cost if self.price is not None else None,
-            num_turns=totals.turns)
+            num_turns=totals.turns, subtype=subtype)
         record["duration_ms"] = int((time.monotonic() - totals.started) * 1000)
         return record
 

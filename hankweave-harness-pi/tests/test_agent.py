@@ -187,6 +187,16 @@ def test_a_missing_session_fails_the_codon_with_the_reason(tmp_path: Path, mock)
     assert run.outcome.failure_reason.retriable is False
 
 
+def test_the_turn_limit_is_its_own_permanent_failure(tmp_path: Path, mock) -> None:
+    run = attempt(request(tmp_path, mock[0], "Write the plan."), tmp_path,
+                  config=PiConfig(max_turns=2))
+
+    reason = run.outcome.failure_reason
+    assert reason is not None and (reason.type, reason.retriable) == ("turn-limit", False), reason
+    assert "after 2 turns" in reason.message and "harnesses.pi.maxTurns" in reason.message
+    assert (tmp_path / "agentRoot" / "plan.md").read_text() == "# Plan\n\nstep one\nstep two\n"
+
+
 def test_a_rate_limit_carries_its_retry_after(tmp_path: Path, mock) -> None:
     run = attempt(request(tmp_path, mock[0], "Hurry."), tmp_path)
     reason = run.outcome.failure_reason

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -20,6 +21,8 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+
+from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED, WAITING_FOR_PERSON
 
 if TYPE_CHECKING:
     from hankweave.config.settings import Settings
@@ -33,6 +36,51 @@ def _money(value: float | None) -> str:
 
 def _short(sha: str | None) -> str:
     return sha[:8] if sha else "-"
+
+
+@dataclass(frozen=True)
+class _Finished:
+    """A codon attempt that ended, as the views show it."""
+
+    codon_id: str
+    status: str
+    cost: float
+    ms: int
+    sha: str | None
+    reason: Mapping[str, Any] | None = None
+    """Its ``failureReason`` (a failed attempt's; None otherwise)."""
+
+    @property
+    def shown_status(self) -> str:
+        """``failed``, unless the attempt ended for a stop from outside it: ``waiting`` for a
+        person's answer, or ``stopped`` (a shutdown, Ctrl-C, a force-stop)."""
+        message = str((self.reason or {}).get("message") or "")
+        if self.status != "failed" or (self.reason or {}).get("type") != "unknown":
+            return self.status
+        if message.startswith(WAITING_FOR_PERSON):
+            return "waiting"
+        if message.startswith((INTERRUPTED, FORCE_STOPPED)):
+            return "stopped"
+        return self.status
+
+    @property
+    def why(self) -> str | None:
+        """The reason of a failure, on one line; None when there is nothing to explain (a
+        success, a skip, a wait for a person: the answer command follows the run)."""
+        if self.shown_status not in ("failed", "stopped") or not self.reason:
+            return None
+        message = " ".join(str(self.reason.get("message") or "no reason recorded").split())
+        if len(message) > _WHY_LIMIT:
+            message = message[:_WHY_LIMIT - 1] + "…"
+        if self.shown_status == "failed" and self.reason.get("retriable") is False:
+            message += " (not retried: retrying cannot fix it)"
+        return message
+
+
+_WHY_LIMIT = 400
+"""The longest reason a view prints (a provider's error may quote a whole request)."""
+_MARKS = {"completed": ("✔", "green"), "failed": ("✘", "red"), "skipped": ("↷", "yellow"),
+          "waiting": ("⏸", "yellow"), "stopped": ("■", "yellow")}
 
 
 @dataclass
@@ -54,7 +102,7 @@ class _Tracker:
     def __init__(self) -> None:
         self.current: _Codon | None = None
         self.total_cost = 0.0
-        self.finished: list[tuple[str, str, float, int, str | None]] = []
+        self.finished: list[_Finished] = []
         self.run_started = time.monotonic()
 
     def update(self, event: dict[str, Any]) -> None:
@@ -82,10 +130,10 @@ class _Tracker:
             self.current.status = body.get("to", self.current.status)
             if self.current.status in ("completed", "failed", "skipped"):
                 meta = body.get("metadata", {})
-                self.finished.append((self.current.codon_id, self.current.status,
-                                      self.current.cost,
-                                      int((time.monotonic() - self.current.started) * 1000),
-                                      meta.get("checkpointSha")))
+                self.finished.append(_Finished(
+                    self.current.codon_id, self.current.status, self.current.cost,
+                    int((time.monotonic() - self.current.started) * 1000),
+                    meta.get("checkpointSha"), meta.get("failureReason")))
         elif kind in ("CostsIncremented", "CodonFinalCostSet") and self.current is not None:
             if kind == "CostsIncremented":
                 self.current.cost += body.get("costDelta", 0.0)
@@ -127,9 +175,11 @@ class HeadlessLog(_CostsShown):
         self.tracker.update(event)
         line = self._line(event)
         if len(self.tracker.finished) > before:
-            codon_id, status, cost, ms, sha = self.tracker.finished[-1]
-            line = (f"codon {codon_id} {status} in {ms / 1000:.1f}s"
-                    f"{self._cost(cost, ', cost {}')}, checkpoint {_short(sha)}")
+            done = self.tracker.finished[-1]
+            why = done.why
+            line = (f"codon {done.codon_id} {done.shown_status} in {done.ms / 1000:.1f}s"
+                    f"{self._cost(done.cost, ', cost {}')}, checkpoint {_short(done.sha)}"
+                    f"{f': {why}' if why else ''}")
         if line:
             self.out.write(f"[hankweave] {line}\n")
             self.out.flush()
@@ -180,12 +230,8 @@ class LiveView(_CostsShown):
         before = len(self.tracker.finished)
         self.tracker.update(event)
         kind, data = event["type"], event.get("data", {})
-        for codon_id, status, cost, ms, sha in self.tracker.finished[before:]:
-            style = {"completed": "green", "failed": "red", "skipped": "yellow"}[status]
-            self.console.print(Text.assemble(
-                (f"{'✔' if status == 'completed' else '✘' if status == 'failed' else '↷'} ",
-                 style), (codon_id, "bold"), f"  {status}  {ms / 1000:.1f}s"
-                f"{self._cost(cost, '  {}')}  checkpoint {_short(sha)}"))
+        for done in self.tracker.finished[before:]:
+            self._print_finished(done)
         if kind == "error":
             label = _error_label(data)
             self.console.print(Text(f"{label}: {data.get('message')}",
@@ -195,6 +241,17 @@ class LiveView(_CostsShown):
             # A replay's skipped or allowed commands are seen in the live view too.
             self.console.print(Text(str(data.get("message", "")), style="yellow"))
         self._live.update(self._render())
+
+    def _print_finished(self, done: _Finished) -> None:
+        status = done.shown_status
+        mark, style = _MARKS.get(status, ("•", "white"))
+        self.console.print(Text.assemble(
+            (f"{mark} ", style), (done.codon_id, "bold"), f"  {status}  {done.ms / 1000:.1f}s"
+            f"{self._cost(done.cost, '  {}')}  checkpoint {_short(done.sha)}"))
+        why = done.why
+        if why:
+            # Soft-wrapped: a reason may quote a command or a path, to copy whole.
+            self.console.print(Text(f"  {why}", style=style), soft_wrap=True)
 
     def _render(self) -> Group:
         current = self.tracker.current

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hankweave.codonlog import (
+    TURN_LIMIT_SUBTYPE,
     CodonLogParser,
     CodonLogWriter,
     LogModel,
@@ -45,7 +46,7 @@ from hankweave.harness import (
 )
 from hankweave.processes import AGENT_MARKER_ENV, end_processes_now, marked_processes
 from hankweave.runtime.budget import CodonBudget
-from hankweave.runtime.failures import classify_api_error_text
+from hankweave.runtime.failures import classify_api_error_text, turn_limit_failure
 from hankweave.runtime.reporter import Reporter
 from hankweave.state.costs import codon_cost_complete
 from hankweave.state.store import StateStore
@@ -530,7 +531,10 @@ class CodonRunner:
             out.budget_exceeded = self.budget.exceeded
             out.budget_message = self.budget.message
         text = parser.error_result_text
-        if parser.synthetic_timeout:
+        result = parser.result
+        if result is not None and result.subtype == TURN_LIMIT_SUBTYPE:
+            out.failure_reason = turn_limit_failure(result.num_turns, self.spec.harness.name)
+        elif parser.synthetic_timeout:
             # Whatever the result after it says (a disguised success), this is a timeout.
             out.failure_reason = FailureReason(type="timeout", retriable=True,
                                                message="API Error: Request timed out.")

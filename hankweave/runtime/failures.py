@@ -280,6 +280,15 @@ def classify_api_error_text(text: str, *, session_established: bool = True) -> F
     return transient("api-error", f"API error in result: {error_text}")
 
 
+def turn_limit_failure(turns: float | None, harness: str) -> FailureReason:
+    """A pass that ended at the turn limit.  Not retried: the same prompt would end there again."""
+    after = f" after {int(turns)} turns" if turns else ""
+    return FailureReason(
+        type="turn-limit", retriable=False,
+        message=f"The agent reached its turn limit{after}: give the codon less to do, or raise"
+                f" harnesses.{harness}.maxTurns in hankweave.json")
+
+
 def synthesize_missing_failure_reason(
     exit_code: int,
     session_established: bool = True,

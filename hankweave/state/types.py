@@ -89,8 +89,10 @@ class TokenUsage(StateModel):
 ZERO_TOKENS = TokenUsage()
 
 FailureType: TypeAlias = Literal[
-    "timeout", "rate-limit", "api-error", "sentinel-load-failure", "unknown"
+    "timeout", "rate-limit", "api-error", "sentinel-load-failure", "turn-limit", "unknown"
 ]
+"""``turn-limit`` is ours: the agent reached its harness's turn limit (the original reports it
+as an ``api-error``, "API error in result")."""
 
 
 class FailureReason(StateModel):

@@ -106,7 +106,8 @@ class FakeAttempt(_Model):
     write_files: dict[str, str] = Field(default_factory=dict)
     delete_files: list[str] = Field(default_factory=list)
     cost: float | None = None
-    result: Literal["success", "error", "disguised-error", "none"] = "success"
+    result: Literal["success", "error", "disguised-error", "max-turns", "none"] = "success"
+    """``max-turns``: the ``error_max_turns`` result an agent writes at its turn limit."""
     error_text: str = "API Error: 500 internal server error"
     raise_error: str | None = None
     delay_ms: int = 0
@@ -283,6 +284,10 @@ def _result(attempt: FakeAttempt, session: str) -> LogLine:
     messages = attempt.messages + len(attempt.write_files) + len(attempt.tools) + (
         attempt.ask_human is not None)
     success = attempt.result == "success"
+    if attempt.result == "max-turns":
+        return result_record(session_id=session, success=False, subtype="error_max_turns",
+                             usage=usage.tokens(messages), total_cost_usd=attempt.cost,
+                             num_turns=messages, duration_ms=attempt.delay_ms * messages)
     return result_record(
         session_id=session, success=attempt.result != "error",
         is_error=not success, text="Done." if success else attempt.error_text,
