@@ -43,6 +43,24 @@ from hankweave_harness_claude.messages import (
 
 log = logging.getLogger(__name__)
 
+
+class _ReaderErrorsAsDebug(logging.Filter):
+    """The SDK logs an error when the CLI's stdout ends with a non-zero exit ("Fatal error in
+    message reader: Claude Code exited with code 143"), then raises the same error to us, where
+    it is classified into the codon's failure reason, or is no error at all when we ended the
+    CLI (Ctrl-C, a shutdown, a question for a person).  Python's last-resort handler would
+    print the log line to the person's terminal: keep it at debug level instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.getMessage().startswith(
+                "Fatal error in message reader"):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+logging.getLogger("claude_agent_sdk._internal.query").addFilter(_ReaderErrorsAsDebug())
+
 EXIT_GRACE_S = 5.0
 """After a result: how long the CLI may take to write its transcript and exit on stdin EOF."""
 DISCONNECT_TIMEOUT_S = 5.0
