@@ -378,7 +378,8 @@ class AttemptContext:
 
     def warn(self, message: str) -> None:
         """Tell the user something about this attempt they should know (a setting the harness
-        had to change, say): an ``error`` event of severity ``warning`` for the codon."""
+        had to change, say): an ``error`` event of severity ``warning`` for the codon, once per
+        execution (the kernel drops a text the execution has shown before)."""
         if self._on_warning is not None:
             self._on_warning(message)
 

@@ -96,3 +96,15 @@ def test_a_codon_stopped_by_ctrl_c_is_shown_stopped(project):
     at = next(i for i, line in enumerate(screen) if line.startswith("■ survey  stopped"))
     assert screen[at + 1].startswith("  Interrupted: "), screen
     assert not any("✘" in line for line in screen), screen
+
+
+def test_a_harness_warning_is_shown_once_per_execution_across_codons_and_resumes(project):
+    notice = "The agent runs with acceptEdits here."
+    project.write_hank([codon("a"), codon("b", onFailure="abort")])
+    first = project.run({"a": {"warn": notice}, "b": {"warn": notice, "result": "error"}})
+    resumed = project.run({"b": {"warn": notice}})
+
+    warnings = [d for outcome in (first, resumed) for d in outcome.of_type("error")
+                if d["message"] == notice]
+    assert [(w["codon"], w["severity"]) for w in warnings] == [("a", "warning")]
+    assert resumed.code == 0 and resumed.record("b").status == "completed"

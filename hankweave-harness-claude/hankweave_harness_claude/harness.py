@@ -63,10 +63,9 @@ UNATTENDED_TOOLS = ("Bash", "BashOutput", "KillShell", "Edit", "MultiEdit", "Wri
 """The Claude Code tools approved without asking when ``bypassPermissions`` cannot be used."""
 
 ROOT_NOTICE = (
-    "The Claude CLI refuses bypassPermissions as root (unless IS_SANDBOX=1 says the machine is"
-    " a sandbox), so this codon runs with permissionMode acceptEdits and the standard tools"
-    " approved ({tools}). Set IS_SANDBOX=1 (exported, or HANKWEAVE_IS_SANDBOX=1) on a sandbox,"
-    " or harnesses.claude.permissionMode to choose.")
+    "As root the Claude CLI refuses bypassPermissions: codons run with acceptEdits and the"
+    " standard tools approved. On a sandbox, set IS_SANDBOX=1; or choose"
+    " harnesses.claude.permissionMode (docs/harness-claude.md).")
 
 SESSION_MODULE = "hankweave_harness_claude.session"
 """What drives a pass with the Claude Agent SDK (imported when a codon runs)."""
@@ -132,8 +131,7 @@ def permissions(config: ClaudeConfig, env: Mapping[str, str], *,
     if mode is None:
         if root and not sandbox:
             tools = tuple(dict.fromkeys((*UNATTENDED_TOOLS, *config.allowed_tools)))
-            return Permissions("acceptEdits", tools,
-                               ROOT_NOTICE.format(tools=", ".join(UNATTENDED_TOOLS)))
+            return Permissions("acceptEdits", tools, ROOT_NOTICE)
         return Permissions("bypassPermissions", config.allowed_tools)
     if mode == "bypassPermissions" and root and not sandbox:
         raise ClaudeSetupError(
@@ -145,7 +143,6 @@ def permissions(config: ClaudeConfig, env: Mapping[str, str], *,
 
 
 _attempts = itertools.count(1)
-_warned: set[str] = set()
 
 
 class ClaudeHarness(Harness):
@@ -203,9 +200,8 @@ class ClaudeHarness(Harness):
         env = cli_environment(request.env, request.env_overlay, bedrock=bedrock,
                               folders=folders)
         allowed = permissions(config, env)
-        if allowed.notice and allowed.notice not in _warned:
-            _warned.add(allowed.notice)  # once per process, not once per codon
-            context.warn(allowed.notice)
+        if allowed.notice:
+            context.warn(allowed.notice)  # shown once per execution by the kernel
         return PassPlan(
             cli_path=resolve_cli_path(config.cli_path, env), model=request.model.model_id,
             cwd=request.work_dir, prompt=request.prompt, env=env,

@@ -165,6 +165,12 @@ class ExecutionLayout:
         return self.hankweave_dir / "run-intent.json"
 
     @property
+    def given_warnings_file(self) -> Path:
+        """`.hankweave/warnings-given.json`: the harness warnings this execution has shown, each
+        shown once (:mod:`hankweave.runtime.notices`)."""
+        return self.hankweave_dir / "warnings-given.json"
+
+    @property
     def socket_log(self) -> Path:
         return self.logs_dir / "websocket.log"
 

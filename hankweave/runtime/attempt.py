@@ -32,6 +32,7 @@ from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRun
 from hankweave.runtime.completion import CodonResult, Ending, record_end, settle
 from hankweave.runtime.context import RunContext, elapsed_ms
 from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED
+from hankweave.runtime.notices import GivenWarnings
 from hankweave.state.thread import find_continuation_session_id
 from hankweave.state.transitions import CodonStarted, CodonStartedData
 from hankweave.state.types import FailureReason, LoopContext
@@ -191,7 +192,8 @@ class CodonAttempt:
         ctx = self.ctx
         budget = ctx.budget.track(ctx.state.execution_plan, self.codon_id)
         self._report_limits(budget)
-        runner = CodonRunner(spec, store=ctx.store, reporter=ctx.reporter, budget=budget)
+        runner = CodonRunner(spec, store=ctx.store, reporter=ctx.reporter, budget=budget,
+                             given_warnings=GivenWarnings(ctx.layout.given_warnings_file))
         self._runner = runner
         if self._stop_reason() is not None:  # a stop that came during the last state write
             runner.interrupt("stop")

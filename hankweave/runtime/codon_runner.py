@@ -47,6 +47,7 @@ from hankweave.harness import (
 from hankweave.processes import AGENT_MARKER_ENV, end_processes_now, marked_processes
 from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.failures import classify_api_error_text, turn_limit_failure
+from hankweave.runtime.notices import GivenWarnings
 from hankweave.runtime.reporter import Reporter
 from hankweave.state.costs import codon_cost_complete
 from hankweave.state.store import StateStore
@@ -118,8 +119,10 @@ class CodonRunner:
     """Runs the agent of one attempt of one codon (extensions included)."""
 
     def __init__(self, spec: AttemptSpec, *, store: StateStore, reporter: Reporter,
-                 budget: CodonBudget | None = None) -> None:
+                 budget: CodonBudget | None = None,
+                 given_warnings: GivenWarnings | None = None) -> None:
         self.spec = spec
+        self.given_warnings = given_warnings
         self.store = store
         self.reporter = reporter
         self.budget = budget
@@ -157,6 +160,12 @@ class CodonRunner:
 
     # -- running --
 
+    def _warn(self, message: str) -> None:
+        """A harness's warning (``AttemptContext.warn``): an ``error`` event of severity
+        ``warning``, once per execution."""
+        if self.given_warnings is None or self.given_warnings.first_time(message):
+            self.reporter.error(message, codon=self.codon_id, severity="warning")
+
     async def run(self) -> AttemptOutcome:
         spec = self.spec
         writer = CodonLogWriter(spec.log_path, append=False)
@@ -164,8 +173,7 @@ class CodonRunner:
             request=spec.request, log_path=spec.log_path, stderr_path=spec.stderr_path,
             state_dir=spec.state_dir, on_process=self._process_reported, policy=spec.policy,
             idle_timeout_s=spec.idle_timeout_s,
-            on_warning=lambda message: self.reporter.error(message, codon=self.codon_id,
-                                                           severity="warning"))
+            on_warning=self._warn)
         self._context = context
         harness: Harness | None = None
         try:

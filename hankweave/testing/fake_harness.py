@@ -127,6 +127,8 @@ class FakeAttempt(_Model):
     """Raise this error after the success result (an SDK bug the runtime must shrug off)."""
     stderr: str | None = None
     """Text the agent writes to its stderr (the attempt's stderr file)."""
+    warn: str | None = None
+    """A warning the harness gives the user (``AttemptContext.warn``) as the attempt starts."""
 
 
 class FakeScript(_Model):
@@ -174,6 +176,8 @@ class FakeHarness(Harness):
             await self._start_process(context)
         if attempt.stderr:
             context.stderr.write(attempt.stderr)
+        if attempt.warn:
+            context.warn(attempt.warn)
         yield init_record(session, cwd=request.work_dir, tools=self.config.tools,
                           model=request.model.model_id)
         if attempt.raise_error:
