@@ -112,5 +112,6 @@ async def end_agents_of_crashed_run(run_id: str, recorded_pids: Iterable[int]) -
         return []
     ended = await end_processes(pids)
     for pid in ended:
-        log.warning("ended agent process %d left running by crashed run %s", pid, run_id)
+        # The run.crashed event names them for the person; this is the server log's record.
+        log.info("ended agent process %d left running by crashed run %s", pid, run_id)
     return ended

@@ -120,6 +120,8 @@ def test_the_resume_after_a_kill_mid_codon_journals_one_run_crashed_before_its_r
     assert event["seq"] < run_started_seq(project, new_run)
     # What the log shows is the event's own account, once; the journal command lists it.
     assert resumed.stderr.count(data["message"]) == 1
+    # The ended agent is named once, in that message (not again by a log line).
+    assert resumed.stderr.count(str(agent.pid)) == 1, resumed.stderr
     listed = project.hw("journal", "-e", str(project.exec_dir), "--type", "run.crashed")
     assert listed.returncode == 0, listed.stderr
     [line] = listed.stdout.splitlines()

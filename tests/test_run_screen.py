@@ -108,3 +108,20 @@ def test_a_harness_warning_is_shown_once_per_execution_across_codons_and_resumes
                 if d["message"] == notice]
     assert [(w["codon"], w["severity"]) for w in warnings] == [("a", "warning")]
     assert resumed.code == 0 and resumed.record("b").status == "completed"
+
+
+def test_a_resume_after_a_failed_first_codon_says_where_it_goes_back_to(project):
+    """The first codon never completed: the resume goes back to the start of it, after its rig
+    setup, and says so (not "rolled back to survey", as if survey had completed)."""
+    project.write_hank([codon("survey", rigSetup=[{"type": "command",
+                                                   "command": {"run": "echo ready > rig.txt"}}]),
+                        codon("write")])
+    project.run({"survey": {"result": "error", "errorText": "API Error: 500 internal"}})
+    resumed = project.run({"survey": {"messages": 1}})
+
+    assert resumed.code == 0
+    infos = resumed.infos()
+    assert ("The last run failed at codon survey; going back to the start of codon survey,"
+            " after its rig setup to continue from there") in infos, infos
+    assert any(info.startswith("Rolled back to the start of codon survey, after its rig setup"
+                               " (checkpoint ") for info in infos), infos

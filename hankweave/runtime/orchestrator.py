@@ -163,9 +163,7 @@ class Runtime:
             if not await self._resume(resumed, thread):
                 return
         elif thread.failed:
-            self.reporter.info("Execution thread failed, rolling back to the last successful"
-                               " codon")
-            await self.rollbacks.recover(thread)
+            await self.rollbacks.recover(thread, announce=not self.owned.crashed_run_ids)
         else:
             await self.lifecycle.start_run(self.lifecycle.resume_point(thread))
         if not await finish_interrupted_completion(self.ctx):  # what a crash cut short

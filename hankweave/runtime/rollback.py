@@ -61,6 +61,15 @@ class RollbackTarget:
     checkpoint_type: CheckpointType | Literal["initial"]
     sha: str
 
+    def describe(self) -> str:
+        """Where the workspace goes, as a person reads it: a rig-setup checkpoint is the start
+        of its codon (which never completed), any other the codon's end."""
+        if self.codon_id is None:
+            return "the start of the execution"
+        if self.checkpoint_type == "rig-setup":
+            return f"the start of codon {self.codon_id}, after its rig setup"
+        return f"the end of codon {self.codon_id} ({self.checkpoint_type})"
+
 
 
 _CHECKPOINT_PREFERENCE: dict[str, tuple[CheckpointType, ...]] = {
@@ -213,9 +222,17 @@ class Rollbacks:
         target = checkpoint_prefix_target(self.ctx.thread(), self.ctx.state, sha_prefix)
         return await self._command(target, auto_restart)
 
-    async def recover(self, thread: ExecutionThread) -> None:
-        """Boot recovery: restore the last success of a failed thread (no command checks)."""
-        await self._restore(last_success_target(thread, self.ctx.state.initial_checkpoint))
+    async def recover(self, thread: ExecutionThread, *, announce: bool = True) -> None:
+        """Boot recovery: restore the last success of a failed thread (no command checks);
+        ``announce=False`` when a crash report has said so already."""
+        target = last_success_target(thread, self.ctx.state.initial_checkpoint)
+        failed = next((item.codon.codon_id for item in thread.codons
+                       if item.codon.status == "failed"), None)
+        if announce:
+            self.ctx.reporter.info(
+                f"The last run failed{f' at codon {failed}' if failed else ''}; going back to"
+                f" {target.describe()} to continue from there")
+        await self._restore(target)
 
     def _refuse(self) -> None:
         control = self.control
@@ -298,8 +315,7 @@ class Rollbacks:
             source=ContinuationSource(run_id=source_run, after_codon=target.codon_id,
                                       checkpoint_sha=target.sha),
             reason="rollback"))
-        ctx.reporter.info(f"Rolled back to {target.codon_id or 'the start'}"
-                          f" (checkpoint {target.sha[:8]})")
+        ctx.reporter.info(f"Rolled back to {target.describe()} (checkpoint {target.sha[:8]})")
 
     def _report_steps(self, target: RollbackTarget, undone: list[str]) -> None:
         ctx, steps = self.ctx, len(undone) + 1
