@@ -453,3 +453,35 @@ def test_an_enabled_sink_that_cannot_be_built_is_a_warning_or_under_strict_an_er
                and "skipped" in warning for warning in relaxed["warnings"])
     assert not strict["valid"]
     assert strict["errors"][0]["path"] == "events.sinks[0]"
+
+
+@pytest.mark.parametrize(("args", "note"), [
+    (["hank"], "the only argument is the data, as Hankweave 0.10 reads it"),
+    (["hank/hank.json"], "the current directory: DATA was not given"),
+    (["hank", "data"], None),
+])
+def test_validate_says_how_it_chose_the_data(tmp_path, monkeypatch, args, note):
+    """``validate`` with one argument, or none for the data, says which data it checks against
+    and why, instead of silently taking a directory (issue 37, item 7)."""
+    from click.testing import CliRunner
+
+    from hankweave.cli.validate_cmd import validate_command
+
+    (tmp_path / "hank").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "hank" / "hank.json").write_text(json.dumps({"hank": [
+        {k: v for k, v in codon("a", promptText="Go.").items() if k != "promptFile"}]}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HANKWEAVE_HOME", str(tmp_path / "managed"))
+
+    human = CliRunner().invoke(validate_command, [*args, "--offline"])
+    report = json.loads(CliRunner().invoke(validate_command, [*args, "--offline", "--json"]).stdout)
+
+    lines = human.output.splitlines()
+    assert human.exit_code == 0, human.output
+    data_line = next(i for i, line in enumerate(lines) if line.startswith("Data: "))
+    if note is None:
+        assert report["dataNote"] is None and not lines[data_line + 1].startswith("  the ")
+    else:
+        assert report["dataNote"].startswith(note)
+        assert lines[data_line + 1].startswith(f"  {note}")

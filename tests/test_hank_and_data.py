@@ -12,12 +12,12 @@ from hankweave.cli.hank_and_data import HankAndData, hank_and_data
 
 @pytest.mark.parametrize(("words", "options", "expected"), [
     (("h", "d"), {}, HankAndData("h", "d")),
-    (("data/",), {}, HankAndData(None, "data/")),
+    (("data/",), {}, HankAndData(None, "data/", lone_argument_is_data=True)),
     (("my.json",), {}, HankAndData("my.json", None)),
     (("https://github.com/acme/hanks",), {}, HankAndData("https://github.com/acme/hanks", None)),
-    (("-",), {}, HankAndData(None, "-")),
+    (("-",), {}, HankAndData(None, "-", lone_argument_is_data=True)),
     ((), {"config": "x", "data": "y"}, HankAndData("x", "y")),
-    (("d",), {"config": "h"}, HankAndData("h", "d")),
+    (("d",), {"config": "h"}, HankAndData("h", "d", lone_argument_is_data=True)),
     (("my-hank",), {"data": "d"}, HankAndData("my-hank", "d")),
     (("my-hank",), {"data_given_otherwise": True}, HankAndData("my-hank", None)),
     ((None,), {}, HankAndData(None, None)),

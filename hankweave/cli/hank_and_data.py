@@ -25,6 +25,18 @@ class HankAndData:
 
     hank: str | None
     data: str | None
+    lone_argument_is_data: bool = False
+    """The data is the single positional, as Hankweave 0.10.0 read it (the hank is then found
+    as ``./hank.json`` or ``<data>/hank.json``): worth saying, it surprises people."""
+
+    def data_note(self) -> str | None:
+        """Why the data is what it is, when nobody named it as the data; None when they did."""
+        if self.lone_argument_is_data:
+            return ("the only argument is the data, as Hankweave 0.10 reads it (a hank is named"
+                    " by a path ending in .json, or by HANK DATA)")
+        if self.data is None:
+            return "the current directory: DATA was not given"
+        return None
 
 
 def looks_like_hank(word: str) -> bool:
@@ -48,7 +60,7 @@ def hank_and_data(first: str | None, second: str | None, *, config: str | None =
         config is None and (data is not None or data_given_otherwise)))
     if takes_hank:
         return _both(HankAndData(first, None), config=config, data=data)
-    return _both(HankAndData(None, first), config=config, data=data)
+    return _both(HankAndData(None, first, lone_argument_is_data=True), config=config, data=data)
 
 
 def _both(positional: HankAndData, *, config: str | None, data: str | None) -> HankAndData:
@@ -62,4 +74,5 @@ def _both(positional: HankAndData, *, config: str | None, data: str | None) -> H
             f"The data is given twice: as the argument {positional.data!r} and as --data"
             f" {data!r}. Give one of them.")
     return HankAndData(positional.hank if config is None else config,
-                       positional.data if data is None else data)
+                       positional.data if data is None else data,
+                       positional.lone_argument_is_data)

@@ -127,6 +127,7 @@ def validate_command(
         max_time=max_time,
         offline=offline,
     )
+    report["dataNote"] = given.data_note()
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     elif report["valid"]:
@@ -687,6 +688,8 @@ def _render_header(report: dict[str, Any], console: Console) -> None:
     if meta.get("description"):
         console.print(f"  {meta['description']}")
     console.print(f"Data: {report['dataPath']}  (hash {report['dataHash']})")
+    if report.get("dataNote"):
+        console.print(f"  {report['dataNote']}")
     if report["modelOverride"]:
         console.print(f"Model override: every codon uses {report['modelOverride']}")
 
