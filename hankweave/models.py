@@ -331,7 +331,7 @@ class Resolution(BaseModel):
                 parts.append(f"also close: {', '.join(self.also_close)}")
         run = self.model.reasoning_effort
         if self.requested_effort is not None and run is not self.requested_effort:
-            parts.append(f"it takes no {self.requested_effort} reasoning effort; it runs at {run}")
+            parts.append(f"it takes no {self.requested_effort} reasoning effort")
         if not parts:
             return None
         effort = f" at reasoning effort {run}" if run is not None else ""
