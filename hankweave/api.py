@@ -148,6 +148,7 @@ if TYPE_CHECKING:
     from hankweave.models import ModelCost as ModelCost
     from hankweave.models import ModelEntry as ModelEntry
     from hankweave.models import ProviderEntry as ProviderEntry
+    from hankweave.models import ReasoningEffort as ReasoningEffort
     from hankweave.models import UnknownModelError as UnknownModelError
     from hankweave.plugin_config import PluginConfig as PluginConfig
     from hankweave.plugins import make_plugin_manager as make_plugin_manager

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from hankweave.checkpoints import CheckpointStore
     from hankweave.events.sink import EventSink
     from hankweave.harness import Harness
-    from hankweave.models import ModelEntry, ProviderEntry
+    from hankweave.models import ModelEntry, ProviderEntry, Resolution
     from hankweave.sentinel import SentinelKind, SentinelTrigger
 
 T = TypeVar("T")
@@ -113,6 +113,7 @@ class Registry:
     def __init__(self, pm: pluggy.PluginManager) -> None:
         self.pm = pm
         self._command_groups: list[click.Group] = []
+        self._resolutions: dict[str, Resolution] = {}
 
     # ----- registered classes -----
 
@@ -187,46 +188,70 @@ class Registry:
         return dict(self._catalogue.providers.items)
 
     def resolve_model(self, spec: str) -> ModelEntry:
-        """The catalogue entry a hank's model name means (docs/behaviour.md §4.2).
+        """The catalogue entry a hank's model name means (:meth:`resolve`'s model)."""
+        return self.resolve(spec).model
+
+    def resolve(self, spec: str) -> Resolution:
+        """What a hank's model name means, and how it was found (docs/behaviour.md §4.2).
 
         After the original's rewrites (``opencode/``, ``openrouter/``, provider aliases), tried
-        in order, case-insensitively: ``pi/<provider>/<model>`` or ``pi/<model>`` (the model,
-        or a placeholder without price, forced onto the pi harness), a ``provider/model`` id,
-        an alias (``haiku``), a bare model id (under the provider its name suggests when
-        several providers have it).  Raises :class:`hankweave.models.UnknownModelError`
-        otherwise.
+        in order, case-insensitively: a ``provider/model`` id, an alias (``haiku``), a bare
+        model id (under the provider its name suggests when several providers have it), the
+        same under ``pi/`` (forced onto the pi harness); a reasoning variant (``gpt-5.2-high``,
+        ``sonnet-xhigh``: the model its stem names, run at that effort); a ``pi/...`` route the
+        catalogue does not know (a placeholder without price); last, the closest catalogue
+        model (``gemini-flash``), as the original's fuzzy match scores it.  Raises
+        :class:`hankweave.models.UnknownModelError` (naming the closest models) otherwise, and
+        :class:`hankweave.models.ReasoningEffortError` for a variant of a model that does not
+        reason.
         """
+        found = self._resolutions.get(spec)
+        if found is None:
+            found = self._resolutions[spec] = self._resolve(spec)
+        return found
+
+    def _resolve(self, spec: str) -> Resolution:
         from hankweave.models import (
-            PI_ROUTE,
+            Resolution,
             UnknownModelError,
-            pi_provider_for,
-            placeholder_model,
             rewrite_model_spec,
+            split_effort,
+            with_effort,
         )
 
         canonical = rewrite_model_spec(spec)
+        exact = self._exact(canonical)
+        if exact is not None:
+            return Resolution(spec=spec, model=exact)
+        stem, effort = split_effort(canonical)
+        if effort is not None:
+            try:
+                base = self._resolve(stem)
+            except UnknownModelError as exc:
+                raise type(exc)(f'"{spec}" is read as "{stem}" at reasoning effort {effort}:'
+                                f" {exc}") from None
+            return base.model_copy(update={
+                "spec": spec, "requested_effort": effort,
+                "model": with_effort(base.model, spec, effort)})
+        placeholder = _pi_placeholder(canonical)
+        if placeholder is not None:
+            return Resolution(spec=spec, model=placeholder)
+        return self._fuzzy(spec, canonical)
+
+    def _exact(self, canonical: str) -> ModelEntry | None:
+        """The model ``canonical`` names exactly, directly or as ``pi/<model>``; None if none."""
+        from hankweave.models import PI_ROUTE
+
         head, _, rest = canonical.partition("/")
         if head.lower() == PI_ROUTE and rest:
-            try:
-                model = self._lookup(rest)
-            except UnknownModelError:
-                provider, slash, model_id = rest.partition("/")
-                model = (placeholder_model(provider, model_id) if slash and model_id
-                         else placeholder_model(pi_provider_for(rest), rest))
-            return model.model_copy(update={"harness_override": PI_ROUTE})
-        try:
-            return self._lookup(canonical)
-        except UnknownModelError:
-            if canonical == spec.strip():
-                raise
-        known = ", ".join(sorted(self._catalogue.aliases.items)) or "none"
-        raise UnknownModelError(
-            f'Unknown model "{spec}" (read as "{canonical}"): not a catalogue model id, '
-            f"provider/model id or alias (aliases: {known})"
-        )
+            model = self._lookup(rest)
+            return None if model is None else model.model_copy(
+                update={"harness_override": PI_ROUTE})
+        return self._lookup(canonical)
 
-    def _lookup(self, spec: str) -> ModelEntry:
-        """A catalogue model by ``provider/model`` id, alias or bare id."""
+    def _lookup(self, spec: str) -> ModelEntry | None:
+        """A catalogue model by ``provider/model`` id, alias or bare id; None if none.  Raises
+        :class:`hankweave.models.UnknownModelError` for a bare id several providers share."""
         from hankweave.models import UnknownModelError, preferred_provider
 
         models, aliases = self._catalogue.models.items, self._catalogue.aliases.items
@@ -239,16 +264,45 @@ class Registry:
         if preferred is not None and f"{preferred}/{key}" in models:
             return models[f"{preferred}/{key}"]
         matches = [m for m in models.values() if m.model_id.lower() == key]
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
+        if len(matches) > 1:
             ids = ", ".join(sorted(m.full_id for m in matches))
             raise UnknownModelError(f'Model "{spec}" is ambiguous ({ids}); name the provider')
-        known = ", ".join(sorted(aliases)) or "none"
-        raise UnknownModelError(
-            f'Unknown model "{spec}": not a catalogue model id, provider/model id or alias '
-            f"(aliases: {known})"
+        return matches[0] if matches else None
+
+    def _fuzzy(self, spec: str, canonical: str) -> Resolution:
+        """The closest catalogue model to ``canonical`` (of its provider, for a
+        ``provider/name`` spelling of a catalogue provider)."""
+        from hankweave.models import (
+            FUZZY_THRESHOLD,
+            SHORTCUTS,
+            MatchKind,
+            Resolution,
+            UnknownModelError,
+            closest_models,
+            fuzzy_matches,
         )
+
+        pool = list(self._catalogue.models.items.values())
+        provider, slash, name = canonical.partition("/")
+        if slash and name and any(m.provider_id.lower() == provider.lower() for m in pool):
+            pool = [m for m in pool if m.provider_id.lower() == provider.lower()]
+        else:
+            name = canonical
+        query = SHORTCUTS.get(name.lower(), name)
+        ranked = fuzzy_matches(query, pool)
+        if not ranked or ranked[0].score < FUZZY_THRESHOLD:
+            near = ", ".join(m.full_id for m in closest_models(query, pool)) or "none"
+            known = ", ".join(sorted(self._catalogue.aliases.items)) or "none"
+            read = f' (read as "{canonical}")' if canonical != spec.strip() else ""
+            raise UnknownModelError(
+                f'Unknown model "{spec}"{read}: not a catalogue model id, provider/model id or'
+                f" alias, and no catalogue model is close enough (closest: {near}; aliases:"
+                f" {known})")
+        best = ranked[0]
+        also = [m.model.full_id for m in ranked[1:] if m.score >= best.score
+                and m.preferred == best.preferred and m.family != best.family]
+        return Resolution(spec=spec, model=best.model, match=MatchKind.FUZZY,
+                          also_close=tuple(dict.fromkeys(also))[:3])
 
     def provider_for(self, model: ModelEntry) -> ProviderEntry | None:
         """The routing entry for ``model``: its provider's own if it applies, else ``"*"``."""
@@ -411,6 +465,21 @@ class Registry:
             if impl.plugin_name != plugin
         ]
         self.pm.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
+
+
+def _pi_placeholder(canonical: str) -> ModelEntry | None:
+    """The placeholder a ``pi/<provider>/<model>`` or ``pi/<model>`` route to a model the
+    catalogue does not know runs on (the provider guessed as the original does); None for any
+    other spelling."""
+    from hankweave.models import PI_ROUTE, pi_provider_for, placeholder_model
+
+    head, _, rest = canonical.partition("/")
+    if head.lower() != PI_ROUTE or not rest:
+        return None
+    provider, slash, model_id = rest.partition("/")
+    if slash and model_id:
+        return placeholder_model(provider, model_id)
+    return placeholder_model(pi_provider_for(rest), rest)
 
 
 def _checked_name(cls: object, base: type, kind: Kind, plugin: str) -> str:

@@ -4,7 +4,7 @@ litellm keeps ``model_prices_and_context_window_backup.json`` (every provider's 
 prices per token and their context and output limits) up to date and ships it in its wheel.
 This script reads that file, keeps the chat models of the providers hankweave routes (Anthropic,
 Anthropic models on Amazon Bedrock, OpenAI, Google, Mistral, DeepSeek, xAI, Groq), converts
-prices to USD per million tokens, picks the models behind the ``haiku``, ``sonnet`` and ``opus``
+prices to USD per million tokens, records the reasoning efforts each model takes, picks the models behind the ``haiku``, ``sonnet`` and ``opus``
 aliases (the newest version of each family), and writes
 ``hankweave/default_plugins/model_catalogue.json``.
 
@@ -98,7 +98,18 @@ def _entry(key: str, info: Any) -> dict[str, Any] | None:
               "cacheWrite": per_million(info.get("cache_creation_input_token_cost"))}
     if prices["input"] is not None and prices["output"] is not None:
         entry["cost"] = {name: value for name, value in prices.items() if value is not None}
+    efforts = _reasoning_efforts(info)
+    if efforts:
+        entry["reasoning"] = efforts
     return entry
+
+
+def _reasoning_efforts(info: dict[str, Any]) -> list[str]:
+    """The reasoning efforts a hank may ask of the model (``gpt-5.2-high``, ``sonnet-xhigh``):
+    ``high`` for every model that reasons, ``xhigh`` where litellm says the model takes it."""
+    if info.get("supports_reasoning") is not True:
+        return []
+    return ["high", "xhigh"] if info.get("supports_xhigh_reasoning_effort") is True else ["high"]
 
 
 def _provider_and_id(key: str, litellm_provider: Any) -> tuple[str, str] | None:

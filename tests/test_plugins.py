@@ -626,13 +626,13 @@ def test_models_resolve_by_full_id_and_by_short_id(registry: Registry) -> None:
     assert registry.resolve_model("claude-opus-4-5").provider_id == "anthropic"
 
 
-def test_an_unknown_model_lists_the_aliases(registry: Registry) -> None:
+def test_an_unknown_model_lists_the_closest_models_and_the_aliases(registry: Registry) -> None:
     with pytest.raises(UnknownModelError) as excinfo:
         registry.resolve_model("gpt-7")
-    assert str(excinfo.value) == (
-        'Unknown model "gpt-7": not a catalogue model id, provider/model id or alias '
-        "(aliases: haiku, opus, sonnet)"
-    )
+    message = str(excinfo.value)
+    assert message.startswith('Unknown model "gpt-7": not a catalogue model id, provider/model'
+                              " id or alias, and no catalogue model is close enough (closest: ")
+    assert message.endswith("aliases: haiku, opus, sonnet)")
 
 
 def test_a_short_id_two_providers_share_is_ambiguous(

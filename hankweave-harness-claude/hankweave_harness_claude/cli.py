@@ -76,6 +76,8 @@ class PassPlan:
     fork_session: bool = False
     """With :attr:`resume`: continue a copy of that session under a new id (``--fork-session``),
     leaving the original as it was."""
+    effort: str | None = None
+    """The reasoning effort (``--effort``: ``high``, ``xhigh``), or None for the CLI's default."""
     buffer_size: int = 64 * 1024 * 1024
     sdk_mcp_servers: tuple[str, ...] = ()
     """In-process MCP servers (served by the SDK in the harness's process, reached through the
@@ -113,8 +115,10 @@ class PassPlan:
             command += ["--mcp-config", self.mcp_config_json]
         if self.resume and self.fork_session:
             command.append("--fork-session")
-        command += [f"--setting-sources={','.join(self.setting_sources)}",
-                    "--input-format", "stream-json"]
+        command.append(f"--setting-sources={','.join(self.setting_sources)}")
+        if self.effort:
+            command += ["--effort", self.effort]
+        command += ["--input-format", "stream-json"]
         return command
 
 

@@ -6,7 +6,9 @@ by :mod:`.session` when a codon runs (in a thread, while the CLI boots), never b
 
 What one pass runs (the original's options, ``docs/harness-claude.md``):
 
-* the codon's model (in Bedrock mode the Bedrock model id, with ``CLAUDE_CODE_USE_BEDROCK=1``);
+* the codon's model (in Bedrock mode the Bedrock model id, with ``CLAUDE_CODE_USE_BEDROCK=1``),
+  and the reasoning effort of a variant spelling (``sonnet-xhigh``) as ``--effort``, which the
+  CLI applies as the model allows (adaptive models send it as the request's effort);
 * the Claude Code system prompt with the hank's system prompt appended;
 * ``cwd`` = the workspace; ``resume`` = the session of ``continue-previous`` and extensions;
 * settings ``{"autoCompactEnabled": <the codon's autoCompact>}`` and setting sources
@@ -212,6 +214,7 @@ class ClaudeHarness(Harness):
             max_turns=config.max_turns, setting_sources=config.setting_sources,
             auto_compact=request.auto_compact, resume=request.session_id_to_resume,
             fork_session=request.fork_session,
+            effort=effort.value if (effort := request.model.reasoning_effort) else None,
             buffer_size=config.max_buffer_size, sdk_mcp_servers=(MCP_SERVER,))
 
     def _folders_for(self, request: CodonRequest, context: AttemptContext) -> CLIFolders:

@@ -36,7 +36,7 @@ from hankweave_harness_claude.messages import codon_log_record
              permission_mode="acceptEdits", append_system_prompt="Be brief.",
              allowed_tools=("Bash", "Write"), disallowed_tools=("WebFetch",), max_turns=4,
              setting_sources=("user", "project"), auto_compact=True, resume="-flag-like-id",
-             fork_session=True, sdk_mcp_servers=("hankweave",)),
+             fork_session=True, sdk_mcp_servers=("hankweave",), effort="xhigh"),
 ])
 def test_the_command_line_is_the_one_the_sdk_builds(plan: PassPlan) -> None:
     system_prompt: dict = {"type": "preset", "preset": "claude_code"}
@@ -48,7 +48,8 @@ def test_the_command_line_is_the_one_the_sdk_builds(plan: PassPlan) -> None:
         allowed_tools=list(plan.allowed_tools), disallowed_tools=list(plan.disallowed_tools),
         max_turns=plan.max_turns, setting_sources=list(plan.setting_sources),  # type: ignore[arg-type]
         settings=plan.settings_json, resume=plan.resume, fork_session=plan.fork_session,
-        mcp_servers={name: create_sdk_mcp_server(name) for name in plan.sdk_mcp_servers})
+        mcp_servers={name: create_sdk_mcp_server(name) for name in plan.sdk_mcp_servers},
+        effort=plan.effort)  # type: ignore[arg-type]
     assert plan.command() == SubprocessCLITransport("", options)._build_command()
 
 

@@ -30,6 +30,12 @@ or the provider said the context is exceeded, a codon with ``autoCompact`` has t
 summarised by the model (a ``compact_boundary`` record, trigger ``auto``) and goes on; without
 it, a provider's context error ends the pass with that error (the kernel reads it as context
 exceeded).
+
+Reasoning effort: a codon on a variant spelling (``gpt-5.2-high``, ``pi/anthropic/...-xhigh``)
+has each agent request ask for that effort with litellm's ``reasoning_effort``, which litellm
+turns into each provider's own form (OpenAI's ``reasoning_effort``, Anthropic's thinking budget
+or adaptive effort).  Anthropic's thinking blocks are kept in the session with their assistant
+message, since the provider wants them back when the tool results of that turn are sent.
 """
 
 from __future__ import annotations
@@ -126,6 +132,7 @@ class StreamedReply:
         self.chunks: list[Any] = []
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
+        self.thinking: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.usage: Any = None
 
@@ -142,6 +149,8 @@ class StreamedReply:
                 continue
             if delta.content:
                 self.text.append(delta.content)
+            for block in getattr(delta, "thinking_blocks", None) or ():
+                self._add_thinking(block)
             for call in getattr(delta, "tool_calls", None) or ():
                 entry = self.calls.setdefault(call.index or 0, {"id": "", "name": "",
                                                                 "arguments": []})
@@ -154,11 +163,24 @@ class StreamedReply:
                     if function.arguments:
                         entry["arguments"].append(function.arguments)
 
+    def _add_thinking(self, block: Any) -> None:
+        """One streamed piece of an Anthropic thinking block: its text is appended, its
+        signature (or a redacted block's data) kept."""
+        piece = dict(block) if isinstance(block, Mapping) else {}
+        index = piece.pop("index", len(self.thinking))
+        entry = self.thinking.setdefault(index, {"type": piece.get("type", "thinking")})
+        for key, value in piece.items():
+            if key == "thinking":
+                entry["thinking"] = entry.get("thinking", "") + (value or "")
+            elif value:
+                entry[key] = value
+
     @property
     def choices(self) -> list[Any]:
         calls = [_Call(c["id"], _Function(c["name"], "".join(c["arguments"])))
                  for _, c in sorted(self.calls.items())]
-        message = _Message("".join(self.text) or None, calls or None)
+        thinking = [block for _, block in sorted(self.thinking.items())]
+        message = _Message("".join(self.text) or None, calls or None, thinking or None)
         return [_Choice(message, self.finish_reason)]
 
 
@@ -178,6 +200,7 @@ class _Call:
 class _Message:
     content: str | None
     tool_calls: list[_Call] | None
+    thinking_blocks: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -290,6 +313,9 @@ class AgentPass:
             options["max_tokens"] = config.max_tokens
         if config.temperature is not None:
             options["temperature"] = config.temperature
+        effort = self.request.model.reasoning_effort
+        if effort is not None:
+            options["reasoning_effort"] = effort.value
         with self.context.busy():  # a slow first token is not an idle agent
             stream = await litellm.acompletion(
                 model=route.model, messages=self.session.messages, tools=AGENT_TOOL_SPECS,
@@ -484,6 +510,9 @@ def _saved_call(call: Mapping[str, Any]) -> _Call:
 
 def _history_message(message: Any, calls: list[Any]) -> dict[str, Any]:
     entry: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
+    thinking = getattr(message, "thinking_blocks", None)
+    if thinking:
+        entry["thinking_blocks"] = [dict(block) for block in thinking]
     if calls:
         entry["tool_calls"] = [{"id": call.id, "type": "function", "function": {
             "name": call.function.name, "arguments": call.function.arguments or "{}"}}

@@ -189,14 +189,21 @@ def _check_models(hank: HankFile, registry: Registry, report: PreflightReport,
     from hankweave.models import UnknownModelError
 
     problems: list[HankIssue] = []
+    explained: set[str] = set()
     for site in hank.codon_sites():
         path, codon = site.path, site.codon
         try:
-            model = registry.resolve_model(codon.model)
+            resolution = registry.resolve(codon.model)
         except UnknownModelError as exc:
-            problems.append(HankIssue(f"{path}.model", f"Invalid model '{codon.model}': {exc}"))
+            problems.append(HankIssue(f"{path}.model", f"Invalid model '{codon.model}' (codon"
+                                                       f" {codon.id}): {exc}"))
             report.models.append(ResolvedCodonModel(codon.id, None, None))
             continue
+        model = resolution.model
+        # A name that is not plainly one model is explained once, at its first codon.
+        if resolution.notice is not None and codon.model not in explained:
+            explained.add(codon.model)
+            report.warnings.append(f"{path}.model: {resolution.notice}")
         harness, harness_class = None, None
         if check_harnesses:  # a replay plays every codon, whatever its model's harness
             try:

@@ -487,6 +487,7 @@ def _describe_codon(site: CodonSite, entry: ResolvedCodonModel | None) -> dict[s
         "loop": site.loop.id if site.loop is not None else None,
         "model": codon.model,
         "resolvedModel": model.full_id if model is not None else None,
+        "reasoningEffort": model.reasoning_effort if model is not None else None,
         "harness": entry.harness if entry is not None else None,
         "continuationMode": codon.continuation_mode,
         "rigOperations": {
@@ -706,13 +707,20 @@ def _render_codons(codons: list[dict[str, Any]], console: Console) -> None:
             str(index),
             codon["id"],
             codon["name"],
-            codon["resolvedModel"] or codon["model"],
+            _model_text(codon),
             codon["harness"] or "-",
             codon["continuationMode"],
             codon["loop"] or "-",
             _budget_text(codon["budget"]),
         )
     console.print(table)
+
+
+def _model_text(codon: dict[str, Any]) -> str:
+    """The model a codon runs, with the reasoning effort a variant spelling asks for."""
+    model = codon["resolvedModel"] or codon["model"]
+    effort = codon["reasoningEffort"]
+    return f"{model} (reasoning {effort})" if effort else model
 
 
 def _render_loops(loops: list[dict[str, Any]], console: Console) -> None:
