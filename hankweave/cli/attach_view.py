@@ -88,6 +88,18 @@ class AttachView:
         self.last_sentinel: str | None = None
         self.idle: str | None = None
         self.tail: deque[tuple[str, str]] = deque(maxlen=tail)
+        self.caught_up = False
+        """Whether the replay of the journal is over (a ``history.batch`` without more)."""
+        self.ended_live = False
+        """Whether the newest run ended while this view watched (after the replay): the
+        moment ``attach`` exits with the summary."""
+
+    @property
+    def run_ended(self) -> bool:
+        """The newest run has ended (completed, failed, crashed, waiting for a person)."""
+        from hankweave.cli.run_summary import is_ongoing
+
+        return bool(self.state.runs) and not is_ongoing(self.state.runs[0].status)
 
     # ----- input -----
 
@@ -110,6 +122,7 @@ class AttachView:
         elif isinstance(data, HistoryBatchData):
             for event in data.events or []:
                 self.apply(event.to_wire())
+            self.caught_up = self.caught_up or not data.has_more
         elif parsed.type not in ("command.response", "pong"):
             self._apply(parsed)
 
@@ -150,6 +163,8 @@ class AttachView:
             if isinstance(transition, RunStarted):
                 self.idle = None
             self._show_state()
+            # A run that ended in the replayed history is not the end: a resume may follow.
+            self.ended_live = self.caught_up and self.run_ended
 
     def _fold(self, transition: StateTransition, event: Event) -> bool:
         """Apply ``transition`` to the folded state; ``False`` when the reducer refuses it."""
