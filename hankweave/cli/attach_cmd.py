@@ -303,7 +303,9 @@ def attach_command(execution_dir: Path | None, port: int | None, host: str,
         raise CLIError(str(exc), 1) from None
     where = str(execution_dir) if execution_dir is not None else view.execution_path
     if detached:
-        console.print("Detached; the run goes on.", highlight=False)
+        console.print("Detached; the run goes on." if view.state.runs else
+                      f"Detached. Watch again: hankweave attach -e {where or 'DIR'}",
+                      highlight=False)
     if view.state.runs:
         console.print(summary_text(summarize_run(view.state), where), highlight=False)
 
