@@ -1,8 +1,8 @@
 """``hankweave attach`` fits the terminal and ends as a person expects.
 
-Its frame, rendered from the journal of a real run (the fake harness) at 80×24 and 120×40,
+Its frame, rendered from the journal of a real run (the fake harness) at 80x24 and 120x40,
 is compared as a text snapshot (tests/snapshots/): during the run and after it.  In a real
-terminal (tmux, 80×24), ``q`` detaches with exit 0, and attach exits by itself with the run's
+terminal (tmux, 80x24), ``q`` detaches with exit 0, and attach exits by itself with the run's
 summary when the run ends."""
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def start_run(tmp_path: Path, script: dict[str, Any]) -> tuple[subprocess.Popen[
 
 
 class Pane:
-    """``hankweave attach`` in a detached tmux session of 80×24."""
+    """``hankweave attach`` in a detached tmux session of 80x24."""
 
     def __init__(self, tmp_path: Path, exec_dir: Path) -> None:
         self.name = f"hw-attach-{os.getpid()}-{tmp_path.name}"[:60]

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from hankweave.cli import cli
-from hankweave.cli.tables import Col, FitTable
+from hankweave.cli.tables import FitTable, TableColumn
 from hankweave.plugins import make_plugin_manager
 from hankweave.registry import Registry
 from hankweave.state.types import HankweaveState, Interruption
@@ -144,7 +144,7 @@ def draw(table: FitTable, width: int) -> str:
 
 
 def test_columns_fold_in_priority_order_and_key_columns_never_do() -> None:
-    table = FitTable([Col("Id", key=True), Col("Later", priority=2), Col("Sooner", priority=1)])
+    table = FitTable([TableColumn("Id", key=True), TableColumn("Later", priority=2), TableColumn("Sooner", priority=1)])
     table.add_row("a-rather-long-identifier", "x" * 20, "y" * 20)
 
     narrow, middle, wide = draw(table, 30), draw(table, 55), draw(table, 80)
@@ -156,8 +156,8 @@ def test_columns_fold_in_priority_order_and_key_columns_never_do() -> None:
 
 
 def test_rows_drawn_apart_line_up_when_columns_fold() -> None:
-    table = FitTable([Col("Id", key=True), Col("Cost", key=True, justify="right"),
-                      Col("Note", priority=0, wrap_at=10), Col("Extra", priority=1)])
+    table = FitTable([TableColumn("Id", key=True), TableColumn("Cost", key=True, justify="right"),
+                      TableColumn("Note", priority=0, wrap_at=10), TableColumn("Extra", priority=1)])
     table.add_row("a", "$0.0001", "short", "e" * 40)
     table.add_row("bbbbbbbb", "$12.5000", "a much longer note than the other", "-")
 
@@ -170,7 +170,21 @@ def test_rows_drawn_apart_line_up_when_columns_fold() -> None:
 
 
 def test_a_column_with_nothing_in_it_is_not_drawn() -> None:
-    table = FitTable([Col("Id", key=True), Col("Failure", wrap_at=10)])
+    table = FitTable([TableColumn("Id", key=True), TableColumn("Failure", wrap_at=10)])
     table.add_row("a", "")
 
     assert "Failure" not in draw(table, 80)
+
+
+def test_narrower_than_the_key_columns_the_widest_wraps_and_the_cost_stays_whole() -> None:
+    table = FitTable([TableColumn("Execution", key=True), TableColumn("Status", key=True),
+                      TableColumn("Cost", key=True, justify="right")])
+    table.add_row("/root/.hankweave-executions/1796472884302-vcic-12f908", "running",
+                  "$0.0123")
+
+    text = draw(table, 40)
+
+    assert "running" in text and "$0.0123" in text
+    first_column = "".join(line.split("│")[0].strip() for line in text.splitlines()[2:])
+    assert first_column == "/root/.hankweave-executions/1796472884302-vcic-12f908"
+    assert_fits(text, 40)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # rich and asyncio load when the command runs, not with `hank
     from rich.live import Live
     from rich.text import Text
 
-    from hankweave.cli.attach_view import _Codon
+    from hankweave.cli.attach_view import WatchedCodon
     from hankweave.cli.tables import FitTable
 
 __all__ = ["AttachView", "attach_command", "follow", "render_attach"]
@@ -130,7 +130,7 @@ def _frame(view: AttachView, room: _Room, width: int, now: datetime) -> Renderab
                  subtitle_align="left")
 
 
-def _current(codon: _Codon, lines: int, inner: int, now: datetime) -> RenderableType:
+def _current(codon: WatchedCodon, lines: int, inner: int, now: datetime) -> RenderableType:
     """The running (or last) codon: its title, status line, and newest stream entries."""
     from rich.panel import Panel
     from rich.text import Text
@@ -156,10 +156,10 @@ def _plan(view: AttachView, rows: int | None) -> FitTable:
     """The plan, one row per entry; ``rows`` keeps a window around the running codon."""
     from rich.text import Text
 
-    from hankweave.cli.tables import Col, FitTable
+    from hankweave.cli.tables import FitTable, TableColumn
 
-    table = FitTable([Col("", key=True), Col("codon", key=True), Col("name", priority=0),
-                      Col("status", key=True), Col("cost", key=True, justify="right")],
+    table = FitTable([TableColumn("", key=True), TableColumn("codon", key=True), TableColumn("name", priority=0),
+                      TableColumn("status", key=True), TableColumn("cost", key=True, justify="right")],
                      box=False, title="Plan")
     listed = [codon_id for codon_id, _ in view.plan]
     extra = [c for c in view.codons if c not in listed]  # started outside the known plan

@@ -310,17 +310,17 @@ def _codon_table(run: Run) -> FitTable:
     Key columns: #, codon, status, cost; the rest fold into a detail line when narrow."""
     from rich.text import Text
 
-    from hankweave.cli.tables import Col, FitTable
+    from hankweave.cli.tables import FitTable, TableColumn
     from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens
 
     watched = any(getattr(codon, "sentinels", None) for codon in run.codons)
     columns = [
-        Col("#", key=True, justify="right"), Col("Codon", key=True), Col("Status", key=True),
-        Col("Cost", key=True, justify="right"),
-        Col("In", priority=1, justify="right"), Col("Out", priority=1, justify="right"),
-        Col("Started", priority=3), Col("Ended", priority=4), Col("Checkpoint", priority=2),
-        *([Col("Sentinels", priority=2)] if watched else []),
-        Col("Failure", priority=0, wrap_at=24),
+        TableColumn("#", key=True, justify="right"), TableColumn("Codon", key=True), TableColumn("Status", key=True),
+        TableColumn("Cost", key=True, justify="right"),
+        TableColumn("In", priority=1, justify="right"), TableColumn("Out", priority=1, justify="right"),
+        TableColumn("Started", priority=3), TableColumn("Ended", priority=4), TableColumn("Checkpoint", priority=2),
+        *([TableColumn("Sentinels", priority=2)] if watched else []),
+        TableColumn("Failure", priority=0, wrap_at=24),
     ]
     table = FitTable(columns)
     for index, codon in enumerate(run.codons):
@@ -394,15 +394,15 @@ def _render_thread(thread: ExecutionThread, console: Console) -> None:
     """Key columns: #, codon, status, run; the rest fold into a detail line when narrow."""
     from rich.text import Text
 
-    from hankweave.cli.tables import Col, FitTable
+    from hankweave.cli.tables import FitTable, TableColumn
 
     if thread.codons:
         table = FitTable([
-            Col("#", key=True, justify="right"), Col("Codon", key=True),
-            Col("Status", key=True), Col("Run", key=True),
-            Col("Run status", priority=0), Col("Run #", priority=3, justify="right"),
-            Col("Index in run", priority=4, justify="right"),
-            Col("Continues session", priority=2), Col("Checkpoints", priority=1, wrap_at=20),
+            TableColumn("#", key=True, justify="right"), TableColumn("Codon", key=True),
+            TableColumn("Status", key=True), TableColumn("Run", key=True),
+            TableColumn("Run status", priority=0), TableColumn("Run #", priority=3, justify="right"),
+            TableColumn("Index in run", priority=4, justify="right"),
+            TableColumn("Continues session", priority=2), TableColumn("Checkpoints", priority=1, wrap_at=20),
         ])
         for index, tc in enumerate(thread.codons):
             checkpoints = ", ".join(
@@ -489,16 +489,16 @@ def _render_interruptions(items: list[Interruption], console: Console) -> None:
     """Key columns: id, codon, status; the question first among the rest."""
     from rich.text import Text
 
-    from hankweave.cli.tables import Col, FitTable
+    from hankweave.cli.tables import FitTable, TableColumn
 
     if not items:
         console.print("No interruptions recorded.")
         return
     table = FitTable([
-        Col("Id", key=True), Col("Codon", key=True), Col("Status", key=True),
-        Col("Question", priority=0, wrap_at=24), Col("Answer", priority=1, wrap_at=16),
-        Col("Kind", priority=2), Col("Options", priority=3, wrap_at=16),
-        Col("Default", priority=4, wrap_at=16), Col("By", priority=5),
+        TableColumn("Id", key=True), TableColumn("Codon", key=True), TableColumn("Status", key=True),
+        TableColumn("Question", priority=0, wrap_at=24), TableColumn("Answer", priority=1, wrap_at=16),
+        TableColumn("Kind", priority=2), TableColumn("Options", priority=3, wrap_at=16),
+        TableColumn("Default", priority=4, wrap_at=16), TableColumn("By", priority=5),
     ])
     for item in items:
         answer = "" if item.status == "pending" else json.dumps(item.answer)

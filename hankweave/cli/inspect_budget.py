@@ -102,7 +102,7 @@ def _against(used: str, limits: Mapping[str, Any] | None, key: str, shown: str,
 def _render(report: dict[str, Any], console: Console) -> None:
     from rich.text import Text
 
-    from hankweave.cli.tables import Col, FitTable
+    from hankweave.cli.tables import FitTable, TableColumn
 
     ceiling = report["ceiling"]
     spent, elapsed = report["spentDollars"], report["elapsedSeconds"]
@@ -129,11 +129,11 @@ def _render(report: dict[str, Any], console: Console) -> None:
 
     # Key columns: codon, status, dollars; the rest fold into a detail line when narrow.
     table = FitTable([
-        Col("Codon", key=True), Col("Loop", priority=1), Col("Status", key=True),
-        Col("Dollars", key=True, justify="right"),
-        Col("Dollar limit from", priority=3, wrap_at=16, label="limit from"),
-        Col("Time", priority=2), Col("Out tokens", priority=2),
-        Col("Breach", priority=0, wrap_at=16),
+        TableColumn("Codon", key=True), TableColumn("Loop", priority=1), TableColumn("Status", key=True),
+        TableColumn("Dollars", key=True, justify="right"),
+        TableColumn("Dollar limit from", priority=3, wrap_at=16, label="limit from"),
+        TableColumn("Time", priority=2), TableColumn("Out tokens", priority=2),
+        TableColumn("Breach", priority=0, wrap_at=16),
     ])
     projected = False
     for entry in report["entries"]:

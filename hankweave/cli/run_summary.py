@@ -113,7 +113,7 @@ def summary_text(summary: RunSummary, execution: str | None = None) -> Text:
     commands for ``execution`` (the execution directory; ``DIR`` when unknown)."""
     from rich.text import Text
 
-    from hankweave.cli.attach_view import money
+    from hankweave.cli.tables import money
 
     where = execution or "DIR"
     if summary.run_id is None:

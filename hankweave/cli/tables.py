@@ -1,6 +1,6 @@
 """Tables that fit the terminal: every table the command line prints is a :class:`FitTable`.
 
-A table declares its columns once (:class:`Col`): the *key* columns (a codon's id, status and
+A table declares its columns once (:class:`TableColumn`): the *key* columns (a codon's id, status and
 cost) are always columns and never cut; every other column has a priority.  When the table is
 drawn, it measures its cells against the width it is given: the other columns stay columns, in
 priority order, while they fit, and the rest fold into one detail line under each row
@@ -19,13 +19,13 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-__all__ = ["WIDE_WIDTH", "Col", "FitTable", "wide_console"]
+__all__ = ["WIDE_WIDTH", "FitTable", "TableColumn", "money", "wide_console"]
 
 WIDE_WIDTH = 4000
 """The console width of ``--wide``: wider than any row, so every column stays a column."""
 
 @dataclass(frozen=True)
-class Col:
+class TableColumn:
     """One column of a :class:`FitTable`."""
 
     header: str
@@ -52,7 +52,7 @@ class FitTable:
     are all empty is not drawn.
     """
 
-    def __init__(self, columns: Sequence[Col], *, box: bool = True,
+    def __init__(self, columns: Sequence[TableColumn], *, box: bool = True,
                  title: str | None = None) -> None:
         self.columns = list(columns)
         self.rows: list[list[Text]] = []
@@ -117,22 +117,29 @@ class FitTable:
             grow = min(max(spare, 0), self._natural(index) - widths[index])
             widths[index] += grow
             spare -= grow
+        # Narrower than the key columns alone: the widest ones wrap, so that the short ones
+        # (a status, a cost) stay whole.
+        while spare < 0 and max(widths.values()) > _NARROWEST:
+            widest = max(widths, key=lambda i: widths[i])
+            widths[widest] -= 1
+            spare += 1
         return widths
 
     def _overhead(self, console: Console, count: int) -> int:
         """What borders and padding add to ``count`` columns' widths."""
         from rich.measure import Measurement
 
-        probe = self._table({i: 1 for i in range(count)}, [Col("")] * count, header=False)
+        probe = self._table({i: 1 for i in range(count)}, [TableColumn("")] * count, header=False)
         probe.add_row(*([""] * count))
         options = console.options.update_width(WIDE_WIDTH)
         return Measurement.get(console, options, probe).maximum - count
 
-    def _table(self, widths: dict[int, int], columns: Sequence[Col] | None = None, *,
+    def _table(self, widths: dict[int, int], columns: Sequence[TableColumn] | None = None, *,
                header: bool = True) -> Table:
         from rich import box
         from rich.table import Table
 
+        probe = columns is not None  # columns of width 1, to measure borders and padding
         columns = columns if columns is not None else self.columns
         table = Table(show_edge=False, pad_edge=False, show_header=header,
                       box=box.HEAVY_HEAD if self.box else None, padding=(0, 1),
@@ -140,8 +147,9 @@ class FitTable:
                       title_justify="left", title_style="bold")
         for index, width in widths.items():
             col = columns[index]
+            whole = col.wrap_at is None and (probe or width >= self._natural(index))
             table.add_column(col.header, justify=col.justify, overflow="fold", width=width,
-                             no_wrap=col.wrap_at is None)
+                             no_wrap=whole)
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -183,6 +191,9 @@ class FitTable:
 
 
 _DETAIL_INDENT = 2
+_NARROWEST = 8
+"""A column squeezed below its widest cell (the terminal is narrower than the key columns)
+wraps at no fewer than this many cells."""
 
 
 def _blank(cell: Text) -> bool:
@@ -194,6 +205,11 @@ def _cell_width(cell: str | Text) -> int:
 
     text = cell.plain if not isinstance(cell, str) else cell
     return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def money(value: float | None) -> str:
+    """Dollars to four decimals, whole (a cost cell is never cut)."""
+    return f"${value or 0:.4f}"
 
 
 def wide_console(console: Console) -> Console:
