@@ -100,7 +100,7 @@ class FitTable:
 
     def _natural(self, index: int) -> int:
         """The width of the column's widest cell (or header), each on one line."""
-        cells = [self.columns[index].header, *(row[index] for row in self.rows)]
+        cells: list[str | Text] = [self.columns[index].header, *(row[index] for row in self.rows)]
         return max((_cell_width(cell) for cell in cells), default=1)
 
     def _smallest(self, index: int) -> int:
