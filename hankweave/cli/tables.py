@@ -24,6 +24,7 @@ __all__ = ["WIDE_WIDTH", "FitTable", "TableColumn", "money", "wide_console"]
 WIDE_WIDTH = 4000
 """The console width of ``--wide``: wider than any row, so every column stays a column."""
 
+
 @dataclass(frozen=True)
 class TableColumn:
     """One column of a :class:`FitTable`."""
