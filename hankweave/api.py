@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from hankweave.checkpoints import checkpoint_message as checkpoint_message
     from hankweave.checkpoints import run_branch as run_branch
     from hankweave.cli.errors import CLIError as CLIError
+    from hankweave.cli.tables import FitTable as FitTable
+    from hankweave.cli.tables import TableColumn as TableColumn
     from hankweave.codonlog import TURN_LIMIT_SUBTYPE as TURN_LIMIT_SUBTYPE
     from hankweave.codonlog import CodonLogParser as CodonLogParser
     from hankweave.codonlog import LogLine as LogLine

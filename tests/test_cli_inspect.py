@@ -509,7 +509,7 @@ def test_inspect_includes_the_transition_log_tail(exec_dir: Path) -> None:
     assert json.loads(state_json.stdout) == json.loads(dump_state(s.state))
     assert [c["codonId"] for c in thread_json["codons"]] == ["b", "a"]
     assert thread_json["nextCodonId"] == "c"
-    assert "Total: 1 runs, 2 codon records, cost $3.0000" in inspect("state", "-e", exec_dir).stdout
+    assert "Total: 1 run, 2 codon records, cost $3.0000" in inspect("state", "-e", exec_dir).stdout
 
 
 def test_torn_log_line_warns_on_stderr_and_keeps_stdout_pure_json(exec_dir: Path) -> None:

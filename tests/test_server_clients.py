@@ -83,7 +83,7 @@ def test_attach_streams_assistant_text_and_tool_calls_of_the_current_codon(proje
     assert "Writing the report (1/2)" in text and "Writing the report (2/2)" in text
     assert "⚙ Write(file_path=report.md)" in text
     assert "↳ Write ok" in text
-    assert "1 tool call(s)" in text
+    assert "· 1 tool call" in text
 
 
 def test_attach_shows_sentinel_activity_and_idle_state():

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from hankweave.cli.tables import money
+
 if TYPE_CHECKING:
     from hankweave.events import catalogue as c
     from hankweave.events.reading import Event
@@ -22,13 +24,15 @@ if TYPE_CHECKING:
     _SentinelData = (c.SentinelLoadedData | c.SentinelTriggeredData | c.SentinelOutputData
                      | c.SentinelErrorData | c.SentinelUnloadedData)
 
-__all__ = ["AttachView", "money", "shorten"]
+__all__ = ["AttachView", "WatchedCodon", "money", "shorten"]
 
 _TERMINAL = ("completed", "failed", "skipped")
 
 
 @dataclass
-class _Codon:
+class WatchedCodon:
+    """A codon as attach watched it: its newest record's status and cost, and its stream."""
+
     codon_id: str
     name: str
     status: str = "preparing"
@@ -44,10 +48,6 @@ def _parse_time(value: Any) -> datetime | None:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
         return None
-
-
-def money(value: float | None) -> str:
-    return f"${value or 0:.4f}"
 
 
 def shorten(text: str, width: int) -> str:
@@ -79,8 +79,8 @@ class AttachView:
         self.plan: list[tuple[str, str]] = []
         self.status: dict[str, str] = {}
         self.costs: dict[str, float] = {}
-        self.codons: dict[str, _Codon] = {}
-        self.current: _Codon | None = None
+        self.codons: dict[str, WatchedCodon] = {}
+        self.current: WatchedCodon | None = None
         self.total_cost = 0.0
         self.run_cost = 0.0
         self.budget: dict[str, Any] = {}
@@ -88,6 +88,18 @@ class AttachView:
         self.last_sentinel: str | None = None
         self.idle: str | None = None
         self.tail: deque[tuple[str, str]] = deque(maxlen=tail)
+        self.caught_up = False
+        """Whether the replay of the journal is over (a ``history.batch`` without more)."""
+        self.ended_live = False
+        """Whether the newest run ended while this view watched (after the replay): the
+        moment ``attach`` exits with the summary."""
+
+    @property
+    def run_ended(self) -> bool:
+        """The newest run has ended (completed, failed, crashed, waiting for a person)."""
+        from hankweave.cli.run_summary import is_ongoing
+
+        return bool(self.state.runs) and not is_ongoing(self.state.runs[0].status)
 
     # ----- input -----
 
@@ -110,6 +122,7 @@ class AttachView:
         elif isinstance(data, HistoryBatchData):
             for event in data.events or []:
                 self.apply(event.to_wire())
+            self.caught_up = self.caught_up or not data.has_more
         elif parsed.type not in ("command.response", "pong"):
             self._apply(parsed)
 
@@ -150,6 +163,8 @@ class AttachView:
             if isinstance(transition, RunStarted):
                 self.idle = None
             self._show_state()
+            # A run that ended in the replayed history is not the end: a resume may follow.
+            self.ended_live = self.caught_up and self.run_ended
 
     def _fold(self, transition: StateTransition, event: Event) -> bool:
         """Apply ``transition`` to the folded state; ``False`` when the reducer refuses it."""
@@ -201,7 +216,7 @@ class AttachView:
         started = _parse_time(record.start_time)
         codon = self.codons.get(record.codon_id)
         if codon is None or codon.started != started:
-            codon = _Codon(record.codon_id, self._name(record.codon_id), started=started)
+            codon = WatchedCodon(record.codon_id, self._name(record.codon_id), started=started)
             self.codons[record.codon_id] = codon
             self.idle = None
         self.current = codon
@@ -246,7 +261,7 @@ class AttachView:
     def _on_incomplete_codon(self, data: c.IncompleteCodonData, event: Event) -> None:
         codon_id = str(data.codon_id)
         if codon_id not in self.codons:
-            self.codons[codon_id] = self.current = _Codon(codon_id, str(data.codon_name))
+            self.codons[codon_id] = self.current = WatchedCodon(codon_id, str(data.codon_name))
 
     def _on_sentinel(self, data: _SentinelData, event: Event) -> None:
         what = event.type.removeprefix("sentinel.")  # loaded, triggered, output, ...

@@ -23,9 +23,9 @@ from hankweave.cli.options import execution_option
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
+    from hankweave.cli.tables import FitTable
     from hankweave.state.thread import CheckpointData, ExecutionThread
     from hankweave.state.types import CodonExecution, HankweaveState, Interruption, Run
 
@@ -42,12 +42,17 @@ _execution_option = execution_option()
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print JSON on stdout instead of tables."
 )
+wide_option = click.option(
+    "--wide", is_flag=True, help="Every column as a column, however wide the terminal (by"
+    " default the columns that do not fit fold into a line under each row)."
+)
 
 
 @inspect_group.command("state")
 @_execution_option
 @json_option
-def inspect_state(execution_dir: Path, as_json: bool) -> None:
+@wide_option
+def inspect_state(execution_dir: Path, as_json: bool, wide: bool) -> None:
     """Runs (newest first), their codons, statuses, costs and tokens.
 
     With --json, prints the state exactly as stored (camelCase), with the transition log
@@ -59,7 +64,7 @@ def inspect_state(execution_dir: Path, as_json: bool) -> None:
     if as_json:
         click.echo(dump_state(state).decode())
         return
-    _render_state(state, make_console())
+    _render_state(state, make_console(wide))
 
 
 @inspect_group.command("thread")
@@ -68,7 +73,9 @@ def inspect_state(execution_dir: Path, as_json: bool) -> None:
     "--run", "run_id", metavar="RUN_ID", help="End the thread at this run (default: newest)."
 )
 @json_option
-def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> None:
+@wide_option
+def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool,
+        wide: bool) -> None:
     """The execution thread: codon history across continuation runs and the next codon.
 
     Each codon's checkpoints are those its records name that the checkpoint store still
@@ -88,7 +95,7 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool) -> No
     if as_json:
         click.echo(json.dumps(thread_to_json(thread), indent=2))
         return
-    _render_thread(thread, make_console())
+    _render_thread(thread, make_console(wide))
 
 
 def thread_to_json(thread: ExecutionThread) -> dict[str, Any]:
@@ -205,10 +212,16 @@ def _one_line(text: str) -> str:
 # ----- human output -----
 
 
-def make_console() -> Console:
+def make_console(wide: bool = False) -> Console:
+    """The console of the tables: the terminal's width (``_PIPE_WIDTH`` for a pipe or a file
+    unless COLUMNS says otherwise); ``wide``: as wide as any row, so no column folds."""
     from rich.console import Console
 
+    from hankweave.cli.tables import wide_console
+
     console = Console(highlight=False)
+    if wide:
+        return wide_console(console)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = _PIPE_WIDTH
     return console
@@ -271,14 +284,17 @@ def _render_run(run: Run, current: bool, console: Console) -> None:
     from hankweave.state.costs import codon_cost_complete, run_cost, run_tokens
 
     tokens = run_tokens(run)
+    origin = _origin(run)
     run_priced = all(codon_cost_complete(codon) for codon in run.codons)
+    # Short lines, so that nothing wraps mid-phrase at 80 columns.
     header = Text.assemble(
         ("Run ", "bold"),
         (run.run_id, "bold"),
-        f"{' (current)' if current else ''}  {run.status}  {_origin(run)}\n",
-        f"  started {_time(run.start_time)}  ended {_time(run.end_time)}  branch {run.git_branch}"
+        f"{' (current)' if current else ''}  {run.status}",
+        f"  {origin}\n" if origin == "fresh" else f"\n  {origin}\n",
+        f"  started {_time(run.start_time)}  ended {_time(run.end_time)}\n",
         f"  cost {_money(run_cost(run), run_priced)}  tokens in {tokens.input_tokens}"
-        f" out {tokens.output_tokens}",
+        f" out {tokens.output_tokens}  branch {run.git_branch or '-'}",
     )
     console.print(header)
     if not run.codons:
@@ -288,27 +304,27 @@ def _render_run(run: Run, current: bool, console: Console) -> None:
     console.print()
 
 
-def _codon_table(run: Run) -> Table:
-    """One row per codon record of a run; a Sentinels column only when a codon has some."""
-    from rich.table import Table
+def _codon_table(run: Run) -> FitTable:
+    """One row per codon record of a run; a Sentinels column only when a codon has some.
+
+    Key columns: #, codon, status, cost; the rest fold into a detail line when narrow."""
     from rich.text import Text
 
+    from hankweave.cli.tables import FitTable, TableColumn
     from hankweave.state.costs import codon_cost, codon_cost_complete, codon_tokens
 
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("#", "Codon", "Status", "Cost", "In", "Out", "Started", "Ended"):
-        numeric = column in ("#", "Cost", "In", "Out")
-        table.add_column(
-            column, justify="right" if numeric else "left", no_wrap=column != "Codon"
-        )
-    table.add_column("Checkpoint", no_wrap=True)
     watched = any(getattr(codon, "sentinels", None) for codon in run.codons)
-    if watched:
-        table.add_column("Sentinels", no_wrap=True)
-    table.add_column("Failure", overflow="fold")
+    columns = [
+        TableColumn("#", key=True, justify="right"), TableColumn("Codon", key=True), TableColumn("Status", key=True),
+        TableColumn("Cost", key=True, justify="right"),
+        TableColumn("In", priority=1, justify="right"), TableColumn("Out", priority=1, justify="right"),
+        TableColumn("Started", priority=3), TableColumn("Ended", priority=4), TableColumn("Checkpoint", priority=2),
+        *([TableColumn("Sentinels", priority=2)] if watched else []),
+        TableColumn("Failure", priority=0, wrap_at=24),
+    ]
+    table = FitTable(columns)
     for index, codon in enumerate(run.codons):
         used = codon_tokens(codon)
-        sentinel_cells = [_sentinels(codon)] if watched else []
         table.add_row(
             str(index),
             Text(codon.codon_id),
@@ -319,7 +335,7 @@ def _codon_table(run: Run) -> Table:
             _time(codon.start_time),
             _time(getattr(codon, "end_time", None)),
             _short(_checkpoint(codon)),
-            *sentinel_cells,
+            *([_sentinels(codon)] if watched else []),
             Text(_failure(codon)),
         )
     return table
@@ -341,12 +357,14 @@ def _totals(state: HankweaveState) -> Text:
     priced = all(codon_cost_complete(codon) for run in state.runs for codon in run.codons)
     tokens = total_tokens(state)
     codon_count = sum(len(run.codons) for run in state.runs)
+    # "current run" only while one is: a finished run is no longer current (its cost is above).
+    current = (f" (current run {_money(current_run_cost(state))})"
+               if state.current_run is not None else "")
     totals = (
-        f"Total: {len(state.runs)} runs, {codon_count} codon records, cost"
-        f" {_money(total_cost(state), priced)}"
-        f" (current run {_money(current_run_cost(state))}), tokens in {tokens.input_tokens}"
-        f" out {tokens.output_tokens} cache-read {tokens.cache_read_tokens}"
-        f" cache-write {tokens.cache_creation_tokens}"
+        f"Total: {_count(len(state.runs), 'run')}, {_count(codon_count, 'codon record')}, cost"
+        f" {_money(total_cost(state), priced)}{current}\n"
+        f"  tokens in {tokens.input_tokens} out {tokens.output_tokens}"
+        f" cache-read {tokens.cache_read_tokens} cache-write {tokens.cache_creation_tokens}"
     )
     sentinels = total_sentinel_cost(state)
     if sentinels:
@@ -354,6 +372,10 @@ def _totals(state: HankweaveState) -> Text:
     if not priced:
         totals += "\n+ a lower bound: some usage had no known price (costComplete: false)"
     return Text(totals)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _sentinels(codon: CodonExecution) -> str:
@@ -369,20 +391,19 @@ def _sentinels(codon: CodonExecution) -> str:
 
 
 def _render_thread(thread: ExecutionThread, console: Console) -> None:
-    from rich.table import Table
+    """Key columns: #, codon, status, run; the rest fold into a detail line when narrow."""
     from rich.text import Text
 
+    from hankweave.cli.tables import FitTable, TableColumn
+
     if thread.codons:
-        table = Table(show_edge=False, pad_edge=False)
-        table.add_column("#", justify="right")
-        table.add_column("Codon")
-        table.add_column("Status")
-        table.add_column("Run", no_wrap=True)
-        table.add_column("Run status")
-        table.add_column("Run #", justify="right")
-        table.add_column("Index in run", justify="right")
-        table.add_column("Continues session", overflow="fold")
-        table.add_column("Checkpoints", overflow="fold")
+        table = FitTable([
+            TableColumn("#", key=True, justify="right"), TableColumn("Codon", key=True),
+            TableColumn("Status", key=True), TableColumn("Run", key=True),
+            TableColumn("Run status", priority=0), TableColumn("Run #", priority=3, justify="right"),
+            TableColumn("Index in run", priority=4, justify="right"),
+            TableColumn("Continues session", priority=2), TableColumn("Checkpoints", priority=1, wrap_at=20),
+        ])
         for index, tc in enumerate(thread.codons):
             checkpoints = ", ".join(
                 f"{cp.type} {_short(cp.sha)}" for cp in tc.validated_checkpoints
@@ -402,7 +423,7 @@ def _render_thread(thread: ExecutionThread, console: Console) -> None:
     else:
         console.print("The thread has no codons.")
     summary = (
-        f"{len(thread.codons)} codons across {thread.total_runs} runs;"
+        f"{_count(len(thread.codons), 'codon')} across {_count(thread.total_runs, 'run')};"
         f" next codon: {thread.next_codon_id or 'none'};"
         f" failed: {'yes' if thread.failed else 'no'};"
         f" running codon: {'yes' if thread.has_running_codon else 'no'}"
@@ -448,7 +469,9 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
 @_execution_option
 @click.option("--pending", "only_pending", is_flag=True, help="Only those waiting for an answer.")
 @json_option
-def inspect_interruptions(execution_dir: Path, only_pending: bool, as_json: bool) -> None:
+@wide_option
+def inspect_interruptions(execution_dir: Path, only_pending: bool, as_json: bool,
+        wide: bool) -> None:
     """The execution's pauses for a human: what was asked, of which codon, and the answers.
 
     Answer a pending one with `hankweave answer -e DIR ID ...`.
@@ -459,32 +482,37 @@ def inspect_interruptions(execution_dir: Path, only_pending: bool, as_json: bool
         click.echo(json.dumps([i.model_dump(mode="json", by_alias=True, exclude_none=True)
                                for i in items], indent=2))
         return
-    _render_interruptions(items, make_console())
+    _render_interruptions(items, make_console(wide))
 
 
 def _render_interruptions(items: list[Interruption], console: Console) -> None:
-    from rich.table import Table
+    """Key columns: id, codon, status; the question first among the rest."""
     from rich.text import Text
+
+    from hankweave.cli.tables import FitTable, TableColumn
 
     if not items:
         console.print("No interruptions recorded.")
         return
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("Id", "Codon", "Kind", "Question", "Options", "Status", "Answer", "By"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("Id", "Status"))
+    table = FitTable([
+        TableColumn("Id", key=True), TableColumn("Codon", key=True), TableColumn("Status", key=True),
+        TableColumn("Question", priority=0, wrap_at=24), TableColumn("Answer", priority=1, wrap_at=16),
+        TableColumn("Kind", priority=2), TableColumn("Options", priority=3, wrap_at=16),
+        TableColumn("Default", priority=4, wrap_at=16), TableColumn("By", priority=5),
+    ])
     for item in items:
         answer = "" if item.status == "pending" else json.dumps(item.answer)
-        table.add_row(item.id, item.codon_id, item.kind, Text(item.question),
-                      ", ".join(item.options or []) or "(free text)",
-                      item.status + (f" (default {json.dumps(item.default_answer)} at"
-                                     f" {_time(item.deadline)})" if item.deadline
-                                     and item.status == "pending" else ""),
-                      Text(answer), item.answered_by or "")
+        default = (f"{json.dumps(item.default_answer)} at {_time(item.deadline)}"
+                   if item.deadline and item.status == "pending" else "")
+        table.add_row(Text(item.id), Text(item.codon_id), item.status, Text(item.question),
+                      Text(answer), item.kind,
+                      Text(", ".join(item.options or []) or "(free text)"), Text(default),
+                      Text(item.answered_by or ""))
     console.print(table)
     waiting = sum(1 for item in items if item.status == "pending")
     if waiting:
-        console.print(f"{waiting} waiting: hankweave answer -e DIR ID (TEXT | --approve |"
-                      " --reject | --json VALUE)")
+        console.print(f"{waiting} waiting: hankweave answer -e DIR ID TEXT\n"
+                      "  (or --approve, --reject, --json VALUE instead of TEXT)")
 
 
 __all__ = ["inspect_group", "thread_to_json"]

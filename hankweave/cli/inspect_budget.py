@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hankweave.cli.inspect import json_option, load_execution_state, make_console, warn
+from hankweave.cli.inspect import (
+    json_option,
+    load_execution_state,
+    make_console,
+    warn,
+    wide_option,
+)
 from hankweave.cli.options import execution_option
 from hankweave.runtime.budget_report import RecordedLimits, budget_report, read_recorded_limits
 
@@ -31,7 +37,8 @@ _LIMIT_KEYS = ("maxDollars", "maxTimeSeconds", "maxOutputTokens", "maxContextTok
 @click.command("budget")
 @execution_option()
 @json_option
-def inspect_budget(execution_dir: Path, as_json: bool) -> None:
+@wide_option
+def inspect_budget(execution_dir: Path, as_json: bool, wide: bool) -> None:
     """Per plan entry: its dollar, time and token limits (and where each came from) against
     what it spent and used, the run-wide ceiling against the whole execution's spending.
 
@@ -44,7 +51,7 @@ def inspect_budget(execution_dir: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    _render(report, make_console())
+    _render(report, make_console(wide))
 
 
 # ----- what the journal recorded -----
@@ -93,8 +100,9 @@ def _against(used: str, limits: Mapping[str, Any] | None, key: str, shown: str,
 
 
 def _render(report: dict[str, Any], console: Console) -> None:
-    from rich.table import Table
     from rich.text import Text
+
+    from hankweave.cli.tables import FitTable, TableColumn
 
     ceiling = report["ceiling"]
     spent, elapsed = report["spentDollars"], report["elapsedSeconds"]
@@ -119,10 +127,14 @@ def _render(report: dict[str, Any], console: Console) -> None:
         used += f" of {_secs(ceiling['maxTimeSeconds'])}"
     console.print(Text(used + " (every run of the execution)"))
 
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("Codon", "Loop", "Status", "Dollars", "Dollar limit from", "Time",
-                   "Out tokens", "Breach"):
-        table.add_column(column, overflow="fold")
+    # Key columns: codon, status, dollars; the rest fold into a detail line when narrow.
+    table = FitTable([
+        TableColumn("Codon", key=True), TableColumn("Loop", priority=1), TableColumn("Status", key=True),
+        TableColumn("Dollars", key=True, justify="right"),
+        TableColumn("Dollar limit from", priority=3, wrap_at=16, label="limit from"),
+        TableColumn("Time", priority=2), TableColumn("Out tokens", priority=2),
+        TableColumn("Breach", priority=0, wrap_at=16),
+    ])
     projected = False
     for entry in report["entries"]:
         limits, kind, actual = entry["limits"], entry["limitsKind"], entry["actual"]

@@ -696,12 +696,15 @@ def _render_header(report: dict[str, Any], console: Console) -> None:
 
 
 def _render_codons(codons: list[dict[str, Any]], console: Console) -> None:
-    from rich.table import Table
+    from hankweave.cli.tables import FitTable, TableColumn
 
     console.print(f"\nCodons: {len(codons)}")
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("#", "Id", "Name", "Model", "Harness", "Session", "Loop", "Budget"):
-        table.add_column(column, justify="right" if column == "#" else "left", overflow="fold")
+    # Key columns: #, id, model; the rest fold into a line under each row when narrow.
+    table = FitTable([
+        TableColumn("#", key=True, justify="right"), TableColumn("Id", key=True), TableColumn("Name", priority=1),
+        TableColumn("Model", key=True), TableColumn("Harness", priority=2), TableColumn("Session", priority=3),
+        TableColumn("Loop", priority=0), TableColumn("Budget", priority=4, wrap_at=20),
+    ])
     for index, codon in enumerate(codons):
         table.add_row(
             str(index),
@@ -764,7 +767,7 @@ def _render_env(env: dict[str, Any], console: Console) -> None:
 
 def _render_budget_table(table_json: dict[str, Any] | None, console: Console) -> None:
     """Each plan entry's limits at the start, with where they come from."""
-    from rich.table import Table
+    from hankweave.cli.tables import FitTable, TableColumn
 
     if table_json is None:
         return
@@ -775,9 +778,12 @@ def _render_budget_table(table_json: dict[str, Any] | None, console: Console) ->
         return
     console.print("Budgets at the start (nothing spent; later loop iterations resolve as they"
                   " start):")
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("Codon", "Loop", "Dollars", "Time", "Out tokens", "Context", "On exceeded"):
-        table.add_column(column, overflow="fold")
+    # Key columns: codon, dollars; the rest fold into a line under each row when narrow.
+    table = FitTable([
+        TableColumn("Codon", key=True), TableColumn("Loop", priority=0), TableColumn("Dollars", key=True, wrap_at=20),
+        TableColumn("Time", priority=1, wrap_at=16), TableColumn("Out tokens", priority=2),
+        TableColumn("Context", priority=3), TableColumn("On exceeded", priority=4, wrap_at=16),
+    ])
     for entry in entries:
         table.add_row(
             entry["codonId"],

@@ -28,7 +28,7 @@ from hankweave.api import (
 from hankweave_executor_celery.ledger import FINISHED, Ledger, Submission
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.console import RenderableType
 
 REQUEUE_GRACE_S = 15.0
 """A task started this recently may not have taken its lock yet: not called requeued."""
@@ -116,18 +116,27 @@ def print_status(ledger: Ledger, *, as_json: bool) -> None:
     Console().print(table(found))
 
 
-def table(found: list[Row]) -> Table:
-    from rich.table import Table
+def table(found: list[Row]) -> RenderableType:
+    """One row per execution; at 80 columns the execution, its status and cost stay whole and
+    the rest fold into a line under each row (the kernel's ``FitTable``)."""
+    from rich.console import Group
+    from rich.text import Text
 
-    view = Table(show_edge=False, pad_edge=False)
-    for column in ("Execution", "Status", "Worker", "Codon", "Done", "Cost", "Waiting"):
-        view.add_column(column, overflow="fold")
+    from hankweave.api import FitTable, TableColumn
+
+    view = FitTable([
+        TableColumn("Execution", key=True), TableColumn("Status", key=True),
+        TableColumn("Worker", priority=1), TableColumn("Codon", priority=0),
+        TableColumn("Done", priority=2, justify="right"),
+        TableColumn("Cost", key=True, justify="right"),
+        TableColumn("Waiting", priority=0, justify="right"),
+    ])
     for row in found:
-        view.add_row(row.execution, row.status, row.worker or "-", row.codon or "-",
-                     str(row.finished_codons), f"${row.cost:.4f}",
+        view.add_row(Text(row.execution), row.status, Text(row.worker or "-"),
+                     Text(row.codon or "-"), str(row.finished_codons), f"${row.cost:.4f}",
                      str(row.pending_interruptions or "-"))
     if not found:
-        view.caption = "Nothing submitted yet: hankweave submit HANK DATA"
+        return Group(view, Text("Nothing submitted yet: hankweave submit HANK DATA"))
     return view
 
 
