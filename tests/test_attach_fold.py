@@ -64,3 +64,13 @@ def test_attach_keeps_the_last_good_state_when_a_history_starts_mid_run(project)
     refusals = [line for line, _ in view.tail if "not folded" in line]
     assert len(refusals) <= 1  # said once, not once per refused transition
     assert view.last_seq == events[-1]["seq"]
+
+
+def test_a_harness_warning_is_shown_as_a_warning_not_an_error(project):
+    project.write_hank([codon("a")])
+    project.run({"a": {"warn": "The agent runs with acceptEdits here."}})
+
+    view = _fold(project.journal())
+
+    (line, style) = next((text, style) for text, style in view.tail if "acceptEdits" in text)
+    assert "warning: The agent runs with acceptEdits here." in line and style == "yellow"

@@ -146,7 +146,7 @@ class AttachView:
             handler(event.data, event)
         line = _summary(event)
         if line is not None:
-            style = "red" if event.type == "error" else "yellow" if event.type == "server.idle" else ""
+            style = _tail_style(event)
             self.tail.append((f"{seq if seq is not None else '-':>5} {line}", style))
 
     def _on_state_transition(self, data: c.StateTransitionData, event: Event) -> None:
@@ -294,6 +294,15 @@ def _plan_rows(entries: list[ExecutionCodonEntry] | None) -> list[tuple[str, str
             for entry in entries or []]
 
 
+def _tail_style(event: Event) -> str:
+    """Red for an error, yellow for a warning (an ``error`` of severity ``warning``) and for
+    the runtime waiting."""
+    if event.type == "error":
+        warning = getattr(event.data, "severity", None) == "warning"
+        return "yellow" if warning else "red"
+    return "yellow" if event.type == "server.idle" else ""
+
+
 def _summary(event: Event) -> str | None:
     """The event's line in the tail of recent events (``None``: not listed there)."""
     from hankweave.events import catalogue as c
@@ -302,6 +311,8 @@ def _summary(event: Event) -> str | None:
     if kind in _SHOWN_IN_BODY:
         return (_transition_summary(data, event.timestamp)
                 if isinstance(data, c.StateTransitionData) else None)
+    if isinstance(data, c.ErrorData) and data.severity == "warning":
+        return shorten(f"warning: {data.message}", 110)
     if isinstance(data, c.InfoData | c.ErrorData | c.ServerIdleData):
         return shorten(f"{kind}: {data.message}", 110)
     if isinstance(data, c.CodonStartedData):
