@@ -8,6 +8,7 @@ Each test renders the events of a real run (the fake harness) through the live v
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from rich.console import Console
@@ -125,3 +126,36 @@ def test_a_resume_after_a_failed_first_codon_says_where_it_goes_back_to(project)
             " after its rig setup to continue from there") in infos, infos
     assert any(info.startswith("Rolled back to the start of codon survey, after its rig setup"
                                " (checkpoint ") for info in infos), infos
+
+
+def test_every_event_of_a_run_carries_its_run_id_and_journal_run_finds_them(project):
+    """Agency's record: each event is attributed to its run, so one run's events can be read
+    apart from a resume's (issue 36, item 8)."""
+    from click.testing import CliRunner
+
+    from hankweave.cli.journal_cmd import journal_command
+
+    project.write_hank([codon("a"), codon("b")])
+    project.run({"b": {"result": "error"}})
+    project.run({"b": {"messages": 1}})
+    runs = [run.run_id for run in reversed(project.state().runs)]
+    events = project.journal()
+
+    for run_id in runs:
+        starts = [i for i, e in enumerate(events) if e["type"] == "state.transition"
+                  and e["data"]["transitionType"] == "RunStarted"
+                  and e["data"]["runId"] == run_id]
+        ends = [i for i, e in enumerate(events) if e["type"] == "state.transition"
+                and e["data"]["transitionType"] in ("RunCompleted", "RunFailed")
+                and e["data"]["runId"] == run_id]
+        during = events[starts[0]:ends[0]]
+        assert {e.get("runId") for e in during} == {run_id}, [
+            e["type"] for e in during if e.get("runId") != run_id]
+        assert {"codon.started", "assistant.action", "token.usage", "codon.completed"} <= {
+            e["type"] for e in during}
+        listed = CliRunner().invoke(journal_command, ["-e", str(project.exec_dir), "--run",
+                                                      run_id, "--json"])
+        seqs = [json.loads(line)["seq"] for line in listed.stdout.splitlines()]
+        assert seqs == [e["seq"] for e in events[starts[0]:ends[0] + 1]]
+    before = events[:next(i for i, e in enumerate(events) if e.get("runId"))]
+    assert before and all("runId" not in e for e in before)

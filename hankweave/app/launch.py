@@ -478,6 +478,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     runtime = _runtime(prepared, request, owned, checkpoints, bus.emit,
                        provider_env=mock.client_env() if mock is not None else {})
     bus.subscribe(runtime.services.sentinels.observe)
+    bus.run_id_source = lambda: runtime.state.current_run_id
     loop = asyncio.get_running_loop()
     installed = _install_signals(loop, runtime)
     server = None

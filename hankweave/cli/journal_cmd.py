@@ -50,7 +50,8 @@ _SUMMARY_WIDTH = 100
     "--run",
     "run_id",
     metavar="RUN_ID",
-    help="Only events that name this run (data.runId); events that name no run are left out.",
+    help="Only the events of this run (the envelope's runId, else data.runId); events of no"
+    " run are left out.",
 )
 @click.option(
     "--after-seq",
@@ -204,16 +205,15 @@ def _codon_filter(wanted: str | None) -> Callable[[Mapping[str, Any]], bool]:
 
 
 def _run_filter(wanted: str | None) -> Callable[[ServerEvent], bool]:
-    """Match an event's run: the envelope's ``runId`` when a writer put one there, else the
-    ``runId`` its data names.  Events that name no run (``info``, ``token.usage``, ...) never
-    match, so the filter never guesses a run from an event's position in the journal."""
+    """Match an event's run: the envelope's ``runId`` (every event a run sends has it), else
+    the ``runId`` its data names (a run's end, and journals written before envelopes carried
+    it).  Events that name no run never match, so the filter never guesses a run from an
+    event's position in the journal."""
     if wanted is None:
         return lambda _event: True
 
     def wants(event: ServerEvent) -> bool:
-        extra = event.model_extra or {}
-        named = extra.get("runId", extra.get("run_id", event.data.get("runId")))
-        return named == wanted
+        return (event.run_id or event.data.get("runId")) == wanted
 
     return wants
 

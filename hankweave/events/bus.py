@@ -71,6 +71,9 @@ class EventBus:
         self._pending: deque[ServerEvent] = deque()
         self._delivering = False
         self._closed = False
+        self.run_id_source: Callable[[], str | None] = lambda: None
+        """The run current now (the runtime's ``currentRunId``): every event is stamped
+        with it."""
 
     @property
     def journal(self) -> EventJournal | None:
@@ -172,7 +175,7 @@ class EventBus:
     def _record(self, event_type: str, data: Mapping[str, Any] | BaseModel) -> ServerEvent:
         """Build the event with the next seq and journal it; the seq is used only on success."""
         seq = self._last_seq + 1
-        event = make_event(event_type, data, seq=seq)
+        event = make_event(event_type, data, seq=seq, run_id=self.run_id_source())
         if self._journal is not None:
             self._journal.append(event)
         self._last_seq = seq

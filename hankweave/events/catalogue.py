@@ -318,6 +318,9 @@ class ServerEvent(BaseModel):
     timestamp: str
     type: str
     data: dict[str, Any]
+    run_id: str | None = None
+    """The run current when the event was made (ours: every event a run sends carries it, so
+    ``journal --run`` finds them all); none outside a run, and on connection events."""
 
     @property
     def category(self) -> EventCategory:
@@ -338,6 +341,8 @@ class ServerEvent(BaseModel):
         wire["id"] = self.id
         wire["timestamp"] = self.timestamp
         wire["type"] = self.type
+        if self.run_id is not None:
+            wire["runId"] = self.run_id
         wire["data"] = self.data
         if self.__pydantic_extra__:
             wire.update(self.__pydantic_extra__)
@@ -1128,11 +1133,12 @@ def make_event(
     data: Mapping[str, Any] | BaseModel,
     *,
     seq: int | None = None,
+    run_id: str | None = None,
 ) -> ServerEvent:
     """Validate ``data`` and wrap it in a fresh envelope (new id, current time).
 
     ``seq`` is left to the caller: the :class:`~hankweave.events.bus.EventBus` numbers the events
-    it journals.
+    it journals and stamps them with the current ``run_id``.
 
     Raises:
         UnknownEventTypeError, EventDataError: as :func:`validate_event_data`.
@@ -1151,4 +1157,5 @@ def make_event(
         timestamp=utc_now_iso(),
         type=event_type,
         data=payload,
+        run_id=run_id,
     )
