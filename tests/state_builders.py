@@ -30,6 +30,7 @@ from hankweave.state.transitions import (
     RunCrashed,
     RunCrashedData,
     RunFailed,
+    RunFailedData,
     RunRef,
     RunStarted,
     RunStartedData,
@@ -324,7 +325,7 @@ class Scenario:
         if status == "completed":
             return self.apply(RunCompleted(timestamp=now, data=RunRef(run_id=run_id)))
         if status == "failed":
-            return self.apply(RunFailed(timestamp=now, data=RunRef(run_id=run_id)))
+            return self.apply(RunFailed(timestamp=now, data=RunFailedData(run_id=run_id)))
         return self.apply(
             RunCrashed(timestamp=now, data=RunCrashedData(run_id=run_id, detected_at=now))
         )

@@ -50,6 +50,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real execution: run 1 fails its second codon (a provider 400), run 2 resumes it and
     finishes, with a loop and a budget; nothing is current any more."""
     project = Project(tmp_path_factory.mktemp("tables") / "project")
+    project.env["HANKWEAVE_USER"] = "ana"  # the runs' user, the same on every machine
     project.write_hank(
         [codon("survey"),
          codon("summarize-the-findings", budget={"maxDollars": 0.5}),

@@ -23,7 +23,8 @@ KERNEL = ROOT / "hankweave"
 
 LAYERS: list[tuple[str, ...]] = [
     ("hankweave.faults", "hankweave.fsutil", "hankweave.exitcodes", "hankweave.lazy",
-     "hankweave.processes", "hankweave.providers", "hankweave.secrets", "hankweave.hosts"),
+     "hankweave.processes", "hankweave.providers", "hankweave.secrets", "hankweave.hosts",
+     "hankweave.people"),
     ("hankweave.models", "hankweave.workspace"),
     ("hankweave.config",),
     ("hankweave.state",),

@@ -89,7 +89,7 @@ def test_a_run_time_ceiling_interrupts_a_hanging_agent(project):
     assert outcome.code == 1
     assert outcome.statuses() == [("a", "completed")]
     assert outcome.record("a").budget_exceeded.currency == "duration"
-    assert outcome.state.runs[0].status == "failed"
+    assert outcome.state.runs[0].status == "timeout"  # Agency's status: its ceiling ended it
 
 
 def test_the_budget_summary_has_a_row_per_codon_of_the_run(project):

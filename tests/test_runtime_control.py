@@ -115,7 +115,7 @@ def test_a_signal_mid_codon_fails_it_retriably_and_ends_the_run(project, signal_
     assert outcome.statuses() == [("a", "failed")]
     reason = outcome.record("a").failure_reason
     assert reason.retriable and reason.message.startswith("Interrupted")
-    assert outcome.state.runs[0].status == "failed"
+    assert outcome.state.runs[0].status == "cancelled"  # a person stopped it
     assert outcome.state.current_run_id is None
 
 
@@ -164,7 +164,7 @@ def test_a_stop_during_the_retry_wait_does_not_retry(project):
 
     assert outcome.code == 143
     assert outcome.statuses() == [("a", "failed")]
-    assert outcome.state.runs[0].status == "failed"
+    assert outcome.state.runs[0].status == "cancelled"
 
 
 def test_autostart_off_waits_for_a_start_command(project):

@@ -701,7 +701,7 @@ def test_a_required_sentinel_without_its_key_stops_the_run_before_it_starts(tmp_
     project.write_hank([codon("first"), codon("strict", sentinels=[
         entry(gemini, failCodonIfNotLoaded=True)])])
 
-    with pytest.raises(PreflightError, match="sentinel gem: .*HANKWEAVE_SENTINEL_GOOGLE_API_KEY"):
+    with pytest.raises(PreflightError, match=r"sentinel gem: .*HANKWEAVE_SENTINEL_GOOGLE_API_KEY"):
         project.run()
     assert not project.exec_dir.exists() or not any(project.exec_dir.iterdir())
 

@@ -27,6 +27,7 @@ from hankweave.state.transitions import (
     RunCrashed,
     RunCrashedData,
     RunFailed,
+    RunFailedData,
     RunInterrupted,
     RunRef,
     RunStarted,
@@ -77,7 +78,7 @@ def run_completed(run_id: str = RUN) -> RunCompleted:
 
 
 def run_failed(run_id: str = RUN) -> RunFailed:
-    return RunFailed(data=RunRef(run_id=run_id))
+    return RunFailed(data=RunFailedData(run_id=run_id))
 
 
 def run_interrupted(run_id: str = RUN) -> RunInterrupted:

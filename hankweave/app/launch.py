@@ -361,8 +361,9 @@ def _nothing_to_do(state: HankweaveState) -> bool:
     """
     from hankweave.state.interruptions import resumable_run
     from hankweave.state.thread import analyze_execution_thread
+    from hankweave.state.types import STOPPED_RUN_STATUSES
 
-    if not state.runs or state.runs[0].status in ("failed", "crashed"):
+    if not state.runs or state.runs[0].status in (*STOPPED_RUN_STATUSES, "crashed"):
         return False
     if resumable_run(state) is not None:
         return False  # it waited for a person: its gate or its codon resumes

@@ -8,7 +8,6 @@ on.
 
 from __future__ import annotations
 
-import getpass
 import shlex
 from pathlib import Path
 
@@ -27,7 +26,8 @@ from hankweave.exitcodes import EXIT_USAGE
 @click.option("--reject", is_flag=True, help="Reject (an approval gate or a held tool call).")
 @click.option("--json", "json_text", metavar="VALUE", help="The answer as a JSON value.")
 @click.option("--by", "answered_by", metavar="NAME",
-              help="Who answers (recorded as answeredBy; default cli:<user>).")
+              help="Who answers (recorded as answeredBy; default cli:<user>, the user from"
+              " $HANKWEAVE_USER, else the login name).")
 @click.option("--submit", is_flag=True, help="Then queue the resume on the workers (`hankweave"
               " submit -e DIR`, from an executor plugin) instead of `hankweave run -e DIR`.")
 @click.pass_context
@@ -42,6 +42,7 @@ def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str
     """
     from hankweave.app.answers import AnswerError, GivenAnswer, answer_interruption
     from hankweave.execution.layout import ExecutionLayout
+    from hankweave.people import current_user
     from hankweave.state.lock import LockError
     from hankweave.state.store import StateLoadError
 
@@ -49,7 +50,7 @@ def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str
     if not layout.state_file.exists() and not layout.state_log_file.exists():
         raise CLIError(f"{layout.path}: not an execution directory (no .hankweave/state.json)")
     given = GivenAnswer(text=text, approve=approve, reject=reject, json_text=json_text)
-    who = answered_by or f"cli:{_user()}"
+    who = answered_by or f"cli:{current_user()}"
     submitter = _submit_command(ctx) if submit else None
     try:
         recorded = answer_interruption(layout.path, interruption_id, given, who)
@@ -77,9 +78,3 @@ def _submit_command(ctx: click.Context) -> click.Command:
                        " install plugins/hankweave-executor-celery)", EXIT_USAGE)
     return found
 
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
-        return "unknown"

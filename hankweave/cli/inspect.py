@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from hankweave.cli.tables import FitTable
+    from hankweave.execution.result import ExecutionResult
     from hankweave.state.thread import CheckpointData, ExecutionThread
     from hankweave.state.types import CodonExecution, HankweaveState, Interruption, Run
 
@@ -292,7 +293,8 @@ def _render_run(run: Run, current: bool, console: Console) -> None:
         (run.run_id, "bold"),
         f"{' (current)' if current else ''}  {run.status}",
         f"  {origin}\n" if origin == "fresh" else f"\n  {origin}\n",
-        f"  started {_time(run.start_time)}  ended {_time(run.end_time)}\n",
+        f"  started {_time(run.start_time)}  ended {_time(run.end_time)}"
+        f"{f'  by {run.user}' if run.user else ''}\n",
         f"  cost {_money(run_cost(run), run_priced)}  tokens in {tokens.input_tokens}"
         f" out {tokens.output_tokens}  branch {run.git_branch or '-'}",
     )
@@ -456,13 +458,33 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
     click.echo(f"Execution {execution.path}: {execution.status}, cost ${execution.total_cost:.4f}"
                f" (sentinels ${execution.sentinel_cost:.4f}), {execution.finished_codons}"
                f" codon(s) finished, next {document.thread.next_codon_id or '-'}")
-    click.echo(f"  hank {execution.hank_path or '-'}  data {execution.data_path or '-'}")
+    click.echo(f"  hank {execution.hank_path or '-'}  data {execution.data_path or '-'}"
+               f"{f'  started by {execution.user}' if execution.user else ''}")
     for run in document.runs:
-        click.echo(f"  run {run.run_id}  {run.status}  ${run.cost:.4f}  "
+        click.echo(f"  run {run.run_id}  {run.status}  ${run.cost:.4f}"
+                   f"{f'  by {run.user}' if run.user else ''}  "
                    + ", ".join(f"{c.codon_id} {c.status}" for c in run.codons))
+    if execution.result is not None:
+        _echo_result(execution.result)
     if execution.pending_interruptions:
         click.echo(f"  {execution.pending_interruptions} interruption(s) waiting:"
                    f" hankweave inspect interruptions -e {execution.path} --pending")
+
+
+def _echo_result(result: ExecutionResult) -> None:
+    """The stored result, as ``inspect execution`` shows it."""
+    codons = result.codons
+    click.echo(f"  result: {result.status} at {result.finished_at}, {codons.completed}"
+               f" completed, {codons.failed} failed, {codons.skipped} skipped;"
+               f" ${result.cost:.4f}, tokens in {result.input_tokens} out {result.output_tokens},"
+               f" {result.duration_ms / 1000:.1f}s")
+    if result.failure:
+        click.echo(f"    failure: {result.failure}")
+    for output in result.outputs:
+        click.echo(f"    output {output.path}  {output.bytes} bytes  sha256 {output.sha256[:12]}")
+    if result.final_text:
+        first = result.final_text.strip().splitlines()[0] if result.final_text.strip() else ""
+        click.echo(f"    final answer: {first[:200]}")
 
 
 @inspect_group.command("interruptions")

@@ -134,6 +134,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               value=bool, switch=True, recorded="ignore rig failures"),
     RunOption(("--overwrite-output",), "overwriteOutput", "Output copies replace existing"
               " files.", value=bool, flag_value=True),
+    RunOption(("--user",), "user", "Who runs it, recorded on the run (default:"
+              " $HANKWEAVE_USER, else your login name).", metavar="NAME"),
 )
 """Every run option, in the order ``--help`` and messages list them."""
 

@@ -312,6 +312,9 @@ class Settings(_ResolvedModel):
     """Dollar ceiling of each codon attempt, over the codon's own cap (CLI only)."""
     headless: bool = False
     """No terminal UI (CLI only)."""
+    user: str | None = None
+    """Who runs it (``--user``; CLI only): recorded on the run (:func:`hankweave.people.current_user`
+    fills in ``$HANKWEAVE_USER`` or the login name when it is not given)."""
 
     @property
     def model_override(self) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from hankweave.execution.result import ExecutionResult, read_result
 from hankweave.state.costs import codon_cost, codon_cost_complete, total_cost, total_sentinel_cost
 from hankweave.state.interruptions import resumable_run
 from hankweave.state.thread import analyze_execution_thread
@@ -24,12 +25,16 @@ from hankweave.state.types import (
     HankweaveState,
     Interruption,
     Run,
+    is_live_run,
     record_checkpoints,
 )
 
 DOCUMENT_VERSION = 1
 
-ExecutionStatus = Literal["pending", "running", "interrupted", "completed", "failed", "crashed"]
+ExecutionStatus = Literal["pending", "running", "interrupted", "completed", "failed", "cancelled",
+                          "timeout", "crashed"]
+"""Agency's execution statuses: its newest run's (a ``resuming`` run's execution is
+``running``), ``interrupted`` while an answer or a command would resume it."""
 
 
 class _Document(BaseModel):
@@ -58,6 +63,8 @@ class DocumentCodon(_Document):
 
 class DocumentRun(_Document):
     run_id: str
+    user: str | None = None
+    """Who started the run (``run --user``, ``$HANKWEAVE_USER``, the login name)."""
     status: str
     start_time: str
     end_time: str | None = None
@@ -81,6 +88,8 @@ class DocumentThread(_Document):
 
 class DocumentExecution(_Document):
     path: str
+    user: str | None = None
+    """Who started the execution: its first run's user (each run names its own)."""
     hank_path: str | None
     data_path: str | None
     status: ExecutionStatus
@@ -89,6 +98,9 @@ class DocumentExecution(_Document):
     """The sentinels' LLM costs, apart from the total."""
     pending_interruptions: int
     finished_codons: int
+    result: ExecutionResult | None = None
+    """The stored result (``.hankweave/result.json``) of the newest run that ended completed,
+    failed, cancelled or timeout; None before any did."""
 
 
 class ExecutionDocument(_Document):
@@ -104,7 +116,8 @@ class ExecutionDocument(_Document):
 
 
 def execution_document(state: HankweaveState, *, path: str, hank_path: str | None,
-                       data_path: str | None) -> ExecutionDocument:
+                       data_path: str | None,
+                       result: ExecutionResult | None = None) -> ExecutionDocument:
     """The document of the execution whose state is ``state``."""
     thread = analyze_execution_thread(state)
     thread_codons = [DocumentThreadCodon(codon_id=item.codon.codon_id, run_id=item.run_id,
@@ -113,12 +126,14 @@ def execution_document(state: HankweaveState, *, path: str, hank_path: str | Non
     waiting = sum(1 for item in state.interruptions if item.status == "pending")
     return ExecutionDocument(
         execution=DocumentExecution(
-            path=path, hank_path=hank_path, data_path=data_path,
+            path=path, user=state.runs[-1].user if state.runs else None,
+            hank_path=hank_path, data_path=data_path,
             status=_status(state, thread.next_codon_id, waiting),
             total_cost=total_cost(state), sentinel_cost=total_sentinel_cost(state),
             pending_interruptions=waiting,
             finished_codons=sum(1 for c in thread_codons if c.status in ("completed",
-                                                                         "skipped"))),
+                                                                         "skipped")),
+            result=result),
         thread=DocumentThread(codons=thread_codons, next_codon_id=thread.next_codon_id,
                               failed=thread.failed),
         runs=[_run(run) for run in state.runs],
@@ -135,7 +150,7 @@ def as_found(execution_dir: Path, state: HankweaveState, *,
     ``warn`` is told why.  Every reader of an execution it does not run (``inspect``, the
     dashboard, an executor's status) sees it through this.
     """
-    if not any(run.status == "running" for run in state.runs):
+    if not any(is_live_run(run.status) for run in state.runs):
         return state
     from hankweave.execution.layout import ExecutionLayout
     from hankweave.fsutil import utc_now_iso
@@ -166,7 +181,8 @@ def document_of(execution_dir: Path, state: HankweaveState) -> ExecutionDocument
     except ExecutionMetaError:
         hank_path = data_path = None
     return execution_document(state, path=str(execution_dir.resolve()), hank_path=hank_path,
-                              data_path=data_path)
+                              data_path=data_path,
+                              result=read_result(ExecutionLayout(execution_dir).result_file))
 
 
 def _status(state: HankweaveState, next_codon: str | None, waiting: int) -> ExecutionStatus:
@@ -177,13 +193,17 @@ def _status(state: HankweaveState, next_codon: str | None, waiting: int) -> Exec
     newest = state.runs[0].status
     if newest == "completed" and next_codon is not None:
         return "interrupted"  # stopped between codons: it resumes
-    return newest  # running, completed, failed, crashed
+    if newest == "running" or newest == "resuming":
+        return "running"
+    if newest == "interrupted":  # its interruptions were answered: a run resumes it
+        return "interrupted"
+    return newest  # completed, failed, cancelled, timeout, crashed
 
 
 def _run(run: Run) -> DocumentRun:
     codons = [_codon(record) for record in run.codons]
     return DocumentRun(
-        run_id=run.run_id, status=run.status, start_time=run.start_time,
+        run_id=run.run_id, user=run.user, status=run.status, start_time=run.start_time,
         end_time=run.end_time,
         starting_conditions=run.starting_conditions.model_dump(mode="json", by_alias=True,
                                                                exclude_none=True),

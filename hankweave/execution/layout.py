@@ -165,6 +165,12 @@ class ExecutionLayout:
         return self.hankweave_dir / "run-intent.json"
 
     @property
+    def result_file(self) -> Path:
+        """`.hankweave/result.json`: the execution's stored result
+        (:mod:`hankweave.execution.result`)."""
+        return self.hankweave_dir / "result.json"
+
+    @property
     def given_warnings_file(self) -> Path:
         """`.hankweave/warnings-given.json`: the harness warnings this execution has shown, each
         shown once (:mod:`hankweave.runtime.notices`)."""

@@ -227,6 +227,11 @@ class RunBudget:
             return None
         return max(0.0, self.max_seconds - self.elapsed())
 
+    def out_of_time(self) -> bool:
+        """True once the run's time ceiling is reached (a run it ends is ``timeout``)."""
+        seconds = self.remaining_seconds()
+        return seconds is not None and seconds <= 0
+
     def exhausted(self) -> bool:
         """True once the run's money or time is gone: no further codon starts."""
         dollars, seconds = self.remaining_dollars(), self.remaining_seconds()

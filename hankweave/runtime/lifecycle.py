@@ -12,13 +12,15 @@ import os
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from hankweave.exitcodes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, SIGNAL_EXIT_CODES
 from hankweave.fsutil import parse_iso, private_dir, utc_now_iso
+from hankweave.people import current_user
 from hankweave.runtime.budget import spending_of, spent_by
 from hankweave.runtime.context import RunContext
 from hankweave.runtime.humans import WAITING_FOR_HUMAN
+from hankweave.runtime.result import store_result
 from hankweave.state.costs import codon_tokens
 from hankweave.state.thread import ExecutionThread
 from hankweave.state.transitions import (
@@ -26,18 +28,21 @@ from hankweave.state.transitions import (
     InitialCheckpointSet,
     RunCompleted,
     RunFailed,
+    RunFailedData,
     RunInterrupted,
     RunRef,
     RunStarted,
     RunStartedData,
 )
 from hankweave.state.types import (
+    STOPPED_RUN_STATUSES,
     CodonExecution,
     ContinuationSource,
     ContinuationStart,
     FreshStart,
     StartingConditions,
     end_checkpoint,
+    is_live_run,
     is_terminal_status,
 )
 
@@ -91,8 +96,11 @@ class RunLifecycle:
         return FreshStart(initial_checkpoint_sha=state.initial_checkpoint)
 
     async def start_run(self, conditions: StartingConditions) -> str:
-        """Record a new run (the plan is built afresh for a fresh start) and make it current."""
+        """Record a new run (the plan is built afresh for a fresh start) and make it current.
+        A run that continues one that did not complete (it waited for a person, crashed,
+        failed, was cancelled or timed out) is ``resuming`` until its first codon starts."""
         ctx = self.ctx
+        before = ctx.state.runs[0].status if ctx.state.runs else None
         run_id = new_run_id()
         folder = private_dir(ctx.layout.run_folder(run_id))  # codon logs: docs/state.md
         plan = None
@@ -100,35 +108,50 @@ class RunLifecycle:
             plan = ctx.plan_builder(ctx.hank)
         await ctx.transition(RunStarted(data=RunStartedData(
             run_id=run_id, run_folder=str(folder), git_branch=f"run-{run_id}",
-            starting_conditions=conditions, server_pid=os.getpid(), execution_plan=plan)))
+            starting_conditions=conditions, server_pid=os.getpid(), execution_plan=plan,
+            user=current_user(ctx.config.settings.user, ctx.config.env),
+            resuming=before is not None and before != "completed")))
         ctx.bookkeeping.run_id = run_id
         ctx.owned.lock.update(run_id=run_id)
         return run_id
 
-    async def end_run(self, *, failed: bool, interrupted: bool = False) -> None:
+    async def end_run(self, *, failed: bool, interrupted: bool = False,
+                      cancelled: bool = False) -> None:
         """Record the end of the current run, unless a codon of it is still finishing (its own
         completion ends the run) or it already ended.  ``interrupted``: it ends waiting for a
-        person (``RunInterrupted``)."""
+        person (``RunInterrupted``); ``cancelled``: a person stopped it.  A failed run whose
+        time ceiling is reached ends ``timeout``."""
         ctx = self.ctx
         run = ctx.state.run_by_id(ctx.run_id or "")
-        if run is None or run.status != "running":
+        if run is None or not is_live_run(run.status):
             return
         if run.codons and not is_terminal_status(run.codons[-1].status):
             return
         self.report_budget()
-        end = RunInterrupted if interrupted else RunFailed if failed else RunCompleted
-        await ctx.transition(end(data=RunRef(run_id=run.run_id)))
+        if interrupted:
+            await ctx.transition(RunInterrupted(data=RunRef(run_id=run.run_id)))
+        elif not failed:
+            await ctx.transition(RunCompleted(data=RunRef(run_id=run.run_id)))
+        else:
+            outcome: Literal["cancelled", "timeout"] | None = (
+                "cancelled" if cancelled else "timeout" if ctx.budget.out_of_time() else None)
+            await ctx.transition(RunFailed(data=RunFailedData(run_id=run.run_id,
+                                                              outcome=outcome)))
 
     async def finish(self, shutdown: Shutdown | None) -> None:
         """After the drive loop: end the run if it is still open, then prune checkpoints."""
         run = self.ctx.state.run_by_id(self.ctx.run_id or "")
-        if run is not None and run.status == "running":
+        if run is not None and is_live_run(run.status):
             last = run.codons[-1] if run.codons else None
             if last is None or is_terminal_status(last.status):
                 reason = shutdown.reason if shutdown else None
                 # A client that shuts down a finished plan ends it as completed.
                 done = reason == ALL_DONE or (reason == CLIENT_REQUEST and self.plan_finished())
-                await self.end_run(failed=not done)
+                by_person = reason in SIGNAL_EXIT_CODES or reason == CLIENT_REQUEST
+                await self.end_run(failed=not done, cancelled=by_person and not done)
+        ended = self.ctx.state.run_by_id(self.ctx.run_id or "")
+        if ended is not None:
+            store_result(self.ctx, ended)
         await self.ctx.checkpoints.prune(self.ctx.state, self.ctx.config.settings.checkpoints.keep_last_per_run)
 
     def plan_finished(self) -> bool:
@@ -144,8 +167,8 @@ class RunLifecycle:
             return EXIT_FAILED
         if shutdown.reason == ALL_DONE:
             run = self.ctx.state.run_by_id(self.ctx.run_id or "")
-            return EXIT_FAILED if run is not None and run.status in ("failed", "crashed") \
-                else EXIT_OK
+            return EXIT_FAILED if run is not None and (
+                run.status in STOPPED_RUN_STATUSES or run.status == "crashed") else EXIT_OK
         if shutdown.reason == WAITING_FOR_HUMAN:
             return EXIT_INTERRUPTED
         if shutdown.reason in SIGNAL_EXIT_CODES:

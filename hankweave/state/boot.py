@@ -23,6 +23,7 @@ from hankweave.state.files import (
 from hankweave.state.lock import AcquireResult, RuntimeLock
 from hankweave.state.store import StateStore, StateUnreadableError
 from hankweave.state.transitions import RunCrashed, RunCrashedData
+from hankweave.state.types import is_live_run
 
 
 @dataclass
@@ -86,7 +87,7 @@ async def take_ownership(
     owned = OwnedExecution(lock=lock, store=store, acquired=acquired, damaged_dir=damaged)
     try:
         stale_run = store.state.run_by_id(acquired.reclaimed_run_id or "")
-        if stale_run is not None and stale_run.status == "running":
+        if stale_run is not None and is_live_run(stale_run.status):
             await store.transition(RunCrashed(data=RunCrashedData(
                 run_id=stale_run.run_id, detected_at=utc_now_iso(), last_codon_status="unknown")))
             owned.crashed_run_ids.append(stale_run.run_id)

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from hankweave.fsutil import parse_iso
-from hankweave.state.types import ContinuationStart, HankweaveState, Interruption, Run
+from hankweave.state.types import ContinuationStart, HankweaveState, Interruption, Run, is_live_run
 
 APPROVE = "approve"
 REJECT = "reject"
@@ -127,7 +127,7 @@ def resumable_run(state: HankweaveState) -> Run | None:
     """The newest run, when the next run resumes it: it ended ``interrupted``, or it was
     killed (or stopped) while one of its interruptions waited for an answer."""
     run = state.runs[0] if state.runs else None
-    if run is None or run.status == "running":
+    if run is None or is_live_run(run.status):
         return None
     if run.status == "interrupted":
         return run

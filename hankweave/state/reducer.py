@@ -60,6 +60,7 @@ from hankweave.state.types import (
     PreparingCodon,
     Run,
     TokenUsage,
+    is_live_run,
     is_terminal_status,
     last_record,
 )
@@ -178,7 +179,7 @@ def _executed(sentinels: LoadedSentinels | None) -> ExecutedSentinels | None:
 
 
 def _ensure_run_open(run: Run) -> None:
-    if run.status != "running":
+    if not is_live_run(run.status):
         raise InvalidTransitionError(f"run {run.run_id!r} is {run.status}; it cannot change")
 
 
@@ -190,9 +191,10 @@ def _run_started(state: HankweaveState, t: RunStarted) -> HankweaveState:
     for run in state.runs:
         if run.run_id == data.run_id:
             raise InvalidTransitionError(f"run {data.run_id!r} already exists")
-        if run.status == "running":
+        if is_live_run(run.status):
             raise InvalidTransitionError(
-                f"run {run.run_id!r} is still running; end it before starting {data.run_id!r}"
+                f"run {run.run_id!r} is still {run.status}; end it before starting"
+                f" {data.run_id!r}"
             )
     run = Run(
         run_id=data.run_id,
@@ -200,9 +202,10 @@ def _run_started(state: HankweaveState, t: RunStarted) -> HankweaveState:
         git_branch=data.git_branch,
         starting_conditions=data.starting_conditions,
         codons=[],
-        status="running",
+        status="resuming" if data.resuming else "running",
         start_time=t.timestamp,
         server_pid=data.server_pid,
+        user=data.user,
     )
     update: dict[str, Any] = {"runs": [run, *state.runs], "current_run_id": data.run_id}
     if data.execution_plan is not None:
@@ -218,8 +221,9 @@ def _run_ended(status: str) -> Callable[[HankweaveState, RunEnd], HankweaveState
         index = _run_index(state, t.data.run_id)
         run = state.runs[index]
         _ensure_run_open(run)
+        ended = getattr(t.data, "outcome", None) or status
         new_state = _with_run(
-            state, index, _evolve(run, {"status": status, "end_time": t.timestamp})
+            state, index, _evolve(run, {"status": ended, "end_time": t.timestamp})
         )
         if state.current_run_id == run.run_id:
             new_state = _evolve(new_state, {"current_run_id": None})
@@ -268,7 +272,8 @@ def _codon_started(state: HankweaveState, t: CodonStarted) -> HankweaveState:
         codon_id=t.data.codon_id, start_time=t.timestamp, loop_context=t.data.loop_context,
         attempt=t.data.attempt,
     )
-    new_run = _evolve(run, {"codons": [*run.codons, record]})
+    # A resuming run is running once its first codon starts.
+    new_run = _evolve(run, {"codons": [*run.codons, record], "status": "running"})
     return _with_run(state, index, new_run)
 
 

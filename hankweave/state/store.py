@@ -84,7 +84,7 @@ from hankweave.state.transitions import (
     StateTransition,
     is_lifecycle,
 )
-from hankweave.state.types import HankweaveState, dump_state
+from hankweave.state.types import HankweaveState, dump_state, is_live_run
 from hankweave.state.wal import FoldMarker, header, new_segment_id, read_segment
 from hankweave.state.writing import (  # PersistenceError re-exported
     SYNC_INLINE_MAX_S,
@@ -355,7 +355,7 @@ class StateStore:
         """
         crashed = []
         for run in self._state.runs:
-            if run.status != "running" or run.run_id in skip_run_ids:
+            if not is_live_run(run.status) or run.run_id in skip_run_ids:
                 continue
             if run.server_pid == os.getpid() or not alive(run.server_pid):
                 last = run.codons[-1].status if run.codons else "unknown"

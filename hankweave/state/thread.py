@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from hankweave.state.reducer import apply_transition
 from hankweave.state.transitions import RunCrashed, RunCrashedData
 from hankweave.state.types import (
+    STOPPED_RUN_STATUSES,
     CheckpointInfo,
     CodonExecution,
     CodonId,
@@ -42,6 +43,7 @@ from hankweave.state.types import (
     RunStatus,
     SessionId,
     changed_positions,
+    is_live_run,
     is_terminal_status,
     last_record,
     plan_positions,
@@ -115,7 +117,8 @@ class ExecutionThread:
             return False  # it waits for a person: the next run resumes it (ours)
         if newest.codon.status == "failed":
             return True
-        return newest.run_status in ("failed", "crashed") and not is_terminal_status(
+        return (newest.run_status in STOPPED_RUN_STATUSES or newest.run_status == "crashed") \
+            and not is_terminal_status(
             newest.codon.status
         )
 
@@ -394,7 +397,7 @@ def _next_codon_id(
 
     first = plan[0].codon_id if plan else None
 
-    if start_run.status == "failed":
+    if start_run.status in STOPPED_RUN_STATUSES:
         return None
     if has_running_codon:
         return None
@@ -460,7 +463,7 @@ def with_dead_runs_crashed(state: HankweaveState, detected_at: str) -> Hankweave
     reducer's own ``RunCrashed``; nothing is written.
     """
     for run in state.runs:
-        if run.status == "running":
+        if is_live_run(run.status):
             last = run.codons[-1].status if run.codons else "unknown"
             state = apply_transition(state, RunCrashed(data=RunCrashedData(
                 run_id=run.run_id, detected_at=detected_at, last_codon_status=last)))

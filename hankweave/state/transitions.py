@@ -129,6 +129,12 @@ class RunStartedData(StateModel):
     git_branch: str
     starting_conditions: StartingConditions
     server_pid: int
+    user: str | None = None
+    """Ours (Agency's attribution): who started the run (``run --user``, ``$HANKWEAVE_USER``,
+    the login name)."""
+    resuming: bool = False
+    """Ours: the run continues one that did not complete; it is ``resuming`` until its first
+    codon starts."""
     # Beyond the original: a fresh run carries its plan, so the plan rebuild is part of the
     # transition instead of a side effect of the state manager.
     execution_plan: list[ExecutionCodonEntry] | None = None
@@ -148,9 +154,15 @@ class RunCompleted(_TransitionBase):
     data: RunRef
 
 
+class RunFailedData(RunRef):
+    outcome: Literal["cancelled", "timeout"] | None = None
+    """Ours (Agency's statuses): the run's status when it is not plain ``failed``: a person
+    stopped it, or its time ceiling ended it."""
+
+
 class RunFailed(_TransitionBase):
     type: Literal["RunFailed"] = "RunFailed"
-    data: RunRef
+    data: RunFailedData
 
 
 class RunInterrupted(_TransitionBase):

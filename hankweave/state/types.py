@@ -38,8 +38,21 @@ CodonStatus: TypeAlias = Literal[
     "failed",
     "skipped",
 ]
-RunStatus: TypeAlias = Literal["running", "completed", "failed", "crashed", "interrupted"]
-"""``interrupted`` is ours: the run ended waiting for a human (docs/human-in-the-loop.md)."""
+RunStatus: TypeAlias = Literal["running", "resuming", "completed", "failed", "cancelled",
+                                "timeout", "crashed", "interrupted"]
+"""The original's four, and Agency's (ours): ``interrupted``, the run ended waiting for a human
+(docs/human-in-the-loop.md); ``cancelled``, a person stopped it (Ctrl-C, SIGTERM, a client's
+shutdown); ``timeout``, its time ceiling ended it; ``resuming``, a run that continues one
+that did not complete, until its first codon starts (docs/state.md)."""
+LIVE_RUN_STATUSES: frozenset[str] = frozenset({"running", "resuming"})
+"""A run with one of these has not ended: at most one run is live."""
+STOPPED_RUN_STATUSES: frozenset[str] = frozenset({"failed", "cancelled", "timeout"})
+"""A run that ended before its plan did, of its own accord or a person's: resumed alike."""
+
+
+def is_live_run(status: str) -> bool:
+    """Whether a run with ``status`` has not ended (``running`` or ``resuming``)."""
+    return status in LIVE_RUN_STATUSES
 CheckpointType: TypeAlias = Literal["rig-setup", "completed", "error", "skipped"]
 
 CODON_STATUSES: tuple[str, ...] = (
@@ -383,6 +396,8 @@ class Run(StateModel):
     start_time: str
     server_pid: int
     end_time: str | None = None
+    user: str | None = None
+    """Ours (Agency's attribution): who started the run; None in state written before it."""
 
 
 # ----- the execution plan -----

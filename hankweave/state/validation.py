@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hankweave.state.types import HankweaveState, is_terminal_status
+from hankweave.state.types import HankweaveState, is_live_run, is_terminal_status
 
 IssueType = Literal["corrupted_data", "missing_run", "orphaned_folder", "invalid_codon"]
 
@@ -34,7 +34,7 @@ def validate_state(state: HankweaveState, hankweave_dir: Path | None = None) -> 
                 "error", "missing_run", f"currentRunId {state.current_run_id!r} is not in runs"
             )
         )
-    running = [run.run_id for run in state.runs if run.status == "running"]
+    running = [run.run_id for run in state.runs if is_live_run(run.status)]
     if len(running) > 1:
         issues.append(
             ValidationIssue("error", "invalid_codon", f"several runs are running: {running}")
