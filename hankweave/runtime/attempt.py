@@ -32,7 +32,9 @@ from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRun
 from hankweave.runtime.completion import CodonResult, Ending, record_end, settle
 from hankweave.runtime.context import RunContext, elapsed_ms
 from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED
+from hankweave.runtime.file_events import FileTracker
 from hankweave.runtime.notices import GivenWarnings
+from hankweave.runtime.planner import checkpoint_patterns_through
 from hankweave.state.thread import find_continuation_session_id
 from hankweave.state.transitions import CodonStarted, CodonStartedData
 from hankweave.state.types import FailureReason, LoopContext
@@ -192,8 +194,12 @@ class CodonAttempt:
         ctx = self.ctx
         budget = ctx.budget.track(ctx.state.execution_plan, self.codon_id)
         self._report_limits(budget)
+        patterns = checkpoint_patterns_through(ctx.state.execution_plan, self.codon_id,
+                                               include_self=True)
+        files = FileTracker(ctx.layout.agent_root, patterns, ctx.reporter.emit, self.codon_id)
         runner = CodonRunner(spec, store=ctx.store, reporter=ctx.reporter, budget=budget,
-                             given_warnings=GivenWarnings(ctx.layout.given_warnings_file))
+                             given_warnings=GivenWarnings(ctx.layout.given_warnings_file),
+                             files=files)
         self._runner = runner
         if self._stop_reason() is not None:  # a stop that came during the last state write
             runner.interrupt("stop")
@@ -325,7 +331,6 @@ class CodonAttempt:
 
     async def checkpoint(self, kind: CheckpointKind) -> str | None:
         """Checkpoint the work tree through this codon's patterns; None (reported) on failure."""
-        from hankweave.runtime.planner import checkpoint_patterns_through
 
         ctx = self.ctx
         patterns = checkpoint_patterns_through(ctx.state.execution_plan, self.codon_id, True)

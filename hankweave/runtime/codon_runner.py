@@ -47,6 +47,7 @@ from hankweave.harness import (
 from hankweave.processes import AGENT_MARKER_ENV, end_processes_now, marked_processes
 from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.failures import classify_api_error_text, turn_limit_failure
+from hankweave.runtime.file_events import FileTracker
 from hankweave.runtime.notices import GivenWarnings
 from hankweave.runtime.reporter import Reporter
 from hankweave.state.costs import codon_cost_complete
@@ -120,9 +121,12 @@ class CodonRunner:
 
     def __init__(self, spec: AttemptSpec, *, store: StateStore, reporter: Reporter,
                  budget: CodonBudget | None = None,
-                 given_warnings: GivenWarnings | None = None) -> None:
+                 given_warnings: GivenWarnings | None = None,
+                 files: FileTracker | None = None) -> None:
         self.spec = spec
         self.given_warnings = given_warnings
+        self.files = files
+        """Reports the files the agent writes (``file.updated``); None: nothing is."""
         self.store = store
         self.reporter = reporter
         self.budget = budget
@@ -431,13 +435,19 @@ class CodonRunner:
             session_id=self.parser.session_id or "",
             previous_session_id=request.session_id_to_resume,
             start_time=self._record().start_time)
+        if self.files is not None:
+            self.files.codon_started()
 
     async def _assistant(self, parsed: ParsedRecord) -> None:
         request = self.spec.request
         now = time.monotonic()
         for block in parsed.blocks:
             if block.get("type") == "tool_use":
-                self._pending_tools[str(block.get("id", ""))] = (str(block.get("name", "")), now)
+                tool_id, name = str(block.get("id", "")), str(block.get("name", ""))
+                self._pending_tools[tool_id] = (name, now)
+                tool_input = block.get("input")
+                if self.files is not None and isinstance(tool_input, Mapping):
+                    self.files.tool_used(tool_id, name, tool_input)
         self.reporter.assistant_blocks(request.codon_id, parsed.blocks)
         codon = self._record()
         if codon is None or codon.status != "running":
@@ -486,6 +496,8 @@ class CodonRunner:
                 codon_id=self.codon_id, tool_use_id=tool_id, tool_name=name, text=result.text,
                 limit=TOOL_RESULT_LIMIT, elapsed_ms=int((time.monotonic() - seen) * 1000),
                 is_error=result.failed)
+            if self.files is not None:
+                self.files.tool_finished(tool_id, result.failed)
 
     async def _result(self, record: Mapping[str, Any], usage: TokenUsage | None) -> None:
         # Error results never set a final cost (the original's rule); success results

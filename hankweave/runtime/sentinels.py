@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from hankweave.events.catalogue import ServerEvent, routes_to_sentinels
 from hankweave.faults import kill_point
 from hankweave.fsutil import utc_now_iso
+from hankweave.runtime.file_events import with_file_content
 from hankweave.sentinel import (
     SentinelError,
     SentinelFatalError,
@@ -230,6 +231,7 @@ class SentinelManager:
         observing = self._observing
         if not observing or not routes_to_sentinels(event.type) or _own_bookkeeping(event):
             return
+        event = with_file_content(event, self.ctx.layout.agent_root)
         for sentinel in observing:
             batch = sentinel.match(event)
             if batch:

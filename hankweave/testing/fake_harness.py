@@ -189,13 +189,14 @@ class FakeHarness(Harness):
                                  model=FAKE_MODEL.model_id, usage=usage,
                                  message_id=f"msg_fake{number}")
         for index, (path, content) in enumerate(sorted(attempt.write_files.items())):
-            target = request.work_dir / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
             tool_id = f"toolu_fake{index}"
+            # As an agent does: the call is logged, then the tool runs, then its result.
             yield assistant_tool_use("Write", {"file_path": path, "content": content},
                                      tool_use_id=tool_id, model=FAKE_MODEL.model_id, usage=usage,
                                      message_id=f"msg_fakewrite{index}")
+            target = request.work_dir / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
             yield tool_result_record(tool_id, f"File written: {path}")
         async for record in self._tool_calls(attempt, context, usage):
             yield record
