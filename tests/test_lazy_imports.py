@@ -1,4 +1,5 @@
-"""`hankweave --help`, `validate` and `inspect` never import the heavy provider or git libraries."""
+"""`hankweave --help`, `validate` and `inspect` never import the heavy provider or git libraries,
+nor the JavaScript engine (a hank with sentinels' Eta templates needs it to validate them)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HEAVY = ("litellm", "anthropic", "claude_agent_sdk", "git", "aiohttp", "openai")
+HEAVY = ("litellm", "anthropic", "claude_agent_sdk", "git", "aiohttp", "openai", "py_mini_racer")
 
 PROBE = """
 import sys

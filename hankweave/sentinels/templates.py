@@ -10,11 +10,12 @@ Eta (the original)        Jinja2                      value
 ``it.world.currentTime``  ``world.currentTime``       when the trigger was queued
 ========================  ==========================  =======================================
 
-A source containing ``<%`` is Eta: it is translated to Jinja2 (:mod:`.eta`) and keeps Eta's
-JavaScript meanings and whitespace; anything else is plain Jinja2 (``trim_blocks`` on, so a
+A source containing ``<%`` is Eta: it is compiled to JavaScript as Eta compiles it
+(:mod:`.eta`) and runs in the JavaScript sandbox (:mod:`.js`: V8, no file, network or process
+access, bounded time and memory), so it has JavaScript's language and meanings and Eta's
+whitespace.  Anything else is plain Jinja2 in its immutable sandbox (``trim_blocks`` on, so a
 ``{% for %}`` line leaves no blank line, and a missing name is an error rather than an empty
-string). Either way the template runs in Jinja2's immutable sandbox and nothing in it is
-executed as Python or JavaScript. Two failures, as in the original: a
+string); nothing in it runs as Python.  Two failures, as in the original: a
 :class:`TemplateSyntaxError` is fatal to the sentinel, a :class:`TemplateRenderError` skips
 the trigger.
 """
@@ -22,17 +23,19 @@ the trigger.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from hankweave.sentinels import jsvalues
-from hankweave.sentinels.eta import EtaTranslationError, is_eta, translate_eta
+from hankweave.sentinels.eta import EtaSyntaxError, compile_eta, is_eta
 
 if TYPE_CHECKING:
     from jinja2 import Template
     from jinja2.sandbox import SandboxedEnvironment
+
+    from hankweave.sentinels.js import Sandbox
 
 __all__ = [
     "MAX_TEMPLATE_EVENTS",
@@ -86,8 +89,15 @@ class PromptTemplate:
     def __init__(self, source: str) -> None:
         self.source = source
         self.dialect: Dialect = "eta" if is_eta(source) else "jinja"
-        self.jinja_source = self._jinja_source()
-        self._template = self._compile()
+        self._template: Template | None = None
+        self._function: str | None = None
+        self._sandbox: Sandbox | None = None
+        """An Eta template's own JavaScript context: what one template leaves in its global
+        object no other template sees."""
+        if self.dialect == "eta":
+            self._function = self._compile_eta()
+        else:
+            self._template = self._compile()
 
     @classmethod
     def compile(cls, source: str) -> PromptTemplate:
@@ -97,26 +107,49 @@ class PromptTemplate:
     def render(self, context: Mapping[str, Any]) -> str:
         """Render with ``context`` (see :func:`sentinel_prompt_context`), also visible whole as
         ``it``; raises :class:`TemplateRenderError`."""
+        if self._function is not None:
+            return self._render_eta(context)
+        assert self._template is not None
         variables = {"it": context, **context}
         try:
             return self._template.render(variables)
         except Exception as exc:  # the template is user code: any failure skips the trigger
             raise self._render_error(exc) from exc
 
-    def _jinja_source(self) -> str:
-        if self.dialect == "jinja":
-            return self.source
+    def _compile_eta(self) -> str:
+        from hankweave.sentinels.js import JavaScriptError, Sandbox
+
+        self._sandbox = Sandbox()
         try:
-            return translate_eta(self.source)
-        except EtaTranslationError as exc:
-            raise TemplateSyntaxError(exc.reason, exc.line, exc.snippet, exc.hint) from None
+            function = compile_eta(self.source)
+            self._sandbox.check(function)
+        except EtaSyntaxError as exc:
+            raise TemplateSyntaxError(exc.reason, exc.line, exc.snippet) from None
+        except JavaScriptError as exc:
+            raise TemplateSyntaxError(exc.message, exc.line, self._line(exc.line)) from None
+        return function
+
+    def _render_eta(self, context: Mapping[str, Any]) -> str:
+        from hankweave.sentinels.js import JavaScriptError
+
+        assert self._function is not None and self._sandbox is not None
+        codon = context.get("codon")
+        if isinstance(codon, Mapping) and isinstance(codon.get("startTime"), datetime):
+            # The original's ``it.codon.startTime`` is the run's start as state stores it, a
+            # string; ``it.world.currentTime`` is a Date.
+            context = {**context, "codon": {**codon, "startTime": _iso(codon["startTime"])}}
+        try:
+            rendered = self._sandbox.call(self._function, context)
+        except JavaScriptError as exc:
+            raise TemplateRenderError(exc.message, exc.line, self._line(exc.line)) from None
+        return rendered if isinstance(rendered, str) else str(rendered)
 
     def _compile(self) -> Template:
         from jinja2 import TemplateSyntaxError as JinjaSyntaxError
 
         environment = _environment()
         try:
-            code = environment.compile(self.jinja_source, filename=_PROMPT_FILENAME)
+            code = environment.compile(self.source, filename=_PROMPT_FILENAME)
         except JinjaSyntaxError as exc:
             raise TemplateSyntaxError(exc.message or "invalid syntax", exc.lineno,
                                       self._line(exc.lineno)) from None
@@ -132,6 +165,10 @@ class PromptTemplate:
     def _line(self, line: int | None) -> str:
         lines = self.source.splitlines()
         return lines[line - 1].strip() if line is not None and 0 < line <= len(lines) else ""
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @lru_cache(maxsize=256)
@@ -166,28 +203,6 @@ def _tojson(value: Any, indent: Any = None) -> str:
     return jsvalues.js_str(jsvalues.js_stringify(value, indent))
 
 
-def _callback_factory(environment: SandboxedEnvironment) -> Callable[..., Any]:
-    """``js_fn``: a translated Eta callback (``e => e.type === 'x'``) as a Python callable that
-    evaluates its Jinja2 expression in the same sandbox, with the outer names it captured."""
-
-    @lru_cache(maxsize=512)
-    def expression(body: str) -> Callable[..., Any]:
-        return environment.compile_expression(body, undefined_to_none=False)
-
-    def js_fn(params: list[str], body: str, captured: Mapping[str, Any]) -> Callable[..., Any]:
-        evaluate = expression(body)
-
-        def callback(*args: Any) -> Any:
-            bound = dict(captured)
-            for index, name in enumerate(params):
-                bound[name] = args[index] if index < len(args) else jsvalues.JS_UNDEFINED
-            return evaluate(**bound)
-
-        return callback
-
-    return js_fn
-
-
 @cache
 def _environment() -> SandboxedEnvironment:
     # Imported here: the CLI's light commands must not pay for Jinja2.
@@ -198,17 +213,4 @@ def _environment() -> SandboxedEnvironment:
     environment = ImmutableSandboxedEnvironment(autoescape=False, undefined=StrictUndefined,
                                                 keep_trailing_newline=True, trim_blocks=True)
     environment.filters["tojson"] = _tojson
-    environment.globals.update(
-        js_str=jsvalues.js_str,
-        js_truthy=jsvalues.js_truthy,
-        js_nullish=jsvalues.js_nullish,
-        js_member=jsvalues.js_member,
-        js_method=jsvalues.js_method,
-        js_op=jsvalues.js_op,
-        js_strict_equal=jsvalues.js_strict_equal,
-        js_iter=jsvalues.js_iter,
-        js_stringify=jsvalues.js_stringify,
-        js_undefined=jsvalues.JS_UNDEFINED,
-        js_fn=_callback_factory(environment),
-    )
     return environment
