@@ -733,3 +733,16 @@ def test_fail_codon_if_not_loaded_fails_the_codon_at_its_start(unloadable):
     assert completed["success"] is False
     assert completed["failureReason"]["sentinelRefs"] == ["inline:gem"]
     assert not any(d["codonId"] == "strict" for d in unloadable.of_type("codon.started"))
+
+
+def test_a_sentinel_on_a_reasoning_variant_asks_its_model_at_that_effort(tmp_path):
+    """``openai/gpt-5-high`` is gpt-5 asked for high reasoning effort, as for a codon."""
+    project = mock_project(tmp_path)
+    project.write_hank([codon("plan", model="sonnet", promptText="Plan.", sentinels=[
+        entry(sentinel("deep", "think", model="openai/gpt-5-high"))])])
+    run = run_with_mock(project, [answer("deep", text("Thought.")),
+                                  codon_rule("Plan.", "Planned.", 10, 5)])
+
+    (request,) = run.requests("deep")
+    assert request.body["model"] == "gpt-5"
+    assert request.body["reasoning_effort"] == "high"

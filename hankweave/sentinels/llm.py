@@ -120,12 +120,16 @@ class LlmSentinel(SentinelKind):
 
     def __init__(self, setup: SentinelSetup) -> None:
         super().__init__(setup)
+        from hankweave.models import split_effort
         from hankweave.providers import CredentialsError, sentinel_route
 
         config = self.config = _llm_config(setup.config)
         try:
             self.prompts = PreparedPrompts(config, setup.config_directory)
-            self.route = sentinel_route(config.model or "", setup.env)
+            # A variant spelling (``openai/gpt-5-high``) routes to its model, at its effort.
+            self.effort = getattr(setup.model_entry, "reasoning_effort", None)
+            model = split_effort(config.model or "")[0] if self.effort else config.model
+            self.route = sentinel_route(model or "", setup.env)
         except (OSError, PromptTemplateError, StructuredOutputSchemaError,
                 CredentialsError, ValueError) as exc:
             raise SentinelFatalError(str(exc), "configuration") from None
@@ -201,6 +205,8 @@ class LlmSentinel(SentinelKind):
     async def _call(self, messages: list[dict[str, Any]]) -> Any:
         route, params = self.route, self.params
         options: dict[str, Any] = dict(params.provider_options.get(route.provider, {}))
+        if self.effort is not None:
+            options.setdefault("reasoning_effort", self.effort.value)
         if self.prompts.schema is not None:
             options["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": _schema_name(self.config), "schema": _wire_schema(
