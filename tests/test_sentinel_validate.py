@@ -312,7 +312,7 @@ def test_an_unsupported_construct_in_a_schema_file_names_the_file(tmp_path: Path
 
     error = the_error(hank_dir)
 
-    assert "review.schema.ts: unsupported Zod construct `z.lazy` at 3:33" in error["message"]
+    assert "review.schema.ts: unsupported Zod construct `z.lazy` at 3:35" in error["message"]
 
 
 # ----- (f) prompts -----

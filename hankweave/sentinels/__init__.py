@@ -5,11 +5,14 @@ The package is layered above the event catalogue and the plugin hooks and below 
 * :mod:`~hankweave.sentinels.config`: the strict config models and their loading;
 * :mod:`~hankweave.sentinels.conditions`: which events sentinels observe, condition paths
   checked against the event payloads, and conditions evaluated as the original does;
-* :mod:`~hankweave.sentinels.zod`: the Zod subset of ``schemaStr``/``schemaFile`` as JSON Schema,
-  and :mod:`~hankweave.sentinels.structured_output`: the schema an answer is validated against;
-* :mod:`~hankweave.sentinels.templates`: prompt templates (Jinja2, sandboxed), with
-  :mod:`~hankweave.sentinels.eta` translating the original's Eta syntax and
-  :mod:`~hankweave.sentinels.jsvalues` giving values their JavaScript meaning there;
+* :mod:`~hankweave.sentinels.js`: the JavaScript sandbox (V8) that sentinel code runs in;
+* :mod:`~hankweave.sentinels.zod`: ``schemaStr``/``schemaFile`` run with a ``z`` that builds JSON
+  Schema, and :mod:`~hankweave.sentinels.structured_output`: the schema an answer is validated
+  against;
+* :mod:`~hankweave.sentinels.templates`: prompt templates: Jinja2 (sandboxed), and the
+  original's Eta, compiled to JavaScript by :mod:`~hankweave.sentinels.eta`;
+  :mod:`~hankweave.sentinels.jsvalues` keeps JavaScript's ``===`` for conditions and
+  ``JSON.stringify`` for Jinja's ``tojson``;
 * :mod:`~hankweave.sentinels.triggers`: trigger matching, execution strategies and the
   per-sentinel trigger queue, pure and on the caller's clock (``hankweave.runtime.sentinels``
   drives them);

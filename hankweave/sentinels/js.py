@@ -10,7 +10,7 @@ time of the render, as in the original).
 Every evaluation is bounded: :data:`EVAL_TIMEOUT_MS` of run time and :data:`EVAL_MAX_MEMORY`
 of heap; going over either is a :class:`JavaScriptError` (``timeout`` / ``memory``), and the
 context is replaced after it.  Each template has its own :class:`Sandbox` (a context costs
-about 0.06 s, made on first use and kept), behind a lock; each call runs in a fresh function
+about 0.06 s, made on first use and kept), on a thread of its own; each call runs in a fresh function
 scope, so only what a template puts on its own global object outlives a render.
 """
 
@@ -21,6 +21,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -44,6 +45,8 @@ class JavaScriptError(Exception):
     kind: ErrorKind
     message: str
     line: int | None = None
+    caret: int | None = None
+    """A syntax error's 0-based column, where the engine's caret points."""
 
     def __str__(self) -> str:
         return self.message
@@ -60,7 +63,10 @@ def _error(exc: Exception, kind: ErrorKind) -> JavaScriptError:
     found = _LINE.search(text)
     first = text.split("\n", 1)[0]
     message = first.split(": ", 1)[1] if found and ": " in first else first
-    return JavaScriptError(kind, message.strip(), int(found.group(1)) if found else None)
+    lines = text.split("\n")
+    caret = lines[2].find("^") if kind == "syntax" and len(lines) > 2 else -1
+    return JavaScriptError(kind, message.strip(), int(found.group(1)) if found else None,
+                           caret if caret >= 0 else None)
 
 
 class Sandbox:
@@ -70,6 +76,10 @@ class Sandbox:
         self._lock = threading.Lock()
         self._context: Any = None
         self._closing_at_exit = False
+        # mini-racer binds a context to the asyncio loop running where it is made, and then
+        # refuses a timeout; the sentinels render on the runtime's loop.  So the context lives
+        # on a thread of its own, with no loop, and every evaluation runs there.
+        self._thread: ThreadPoolExecutor | None = None
 
     def _ready(self) -> Any:
         if self._context is None:
@@ -81,12 +91,21 @@ class Sandbox:
                 atexit.register(self.close)
                 self._closing_at_exit = True
             self._context = MiniRacer()
+            # mini-racer's own timers: nothing a template or a schema should schedule.
+            self._context.eval("delete globalThis.setTimeout; delete globalThis.clearTimeout")
         return self._context
 
     def close(self) -> None:
-        """Release the context (the next evaluation makes a new one)."""
+        """Release the context and its thread (the next evaluation makes new ones)."""
         with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        try:
+            thread.submit(self._discard).result()
+        except RuntimeError:  # the interpreter is shutting down: its threads are stopping
             self._discard()
+        thread.shutdown(wait=True)
 
     def _discard(self) -> None:
         context, self._context = self._context, None
@@ -97,6 +116,10 @@ class Sandbox:
         """Compile ``function_source`` (a function expression) without calling it."""
         self._run(f"void ({function_source}\n)")
 
+    def evaluate(self, code: str) -> Any:
+        """The value of the script ``code``, as Python data."""
+        return self._run(code)
+
     def call(self, function_source: str, argument: Mapping[str, Any]) -> Any:
         """``(function_source)(argument)``: ``argument`` arrives as JSON, a ``datetime`` in it
         as a ``Date``; what the function returns comes back as Python data."""
@@ -106,6 +129,14 @@ class Sandbox:
         return self._run(f"({function_source}\n)(JSON.parse({json.dumps(data)}, {reviver}))")
 
     def _run(self, code: str) -> Any:
+        with self._lock:
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(max_workers=1,
+                                                  thread_name_prefix="hankweave-javascript")
+            thread = self._thread
+        return thread.submit(self._run_here, code).result()
+
+    def _run_here(self, code: str) -> Any:
         from py_mini_racer import (
             JSEvalException,
             JSOOMException,
@@ -113,21 +144,20 @@ class Sandbox:
             JSTimeoutException,
         )
 
-        with self._lock:
-            context = self._ready()
-            try:
-                return context.eval(code, timeout=EVAL_TIMEOUT_MS, max_memory=EVAL_MAX_MEMORY)
-            except JSTimeoutException:
-                self._discard()  # a terminated isolate is not trusted again
-                raise JavaScriptError("timeout", f"it ran longer than {EVAL_TIMEOUT_MS} ms and"
-                                                 " was stopped") from None
-            except JSOOMException:
-                self._discard()  # a fresh heap for the next evaluation
-                raise JavaScriptError("memory", "it used more than"
-                                                f" {EVAL_MAX_MEMORY // (1024 * 1024)} MB of"
-                                                " memory and was stopped") from None
-            except JSParseException as exc:
-                raise _error(exc, "syntax") from None
-            except JSEvalException as exc:
-                raise _error(exc, "runtime") from None
+        context = self._ready()
+        try:
+            return context.eval(code, timeout=EVAL_TIMEOUT_MS, max_memory=EVAL_MAX_MEMORY)
+        except JSTimeoutException:
+            self._discard()  # a terminated isolate is not trusted again
+            raise JavaScriptError("timeout", f"it ran longer than {EVAL_TIMEOUT_MS} ms and"
+                                             " was stopped") from None
+        except JSOOMException:
+            self._discard()  # a fresh heap for the next evaluation
+            raise JavaScriptError("memory", "it used more than"
+                                            f" {EVAL_MAX_MEMORY // (1024 * 1024)} MB of"
+                                            " memory and was stopped") from None
+        except JSParseException as exc:
+            raise _error(exc, "syntax") from None
+        except JSEvalException as exc:
+            raise _error(exc, "runtime") from None
 

@@ -41,7 +41,7 @@ _ROOT_KEYWORDS = ("$schema", "$defs", "definitions")
 
 class StructuredOutputSchemaError(ValueError):
     """A ``structuredOutput`` block whose schema cannot be had: a wrong mode or combination of
-    fields, an unreadable file, invalid JSON, or Zod source outside the supported subset (then
+    fields, an unreadable file, invalid JSON, or Zod source that fails or is unsupported (then
     the :class:`~hankweave.sentinels.zod.ZodTranslationError` is the ``__cause__``)."""
 
 
@@ -51,8 +51,9 @@ def structured_output_schema(config: Mapping[str, Any], base_dir: Path) -> JsonS
     ``config`` is the block as the config file spells it (``output``, ``schemaStr``,
     ``schemaFile``, ``enumValues``; as in the original, empty values count as absent, so a
     model's ``model_dump(by_alias=True)`` does too); a relative ``schemaFile``
-    is read from ``base_dir``, the directory of the sentinel's config.  Nothing in the schema
-    source is executed.  Raises :class:`StructuredOutputSchemaError`.
+    is read from ``base_dir``, the directory of the sentinel's config.  Zod source runs in the
+    JavaScript sandbox (:mod:`hankweave.sentinels.zod`).  Raises
+    :class:`StructuredOutputSchemaError`.
     """
     given = {key: value for key, value in config.items() if value}
     mode = given.get("output")
