@@ -181,7 +181,7 @@ def test_cancel_stops_a_running_execution_cleanly_and_frees_its_worker(
     hankweave_dir = ExecutionLayout(Path(running)).hankweave_dir
     state, _ = read_state_strict(hankweave_dir)
     [run] = state.runs
-    assert run.status == "failed"  # stopped, not crashed: the runtime saved its state
+    assert run.status == "cancelled"  # a person stopped it; the runtime saved its state
     [record] = run.codons  # b never started
     assert record.codon_id == "a" and record.status == "failed"
     assert record.failure_reason.retriable
