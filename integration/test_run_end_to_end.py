@@ -162,7 +162,7 @@ def test_ctrl_c_stops_cleanly_with_130_and_leaves_a_resumable_state(project):
     child.send_signal(signal.SIGINT)
     assert child.wait(30) == 130
     state = project.state()
-    assert state.runs[0].status == "failed" and state.current_run_id is None
+    assert state.runs[0].status == "cancelled" and state.current_run_id is None
     assert state.runs[0].codons[-1].status == "failed"
     assert not (project.exec_dir / ".hankweave" / "runtime.lock").exists()
     result = project.run()

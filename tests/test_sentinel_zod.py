@@ -541,7 +541,8 @@ _LEAVES = st.one_of(
     st.lists(_WORD, min_size=1, max_size=3, unique=True).flatmap(
         lambda words: st.tuples(st.just(f"z.enum({json.dumps(words)})"),
                                 st.sampled_from(words))),
-    st.one_of(st.text(max_size=3), st.integers(), st.booleans(), st.none()).map(
+    # Numbers JavaScript holds exactly (a schema's code runs as JavaScript).
+    st.one_of(st.text(max_size=3), st.integers(-(2**53), 2**53), st.booleans(), st.none()).map(
         lambda value: (f"z.literal({json.dumps(value)})", value)),
 )
 
