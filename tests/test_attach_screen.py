@@ -23,6 +23,7 @@ from rich.console import Console
 from hankweave.cli.attach_cmd import AttachView, render_attach
 from hankweave.cli.run_summary import summarize_run, summary_text
 from hankweave.testing.fake_harness import use_script
+from hankweave.testing.project import TEST_PLUGINS
 from tests.runtime_harness import Project, codon
 from tests.snapshot import assert_snapshot, normalized
 
@@ -121,7 +122,10 @@ def start_run(tmp_path: Path, script: dict[str, Any]) -> tuple[subprocess.Popen[
     (data / "notes.txt").write_text("figures\n")
     (tmp_path / "script.json").write_text(json.dumps({"codons": {}, "default": script}))
     exec_dir = tmp_path / "exec"
-    env = {**os.environ, "HANKWEAVE_PLUGIN_MODULES": "hankweave.testing.fake_harness",
+    # The fake agent and the in-memory checkpoints, loaded by module: the kernel's tox env
+    # has no sibling package (no git backend).
+    env = {**os.environ, "HANKWEAVE_PLUGIN_MODULES": ",".join(TEST_PLUGINS),
+           "HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND": "memory",
            "HANKWEAVE_FAKE_SCRIPT": str(tmp_path / "script.json"),
            "HANKWEAVE_HOME": str(tmp_path / "home")}
     run = subprocess.Popen([sys.executable, "-m", "hankweave", "run", str(hank), str(data),
