@@ -97,6 +97,8 @@ class RunSummary:
     show_costs: bool = True
     exit_code: int | None = None
     """The run's exit code, when known (``hankweave run``): says a signal stopped it."""
+    sentinel_cost: float = 0.0
+    """What the run's sentinels cost (kept apart from the codons' cost, as in the state)."""
 
     @property
     def ongoing(self) -> bool:
@@ -143,7 +145,7 @@ def summarize_run(state: HankweaveState, *, now: datetime | None = None,
 
     ``events``: the run's events, for its budget (the last ``budget.summary``); ``output_dir``:
     the output directory setting (the files in it are named)."""
-    from hankweave.state.costs import run_cost, run_tokens, total_cost
+    from hankweave.state.costs import run_cost, run_sentinel_cost, run_tokens, total_cost
     from hankweave.state.thread import analyze_execution_thread
 
     run = state.runs[0] if state.runs else None
@@ -175,6 +177,7 @@ def summarize_run(state: HankweaveState, *, now: datetime | None = None,
         output_files=_outputs(output_dir),
         show_costs=show_costs,
         exit_code=exit_code,
+        sentinel_cost=run_sentinel_cost(run) if run else 0.0,
     )
 
 
@@ -347,6 +350,8 @@ def _usage_line(summary: RunSummary) -> tuple[str, str]:
     if not summary.show_costs:
         return f"  usage     {tokens}, {took}".rstrip(", "), ""
     cost = _money(summary.run_cost)
+    if summary.sentinel_cost:
+        cost += f" + sentinels {_money(summary.sentinel_cost)}"
     if abs(summary.total_cost - summary.run_cost) > 1e-9:
         cost += f" (execution {_money(summary.total_cost)})"
     return f"  usage     cost {cost}, {tokens}, {took}".rstrip(", "), ""
