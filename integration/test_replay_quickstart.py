@@ -52,7 +52,7 @@ def test_the_readme_command_replays_the_quickstart_offline(tmp_path):
     assert "[REPLAY] Starting a fresh run" in result.stderr
     replayed = execution_dir(result.stderr)
     for where in ("state.json", "events.jsonl", "-claude.log", "checkpoints",
-                  f"Inspect it:   hankweave inspect thread -e {replayed}"):
+                  f"  hankweave inspect thread -e {replayed}"):
         assert where in result.stderr
     state = state_of(replayed)
     assert [(c.codon_id, c.status) for c in state.runs[0].codons] == [

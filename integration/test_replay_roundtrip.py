@@ -94,7 +94,7 @@ def test_happy_path_round_trip(project, tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert "[REPLAY] Starting a fresh run" in result.stderr
-    assert f"Inspect it:   hankweave inspect thread -e {replayed}" in result.stderr
+    assert f"  hankweave inspect thread -e {replayed}" in result.stderr
     assert_replays_the_recording(project, replayed, tmp_path)
 
 

@@ -207,8 +207,8 @@ def test_attach_exits_with_the_summary_when_the_run_ends(tmp_path: Path) -> None
 
         assert pane.exit_code(timeout=20) == 0
         shown = pane.words()
-        assert "completed after" in shown
-        assert "3 of 3 codons completed" in shown
+        assert "Completed" in shown
+        assert "codons 3 done (of 3 planned)" in shown
         assert f"hankweave inspect state -e {exec_dir}" in shown
         assert "╭" not in shown  # the live frame gave way to the summary
     finally:

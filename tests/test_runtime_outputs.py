@@ -168,7 +168,7 @@ def test_the_live_view_shows_costs_only_when_show_costs_is_on(project, show_cost
     with view:
         for event in outcome.events:
             view(event)
-        console.print(view._render())  # the panel's totals line, as the terminal shows it
+        console.print(view.panel())  # the panel's totals line, as the terminal shows it
 
     screen = console.export_text()
     assert ("$" in screen) is show_costs

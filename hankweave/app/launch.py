@@ -419,11 +419,16 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
             for sink in prepared.sinks:
                 _close_quietly(sink)
             return EXIT_OK
+        if request.on_start is not None:
+            request.on_start(owned.store.state, layout.path)
         heartbeat = asyncio.create_task(heartbeat_forever(owned.lock))
         try:
             code = await _drive(prepared, request, owned)
         finally:
             heartbeat.cancel()
+        if request.on_end is not None:
+            request.on_end(owned.store.state, layout.path, code)
+            return code
         if code == EXIT_INTERRUPTED:
             _waiting(owned.store.state, layout, request.notify)
         _where(layout, request.notify)
@@ -547,13 +552,13 @@ def _waiting(state: HankweaveState, layout: ExecutionLayout,
     execution = shlex.quote(str(layout.path))
     for n, item in enumerate(pending(state)):
         lines.append(f"{'Answer:' if n == 0 else '':9}hankweave answer -e {execution}"
-                     f" {shlex.quote(item.id)} {_answer_placeholder(item)}")
+                     f" {shlex.quote(item.id)} {answer_placeholder(item)}")
     # The execution's recorded intent (mock provider, model override, ...) comes with it.
     lines.append(f"Resume:  hankweave run -e {execution}")
     notify("\n".join(lines))
 
 
-def _answer_placeholder(item: Interruption) -> str:
+def answer_placeholder(item: Interruption) -> str:
     """The answer part of an ``answer`` hint: an approval's ``--approve``, a question's first
     option, or a placeholder for free text (quoted: it pastes as one argument)."""
     if item.kind != "question":

@@ -16,6 +16,7 @@ from hankweave.exitcodes import EXIT_USAGE
 if TYPE_CHECKING:
     from hankweave.config.settings import Settings
     from hankweave.state.lock import LockInfo
+    from hankweave.state.types import HankweaveState
 
 
 class LaunchError(ConfigError):
@@ -74,6 +75,14 @@ class LaunchRequest:
     on_settings: Callable[[Settings], None] | None = None
     """Called with the launch's settings once they are resolved (the terminal view reads
     ``showCosts`` from them)."""
+    on_start: Callable[[HankweaveState, Path], None] | None = None
+    """Called when the run owns its execution directory and is about to start, with the state
+    it starts from (the plan, earlier runs) and the directory (the terminal view starts
+    reading keys here)."""
+    on_end: Callable[[HankweaveState, Path, int], None] | None = None
+    """Called when the run ended, with its final state, the directory and the exit code; when
+    set, the caller tells what the run came to (the terminal's summary) instead of the
+    launch's own closing lines (where everything is, what waits for an answer)."""
 
     @classmethod
     def of(cls, **given: Any) -> LaunchRequest:

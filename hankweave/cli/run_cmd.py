@@ -18,6 +18,10 @@ from hankweave.exitcodes import EXIT_FAILED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from hankweave.app.request import LaunchRequest
+    from hankweave.cli.progress import HeadlessLog, LiveView
+    from hankweave.cli.run_keys import KeyReader
+    from hankweave.config.settings import Settings
+    from hankweave.state.types import HankweaveState
 
 _CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS", "CIRCLECI", "TRAVIS")
 
@@ -128,24 +132,27 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, config: 
 
 
 def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
-    """Run a launch request with the live view (or plain lines when headless)."""
+    """Run a launch request with the live view and its keys (or plain lines when headless),
+    then say what the run came to: :mod:`hankweave.cli.run_summary`."""
     from hankweave.app.launch import launch
     from hankweave.app.request import LaunchError
     from hankweave.cli.progress import HeadlessLog, LiveView
     from hankweave.config.errors import ConfigError
 
-    live = None
-    view: HeadlessLog | LiveView
-    if request.headless:
-        view = HeadlessLog(as_json=json_events)
-    else:
-        view = live = LiveView()
-    request.on_event, request.on_settings = view, view.configure
+    view: HeadlessLog | LiveView = HeadlessLog(as_json=json_events) if request.headless \
+        else LiveView()
+    ending = _Ending(view, replayed=request.replay is not None)
+    request.on_event, request.on_settings = view, ending.configure
+    request.on_start, request.on_end = ending.started, ending.ended
     try:
-        if live is None:
-            return launch(request)
-        with live:
-            return launch(request)
+        if isinstance(view, HeadlessLog):
+            code = launch(request)
+        else:
+            with view:
+                try:
+                    code = launch(request)
+                finally:
+                    ending.stop_keys()
     except LaunchError as exc:
         raise CLIError(str(exc), exc.exit_code) from None
     except ConfigError as exc:
@@ -155,6 +162,70 @@ def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
         if message is None:
             raise
         raise CLIError(message, EXIT_FAILED) from None
+    ending.print_summary()
+    return code
+
+
+class _Ending:
+    """The run's start and end, as the terminal takes them: the live view's keys start when
+    the run owns its execution (after any confirmation question, which reads stdin), and the
+    summary is printed once the live view is gone."""
+
+    def __init__(self, view: HeadlessLog | LiveView, *, replayed: bool) -> None:
+        self.view = view
+        self.replayed = replayed
+        self.settings: Settings | None = None
+        self.ended_with: tuple[HankweaveState, Path, int] | None = None
+        self.keys: KeyReader | None = None
+
+    def configure(self, settings: Settings) -> None:
+        self.settings = settings
+        self.view.configure(settings)
+
+    def started(self, state: HankweaveState, execution: Path) -> None:
+        from hankweave.cli.progress import LiveView
+        from hankweave.cli.run_keys import FOOTER, Control, KeyReader, RunKeys
+
+        if not isinstance(self.view, LiveView):
+            return
+        self.view.seed(state)
+        if sys.stdin.isatty():
+            keys = RunKeys(self.view, Control(execution))
+            self.keys = KeyReader(sys.stdin, keys.press)
+            self.keys.start()
+            if self.keys.active:
+                self.view.footer = FOOTER
+
+    def ended(self, state: HankweaveState, execution: Path, code: int) -> None:
+        self.ended_with = (state, execution, code)
+
+    def stop_keys(self) -> None:
+        if self.keys is not None:
+            self.keys.stop()
+
+    def print_summary(self) -> None:
+        from rich.console import Console
+
+        from hankweave.cli.progress import HeadlessLog
+        from hankweave.cli.run_summary import summarize_run, summary_lines, summary_text
+
+        if self.ended_with is None:
+            return
+        state, execution, code = self.ended_with
+        settings = self.settings
+        summary = summarize_run(
+            state, events=self.view.tracker.events, exit_code=code,
+            output_dir=settings.output_directory if settings else None,
+            show_costs=settings.show_costs if settings else True)
+        if isinstance(self.view, HeadlessLog):
+            lines = summary_lines(summary, execution, replayable=not self.replayed, files=True)
+            sys.stderr.write("\n" + "".join(f"{line}\n" for line, _ in lines))
+            sys.stderr.flush()
+            return
+        console = Console(stderr=True)
+        console.print()
+        console.print(summary_text(summary, execution, replayable=not self.replayed,
+                                   files=True), soft_wrap=True, highlight=False)
 
 
 def storage_failure(exc: BaseException, execution: str | None) -> str | None:
