@@ -13,6 +13,7 @@ from click.testing import CliRunner, Result
 from hankweave.cli.init_cmd import hank_name_for, init_command, scaffold_files
 from hankweave.cli.validate_cmd import validate_command
 from hankweave.config import HANK_SCHEMA_URL, load_hank
+from hankweave.mock_provider.script import load_script
 from hankweave.plugins import make_plugin_manager
 from hankweave.registry import Registry
 from hankweave.testing import fake_harness
@@ -22,6 +23,7 @@ EXPECTED_FILES = {
     "data/sample.txt",
     "hank.json",
     "prompts/polish.md",
+    "dry-run.json",
     "prompts/summarize.md",
     "prompts/survey.md",
     "prompts/system.md",
@@ -69,6 +71,10 @@ def test_init_scaffolds_the_example_hank_in_a_new_directory(tmp_path: Path) -> N
     assert "HANKWEAVE_PLUGIN_MODULES=hankweave.testing.fake_harness" in readme
     assert "-m fake" in readme
     assert f"Created the hank 'my-hank' in {target}" in result.output
+    assert raw["overrides"]["budget"] == {"maxDollars": 1, "maxTimeSeconds": 1800}
+    script = load_script(target / "dry-run.json")  # the dry run's script is valid as written
+    assert all(rule.steps for rule in script.rules)  # neutral steps: any harness can run it
+    assert f"--mock-provider {target}/dry-run.json" in result.output.replace("'", "")
 
 
 def test_init_without_an_argument_uses_the_current_empty_directory(

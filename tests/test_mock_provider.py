@@ -238,10 +238,10 @@ def test_the_worked_example_script_is_valid():
 def chosen(script: Mapping[str, Any], protocol: str, body: Mapping[str, Any]) -> str | None:
     """The name of the rule that answers ``body`` (``"default"``, or None: nothing answers)."""
     parsed = parse_script(script)
-    index, reply = RuleBook(parsed).choose(ConversationView.of(protocol, body))  # type: ignore[arg-type]
-    if index is not None:
-        return parsed.rules[index].name
-    return "default" if reply is not None else None
+    choice = RuleBook(parsed).choose(ConversationView.of(protocol, body))  # type: ignore[arg-type]
+    if choice.index is not None:
+        return parsed.rules[choice.index].name
+    return "default" if choice.reply is not None else None
 
 
 def rule(name: str, **when: Any) -> dict[str, Any]:
@@ -441,8 +441,8 @@ def test_a_rule_with_times_answers_that_often_then_falls_through():
         "default": {"text": "fallback"}}))
     view = ConversationView.of("anthropic", anthropic_turns(user("hi")))
     answers = [book.choose(view) for _ in range(4)]
-    assert [index for index, _ in answers] == [0, 1, 1, None]
-    assert answers[3][1] is not None and answers[3][1].text == "fallback"
+    assert [answer.index for answer in answers] == [0, 1, 1, None]
+    assert answers[3].reply is not None and answers[3].reply.text == "fallback"
 
 
 def test_a_request_no_rule_matches_gets_the_default():

@@ -24,6 +24,8 @@ SCAFFOLD_PACKAGE = "hankweave"
 SCAFFOLD_DIR = "scaffold"
 HANK_FILE = "hank.json"
 NAME_TOKEN = "__HANK_NAME__"
+DRY_RUN_SCRIPT = "dry-run.json"
+"""The mock provider's script for the example: neutral steps, so it drives any harness."""
 _TEXT_SUFFIXES = frozenset({".md", ".txt", ".json"})
 
 
@@ -40,8 +42,9 @@ def init_command(directory: Path) -> None:
     not exist yet.
 
     The hank has two codons (the second continues the first's session), a loop of two
-    iterations, a rig copy from templates/, checkpointed and output files, and a README that
-    says how to run it with a real model or offline.
+    iterations, a rig copy from templates/, checkpointed and output files, a budget, a mock
+    provider script for a dry run (dry-run.json), and a README that says how to run it
+    offline or with a real model.
     """
     target = Path(os.path.abspath(directory))
     _check_target(target)
@@ -59,12 +62,12 @@ def init_command(directory: Path) -> None:
     click.echo("")
     click.echo("Next steps (README.md explains them):")
     click.echo(f"  hankweave validate {shown} {shown}/data")
+    click.echo(f"  hankweave run {shown} {shown}/data --mock-provider {shown}/{DRY_RUN_SCRIPT}")
+    click.echo("      a dry run: the agents work for real against a scripted provider on this "
+               "machine (no key, no cost)")
     click.echo(f"  hankweave run {shown} {shown}/data")
-    click.echo("Offline, with the scripted fake harness:")
-    click.echo(
-        "  HANKWEAVE_PLUGIN_MODULES=hankweave.testing.fake_harness "
-        f"hankweave run {shown} {shown}/data -m fake --headless"
-    )
+    click.echo("      on Claude Haiku (set ANTHROPIC_API_KEY); the hank's budget stops it at "
+               "$1 or 30 minutes")
 
 
 def _check_target(target: Path) -> None:

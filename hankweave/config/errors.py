@@ -287,6 +287,9 @@ def _message(
         return f"{discriminator} must be one of {ctx.get('expected_tags')}, not {ctx.get('tag')!r}"
     if error["type"] == "literal_error" and shown is not None:
         return f"{field or 'value'} {shown} must be one of {ctx.get('expected')}"
+    if error["type"] == "value_error" and "error" in ctx:
+        # A validator's own sentence, without pydantic's "Value error, " in front.
+        return str(ctx["error"])
     message = _GENERIC_MESSAGES.get(error["type"], error["msg"])
     return message if shown is None else _with_input(message, error, shown)
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hankweave.mock_provider.actions import OfferedTool, offered_tools, play
 from hankweave.mock_provider.script import MockScript, Reply, Rule, When
 
 Protocol = Literal["anthropic", "openai"]
@@ -20,11 +21,16 @@ class ConversationView:
     stream: bool
     system: str | None
     last_user_message: str | None
+    """The text of the last user message that has text and no tool results."""
     tool_result: str | None
     after_tool_result: bool
     """The last user message carries tool results."""
     turn: int
     """1 + the number of assistant messages in the request."""
+    replies_since_prompt: int = 0
+    """Assistant messages after the last prompt (the last user message without tool results):
+    which of a rule's ``steps`` is due."""
+    tools: tuple[OfferedTool, ...] = ()
 
     @classmethod
     def of(cls, protocol: Protocol, body: Mapping[str, Any]) -> ConversationView:
@@ -35,7 +41,9 @@ class ConversationView:
         return cls(protocol=protocol, model=str(body.get("model", "")),
                    stream=body.get("stream") is True, system=system, last_user_message=user,
                    tool_result=tool, after_tool_result=_after_tool_result(protocol, messages),
-                   turn=1 + sum(1 for m in messages if m.get("role") == "assistant"))
+                   turn=1 + sum(1 for m in messages if m.get("role") == "assistant"),
+                   replies_since_prompt=_replies_since_prompt(protocol, messages),
+                   tools=offered_tools(body))
 
     def satisfies(self, when: When) -> bool:
         texts = ((when.last_user_message, self.last_user_message), (when.system, self.system),
@@ -75,10 +83,25 @@ def _after_tool_result(protocol: Protocol, messages: list[dict[str, Any]]) -> bo
             continue
         if protocol == "openai":
             return role == "tool"
-        blocks = message.get("content")
-        return role == "user" and isinstance(blocks, list) and any(
-            isinstance(block, dict) and block.get("type") == "tool_result" for block in blocks)
+        return role == "user" and _has_tool_results(message)
     return False
+
+
+def _replies_since_prompt(protocol: Protocol, messages: list[dict[str, Any]]) -> int:
+    replies = 0
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "assistant":
+            replies += 1
+        elif role == "user" and not (protocol == "anthropic" and _has_tool_results(message)):
+            break
+    return replies
+
+
+def _has_tool_results(message: Mapping[str, Any]) -> bool:
+    blocks = message.get("content")
+    return isinstance(blocks, list) and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in blocks)
 
 
 def _anthropic(body: Mapping[str, Any], messages: list[dict[str, Any]]
@@ -93,7 +116,8 @@ def _anthropic(body: Mapping[str, Any], messages: list[dict[str, Any]]
         if message.get("role") != "user":
             continue
         text = _text_of(message.get("content"))
-        if text is not None:
+        if text is not None and not _has_tool_results(message):
+            # Text beside tool results is the client's (the CLI's reminders), not a prompt.
             user = text
         blocks = message.get("content")
         for block in blocks if isinstance(blocks, list) else []:
@@ -115,6 +139,16 @@ def _openai(body: Mapping[str, Any], messages: list[dict[str, Any]]
     return ("\n".join(systems) if systems else None), user, tool
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Which rule answers a request (None: the default), its reply (None: no rule and no
+    default), and for a rule of steps, the step's number."""
+
+    index: int | None
+    reply: Reply | None
+    step: int | None = None
+
+
 class RuleBook:
     """Picks each request's reply: the first matching rule that has answers left."""
 
@@ -122,15 +156,18 @@ class RuleBook:
         self.script = script
         self._answered = [0] * len(script.rules)
 
-    def choose(self, view: ConversationView) -> tuple[int | None, Reply | None]:
-        """The index of the rule that answers (None: the default) and its reply (None: no
-        rule and no default)."""
+    def choose(self, view: ConversationView) -> Choice:
+        """The rule that answers, or the default."""
         for index, rule in enumerate(self.script.rules):
             if self._exhausted(index, rule) or not view.satisfies(rule.when):
                 continue
             self._answered[index] += 1
-            return index, rule.reply
-        return None, self.script.default
+            if rule.steps is None:
+                return Choice(index, rule.reply)
+            step, reply = play(rule.steps, view.tools, view.replies_since_prompt,
+                               self.script.label(index))
+            return Choice(index, reply, step)
+        return Choice(None, self.script.default)
 
     def _exhausted(self, index: int, rule: Rule) -> bool:
         return rule.times is not None and self._answered[index] >= rule.times

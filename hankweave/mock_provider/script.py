@@ -4,6 +4,9 @@ A script is a JSON file (docs/testing-hanks.md)::
 
     {
       "rules": [
+        {"name": "fix", "when": {"lastUserMessage": "Fix the typo"},
+         "steps": [{"edit": {"path": "README.md", "old": "teh", "new": "the"}},
+                   {"answer": "Fixed."}]},
         {"name": "plan", "when": {"lastUserMessage": "Write a plan"}, "times": 1,
          "reply": {"toolCalls": [{"name": "Write",
                                   "input": {"file_path": "plan.md", "content": "# Plan"}}]}},
@@ -13,7 +16,8 @@ A script is a JSON file (docs/testing-hanks.md)::
       "default": {"text": "OK."}
     }
 
-The first rule whose every condition holds answers; a rule with ``times`` answers that many
+The first rule whose every condition holds answers.  ``steps`` are harness-neutral: each is
+sent as a call of whichever matching tool the client offered (:mod:`.actions`).  A rule with ``times`` answers that many
 requests, then no more.  Nothing else is kept between requests, so the extra calls real
 clients make (subagents, retries, fallbacks) cannot put the script out of step.  A request no
 rule matches gets ``default``, or, without one, an error reply that names the request.
@@ -99,7 +103,7 @@ class When(_ScriptModel):
     """Conditions on the request; all given ones must hold."""
 
     last_user_message: TextMatch | None = None
-    """The text of the last user message that has text (tool results are not user text)."""
+    """The text of the last user message that has text and no tool results (the prompt)."""
     system: TextMatch | None = None
     """The system prompt: Anthropic's ``system`` and any ``system`` messages among the
     messages (the Claude CLI sends its environment section as one), OpenAI's ``system`` and
@@ -200,15 +204,88 @@ class Reply(_ScriptModel):
         return "tool_use" if self.tool_calls else "end_turn"
 
 
+class WriteAction(_ScriptModel):
+    """Write ``content`` to the file at ``path`` (relative to the agent's workspace)."""
+
+    path: str = Field(min_length=1)
+    content: str
+
+
+class EditAction(_ScriptModel):
+    """Replace the text ``old`` (which must occur once) by ``new`` in the file at ``path``."""
+
+    path: str = Field(min_length=1)
+    old: str = Field(min_length=1)
+    new: str
+
+
+class AskAction(_ScriptModel):
+    """Ask a person ``question`` (the harness's ``ask_human`` tool); ``options``: the allowed
+    answers."""
+
+    question: str = Field(min_length=1)
+    options: list[str] | None = None
+
+
+ActionName = Literal["read", "write", "edit", "run", "ask", "answer"]
+ACTIONS: tuple[ActionName, ...] = ("read", "write", "edit", "run", "ask", "answer")
+
+
+class Step(_ScriptModel):
+    """One turn of a rule's ``steps``: a harness-neutral action, which the mock sends as a call
+    of the matching tool the client offered (docs/testing-hanks.md), or ``answer``, the final
+    text of the turn."""
+
+    read: str | None = Field(default=None, min_length=1)
+    """A file's path."""
+    write: WriteAction | None = None
+    edit: EditAction | None = None
+    run: str | None = Field(default=None, min_length=1)
+    """A command line."""
+    ask: AskAction | None = None
+    answer: str | None = Field(default=None, min_length=1)
+    text: str | None = None
+    """What the assistant says with a tool call."""
+    usage: Usage | None = None
+    """Default: the script's ``usage``."""
+
+    @field_validator("ask", mode="before")
+    @classmethod
+    def _bare_question(cls, value: Any) -> Any:
+        return {"question": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Self:
+        given = [name for name in ACTIONS if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of {', '.join(ACTIONS)}")
+        if self.answer is not None and self.text is not None:
+            raise ValueError("an answer is the text: leave out text")
+        return self
+
+    @property
+    def action(self) -> ActionName:
+        return next(name for name in ACTIONS if getattr(self, name) is not None)
+
+
 class Rule(_ScriptModel):
-    """A reply and the requests it answers."""
+    """A reply, or a sequence of steps, and the requests it answers."""
 
     name: str | None = None
     """Shown in the request log and in errors."""
     when: When = Field(default_factory=When)
     times: int | None = Field(default=None, ge=1)
     """How many requests the rule answers; omitted: every matching request."""
-    reply: Reply
+    reply: Reply | None = None
+    steps: list[Step] | None = Field(default=None, min_length=1)
+    """Played one per request of the conversation, counted from its last prompt: step 1
+    answers the prompt, step 2 the result of step 1's tool call, and so on."""
+
+    @model_validator(mode="after")
+    def _reply_or_steps(self) -> Self:
+        if (self.reply is None) == (self.steps is None):
+            raise ValueError("give either reply or steps")
+        return self
 
 
 class MockScript(_ScriptModel):

@@ -217,10 +217,13 @@ class MockProvider:
             return self._error_response(protocol, error, ConversationView.of(protocol, {}),
                                         entry)
         view = ConversationView.of(protocol, body)
-        index, reply = self.rules.choose(view)
+        choice = self.rules.choose(view)
+        reply = choice.reply
         entry.update(model=view.model, stream=view.stream, turn=view.turn, request=body,
-                     rule=self.script.label(index) if index is not None else
+                     rule=self.script.label(choice.index) if choice.index is not None else
                      ("default" if reply is not None else None))
+        if choice.step is not None:
+            entry["step"] = choice.step
         if reply is None:
             error = ErrorReply(kind="invalid_request", message=_unmatched(view))
             return self._error_response(protocol, error, view, entry)

@@ -87,6 +87,17 @@ class LoggedRequest:
         return self.entry.get("model")
 
     @property
+    def step(self) -> int | None:
+        """The step of a rule of ``steps`` that answered (1-based), or None."""
+        return self.entry.get("step")
+
+    @property
+    def tool_calls(self) -> list[str]:
+        """The names of the tools the reply called, in order."""
+        reply = self.entry.get("reply") or {}
+        return [call["name"] for call in reply.get("toolCalls") or ()]
+
+    @property
     def messages(self) -> list[Mapping[str, Any]]:
         messages = self.body.get("messages")
         return [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
@@ -95,6 +106,37 @@ class LoggedRequest:
         """Every piece of text in the request's messages (and system prompt), in order:
         what to search to tell whether a conversation was carried over."""
         return "\n".join(_texts({"system": self.body.get("system"), "messages": self.messages}))
+
+
+INIT_DRY_RUN_REPORT = """\
+# Report
+
+## Summary
+
+A busy week at the harbour, cut short by Thursday's gale: the best catch of the month came on \
+Wednesday, and the storm damage was small.
+
+## Findings
+
+- Between 4 and 14 boats went out each day it was open; the harbour closed on Thursday for a \
+gale.
+- Wednesday had the best catch of the month, about 2.1 tonnes.
+- Two moorings dragged on the north wall and the ice machine failed for three and a half hours.
+- Fuel cost 4% more than the week before.
+
+## Revisions
+
+- Checked every finding against the harbour log.
+- Checked every finding against the harbour log.
+"""
+"""``report/report.md`` after ``hankweave init``'s hank ran on its ``dry-run.json``, on any
+harness: the survey, the summary, then two polishes."""
+
+INIT_DRY_RUN_STEPS = [("survey", 1), ("survey", 2), ("survey", 2), ("survey", 3),
+                      ("summarize", 1), ("summarize", 1), ("summarize", 2),
+                      *[("polish", 1), ("polish", 1), ("polish", 2)] * 2]
+"""Each model request of that run: the rule and step that answered it (an ``edit`` step takes
+two requests, its read and the edit)."""
 
 
 def _texts(value: Any) -> Iterator[str]:
