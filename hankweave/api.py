@@ -167,8 +167,11 @@ if TYPE_CHECKING:
     from hankweave.registry import Registry as Registry
     from hankweave.registry import get_registry as get_registry
     from hankweave.runtime.budget_report import RecordedLimits as RecordedLimits
+    from hankweave.runtime.budget_report import Spent as Spent
     from hankweave.runtime.budget_report import budget_report as budget_report
     from hankweave.runtime.budget_report import read_recorded_limits as read_recorded_limits
+    from hankweave.runtime.budget_report import spent_so_far as spent_so_far
+    from hankweave.runtime.failures import failure_kind as failure_kind
     from hankweave.runtime.planner import checkpoint_patterns_through as checkpoint_patterns_through
     from hankweave.runtime.planner import expected_codon_ids as expected_codon_ids
     from hankweave.secrets import REDACTION_KINDS as REDACTION_KINDS

@@ -301,7 +301,8 @@ def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Se
             data_hash_time_limit_ms=settings.data_hash_time_limit,
             confirm=request.confirm or decline, env=request.env,
             managed_root=managed_executions_root(request.env, settings.execution_base_dir),
-            recording=to_keep.root if to_keep is not None else None))
+            recording=to_keep.root if to_keep is not None else None,
+            recording_source=request.replay if to_keep is not None else None))
     except BaseException as exc:
         for sink in sinks:
             _close_quietly(sink)

@@ -26,7 +26,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
-from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED, WAITING_FOR_PERSON
+from hankweave.runtime.failures import failure_kind
 
 if TYPE_CHECKING:
     from hankweave.config.settings import Settings
@@ -59,14 +59,10 @@ class _Finished:
     def shown_status(self) -> str:
         """``failed``, unless the attempt ended for a stop from outside it: ``waiting`` for a
         person's answer, or ``stopped`` (a shutdown, Ctrl-C, a force-stop)."""
-        message = str((self.reason or {}).get("message") or "")
-        if self.status != "failed" or (self.reason or {}).get("type") != "unknown":
+        if self.status != "failed":
             return self.status
-        if message.startswith(WAITING_FOR_PERSON):
-            return "waiting"
-        if message.startswith((INTERRUPTED, FORCE_STOPPED)):
-            return "stopped"
-        return self.status
+        reason = self.reason or {}
+        return failure_kind(reason.get("type"), str(reason.get("message") or ""))
 
     @property
     def why(self) -> str | None:

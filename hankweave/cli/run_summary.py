@@ -192,11 +192,10 @@ def _newest_failed(records: list[CodonExecution]) -> FailedCodon | None:
 
 def _stopped_by_person(record: FailedCodon) -> bool:
     """A codon that "failed" because a person stopped it (or waits for one): not a failure."""
-    from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED, WAITING_FOR_PERSON
+    from hankweave.runtime.failures import failure_kind
 
     reason = record.failure_reason
-    return reason is not None and reason.type == "unknown" and str(reason.message or "") \
-        .startswith((INTERRUPTED, FORCE_STOPPED, WAITING_FOR_PERSON))
+    return reason is not None and failure_kind(reason.type, reason.message) != "failed"
 
 
 def _failure(record: FailedCodon) -> str:

@@ -72,6 +72,9 @@ class ExecutionMeta(_MetaModel):
     """A replay: the recording it plays, kept inside the execution directory (a path relative to
     it, `.hankweave/recording`). A resume plays the rest of it; an execution without it is not
     a replay."""
+    recording_source: str | None = None
+    """A replay: the recording it was started from, as given (`run.hwrec.tar.gz`, a folder, a
+    URL); a hankweave addition, for listings."""
 
     def to_json_bytes(self) -> bytes:
         """The file content: 2-space JSON and a trailing newline, `None` fields left out."""

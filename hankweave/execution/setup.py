@@ -294,6 +294,9 @@ class SetupRequest:
     the hank it plays. The new execution keeps a copy as `.hankweave/recording/` and takes the
     data and the hank from that copy (hashed, linked and recorded there), so it can be resumed,
     inspected and exported once the recording's source is gone."""
+    recording_source: str | None = None
+    """A replay: the recording as the person named it (a file, a folder, a URL), recorded so
+    listings can say what the execution replays."""
 
 
 @dataclass(frozen=True)
@@ -634,7 +637,9 @@ def _prepare(
     previous = choice.previous
     hank_path = Path(os.path.abspath(request.hank_path)) if request.hank_path else None
     recording = previous.recording if previous is not None else None
+    recording_source = previous.recording_source if previous is not None else None
     if request.recording is not None:
+        recording_source = request.recording_source
         data, hank_path = _keep_recording(request.recording, layout, data, hank_path)
         data_info = os.stat(data)
         data_hash = hash_data_source(data, request.data_hash_time_limit_ms)
@@ -653,6 +658,7 @@ def _prepare(
         last_used=now,
         environment=current_environment(request.invocation_method),
         recording=recording,
+        recording_source=recording_source,
     )
     save_execution_meta(layout.meta_file, meta)
     return ExecutionSetup(

@@ -11,6 +11,7 @@ every record of every run, failed attempts included.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,10 +59,30 @@ class RecordedLimits:
 # ----- the report -----
 
 
+@dataclass(frozen=True)
+class Spent:
+    """What the hank's budget counts against its ceiling so far."""
+
+    dollars: float
+    """The money of every record of every run: a skipped or failed codon's partial cost too."""
+    seconds: float
+    """The runs' wall time, added up: the time between runs (waiting for a person, stopped)
+    does not count."""
+
+
+def spent_so_far(state: HankweaveState) -> Spent:
+    """The figures the budget's ceiling is checked against; every view of "spent" and "time"
+    shows these, so a page's cards and its budget bars agree."""
+    from hankweave.runtime.budget import run_seconds, spending_of
+
+    return Spent(dollars=spending_of(state).total,
+                 seconds=sum(run_seconds(run) for run in state.runs))
+
+
 def budget_report(state: HankweaveState, recorded: RecordedLimits) -> dict[str, Any]:
     """The ``--json`` shape: ``{ceiling, spentDollars, elapsedSeconds, entries, loops}``."""
     from hankweave.runtime.allocation import BudgetPlan, Pool, Progress
-    from hankweave.runtime.budget import loop_seconds, run_seconds, spending_of
+    from hankweave.runtime.budget import loop_seconds, spending_of
 
     ledger = spending_of(state)
     records: dict[str, list[CodonExecution]] = {}
@@ -72,7 +93,7 @@ def budget_report(state: HankweaveState, recorded: RecordedLimits) -> dict[str, 
     for run in state.runs:
         for loop_id, seconds in loop_seconds(run).items():
             loop_elapsed[loop_id] = loop_elapsed.get(loop_id, 0.0) + seconds
-    elapsed = sum(run_seconds(run) for run in state.runs)
+    elapsed = spent_so_far(state).seconds
     pool = Pool.of_json(recorded.ceiling) or Pool()
     plan = BudgetPlan(state.execution_plan, pool)
     progress = Progress(ledger=ledger, started=frozenset(records), elapsed=elapsed,

@@ -361,11 +361,24 @@ WAITING_FOR_PERSON = "Waiting for a person to answer "
 interruptions' ids; docs/human-in-the-loop.md)."""
 
 
+def failure_kind(reason_type: str | None, message: str | None
+                 ) -> Literal["failed", "waiting", "stopped"]:
+    """How a failed attempt is shown to a person: ``waiting`` when it ended to wait for a
+    person's answer, ``stopped`` when a shutdown, Ctrl-C or a force-stop ended it, else
+    ``failed``: only the last is something that went wrong."""
+    if reason_type != "unknown":
+        return "failed"
+    if (message or "").startswith(WAITING_FOR_PERSON):
+        return "waiting"
+    if (message or "").startswith((INTERRUPTED, FORCE_STOPPED)):
+        return "stopped"
+    return "failed"
+
+
 def is_interruption(reason: FailureReason) -> bool:
     """Whether a failure was a stop from outside the codon (a shutdown, a client, a wait for a
     person), which no failure policy acts on: a resumed run repeats that attempt."""
-    return reason.type == "unknown" and (reason.message or "").startswith(
-        (INTERRUPTED, FORCE_STOPPED, WAITING_FOR_PERSON))
+    return failure_kind(reason.type, reason.message) != "failed"
 
 
 def resumed_attempt(

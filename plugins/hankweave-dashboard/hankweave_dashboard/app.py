@@ -124,6 +124,11 @@ class Endpoints:
 
     def _page(self, name: str) -> Callable[[Request], Awaitable[Response]]:
         async def serve(request: Request) -> Response:
+            if "ident" in request.path_params:
+                try:
+                    await _run_blocking(self._execution, request)
+                except (BadRequest, NotFound) as exc:
+                    return not_found_page(str(exc))
             response = FileResponse(str(self.static / name), media_type="text/html")
             response.headers.update(SECURITY_HEADERS)
             return response
@@ -221,7 +226,27 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     detail = exc.detail if isinstance(exc, HTTPException) else "not found"
     if code == 404:
         detail = f"no such page: {request.url.path}"
+        if not request.url.path.startswith("/api/") and _wants_html(request):
+            return not_found_page(str(detail))
     return _error(code, str(detail))
+
+
+def _wants_html(request: Request) -> bool:
+    return "text/html" in request.headers.get("accept", "")
+
+
+def not_found_page(message: str) -> Response:
+    """A 404 a person reads: what is not here, and the way back to the list."""
+    from html import escape
+
+    body = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>hankweave · not found</title><link rel=\"icon\" href=\"data:,\">"
+            "<link rel=\"stylesheet\" href=\"/static/app.css\"></head><body>"
+            "<header class=\"bar\"><a class=\"brand\" href=\"/\">hankweave</a></header>"
+            "<main class=\"not-found\"><h1>Not found</h1>"
+            f"<p class=\"error\" id=\"not-found\">{escape(message)}</p>"
+            "<p><a href=\"/\">Back to the list of executions</a></p></main></body></html>")
+    return Response(body, status_code=404, media_type="text/html", headers=SECURITY_HEADERS)
 
 
 class HostCheck:

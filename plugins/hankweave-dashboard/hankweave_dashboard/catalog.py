@@ -9,8 +9,10 @@ Rows are rebuilt only when the execution's state files change on disk.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,11 +20,14 @@ from typing import Any
 
 from hankweave.api import (
     ExecutionLayout,
+    ExecutionMetaError,
     LockCorruptError,
     StateLoadError,
     document_of,
     live_runtime_lock,
+    load_execution_meta,
     read_state_strict,
+    spent_so_far,
 )
 
 ID_PATTERN = re.compile(r"^[0-9a-f]{16}$")
@@ -135,32 +140,94 @@ def liveness(path: Path) -> Liveness:
 def summary(ident: str, path: Path) -> dict[str, Any]:
     """The list row of the execution in ``path``; an unreadable one says why in ``error``."""
     layout = ExecutionLayout(path)
+    alive = liveness(path).live
     base: dict[str, Any] = {"id": ident, "path": str(path), "name": path.name,
-                            "live": liveness(path).live,
-                            "lastActivity": _last_activity(layout)}
+                            "live": alive, "lastActivity": _last_activity(layout)}
     try:
         state, _ = read_state_strict(layout.hankweave_dir)
     except StateLoadError as exc:
         return {**base, "status": "unreadable", "error": str(exc), "hank": None, "data": None,
-                "currentCodon": None, "cost": 0.0, "startTime": None, "endTime": None,
-                "codons": 0, "finishedCodons": 0, "pendingInterruptions": 0}
+                "title": path.name, "replayOf": None, "badge": badge_of("unreadable", None, 0),
+                "currentCodon": None, "cost": 0.0, "seconds": 0.0, "startTime": None,
+                "endTime": None, "codons": 0, "finishedCodons": 0, "pendingInterruptions": 0,
+                "resumeCommand": None}
     document = document_of(path, state).execution
     runs = state.runs
+    spent = spent_so_far(state)
     return {
         **base,
+        **identity(path, document.hank_path),
         "status": document.status,
+        "badge": badge_of(document.status, state, document.pending_interruptions),
         "hank": _hank_name(document.hank_path),
         "hankPath": document.hank_path,
         "data": document.data_path,
         "currentCodon": current_codon(state),
-        "cost": document.total_cost,
+        "cost": spent.dollars,
+        "seconds": spent.seconds,
         "startTime": runs[-1].start_time if runs else None,
         "endTime": runs[0].end_time if runs else None,
         "runs": len(runs),
         "codons": len(state.execution_plan),
         "finishedCodons": document.finished_codons,
         "pendingInterruptions": document.pending_interruptions,
+        "resumeCommand": resume_command(path, document.status, alive),
     }
+
+
+def identity(path: Path, hank_path: str | None) -> dict[str, Any]:
+    """What a person recognises an execution by: ``title``, the hank's own name (its
+    ``meta.name``, else its folder's), and ``replayOf``, the recording a replay was started
+    from (its file name); the execution directory's name (``name``) tells executions of one
+    hank apart."""
+    replay_of = None
+    try:
+        meta = load_execution_meta(ExecutionLayout(path).meta_file)
+    except ExecutionMetaError:
+        meta = None
+    if meta is not None and meta.recording is not None:
+        source = meta.recording_source
+        replay_of = Path(source.rstrip("/")).name if source else "a recording"
+    return {"title": _hank_title(hank_path) or path.name, "replayOf": replay_of}
+
+
+def _hank_title(hank_path: str | None) -> str | None:
+    if not hank_path:
+        return None
+    try:
+        meta = json.loads(Path(hank_path).read_text(encoding="utf-8")).get("meta") or {}
+    except (OSError, ValueError, AttributeError):
+        meta = {}
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) and name.strip() else _hank_name(hank_path)
+
+
+def badge_of(status: str, state: Any, waiting: int) -> dict[str, str]:
+    """The status a person needs to tell apart: an ``interrupted`` execution waits for a
+    person (``waiting``), was rolled back (``rolled-back``) or was stopped between codons
+    (``paused``); ``kind`` is the CSS class, ``text`` what the badge says."""
+    if status != "interrupted" or state is None:
+        return {"kind": status, "text": status}
+    if waiting:
+        return {"kind": "waiting", "text": f"waiting for you ({waiting})" if waiting > 1
+                else "waiting for you"}
+    newest = state.runs[0] if state.runs else None
+    conditions = getattr(newest, "starting_conditions", None)
+    if conditions is not None and getattr(conditions, "reason", None) == "rollback":
+        after = getattr(conditions.source, "after_codon", None)
+        return {"kind": "rolled-back",
+                "text": f"rolled back to {after}" if after else "rolled back"}
+    if getattr(newest, "status", None) == "interrupted":  # it waited; every answer is in
+        return {"kind": "paused", "text": "answered: ready to go on"}
+    return {"kind": "paused", "text": "paused"}
+
+
+def resume_command(path: Path, status: str, live: bool) -> str | None:
+    """The command that goes on with an execution nothing runs now (None: it is running, or
+    there is nothing left to do)."""
+    if live or status in ("completed", "running", "unreadable"):
+        return None
+    return f"hankweave run -e {shlex.quote(str(path))}"
 
 
 def current_codon(state: Any) -> str | None:

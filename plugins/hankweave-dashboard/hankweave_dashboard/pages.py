@@ -20,11 +20,21 @@ from hankweave.api import (
     codon_cost_complete,
     codon_tokens,
     document_of,
+    failure_kind,
     journal_last_seq,
     read_state_strict,
     record_checkpoints,
+    spent_so_far,
 )
-from hankweave_dashboard.catalog import BadRequest, NotFound, current_codon, liveness
+from hankweave_dashboard.catalog import (
+    BadRequest,
+    NotFound,
+    badge_of,
+    current_codon,
+    identity,
+    liveness,
+    resume_command,
+)
 
 MAX_TEXT = 20_000
 """Characters of one text block shown; the rest is cut, with a note."""
@@ -67,9 +77,17 @@ def execution_page(ident: str, path: Path) -> dict[str, Any]:
     alive = liveness(path)
     entries = plan(state)
     tokens = {key: sum(entry["tokens"][key] for entry in entries) for key in _TOKEN_KEYS}
+    spent = spent_so_far(state)
+    status = document.execution.status
     return {
         "id": ident,
         "path": str(path),
+        "name": path.name,
+        **identity(path, document.execution.hank_path),
+        "badge": badge_of(status, state, document.execution.pending_interruptions),
+        # The cards show what the budget counts, so they agree with its bars.
+        "spent": {"dollars": spent.dollars, "seconds": spent.seconds},
+        "resumeCommand": resume_command(path, status, alive.live),
         "live": alive.live,
         "runtime": {"pid": alive.pid, "host": alive.host} if alive.live else None,
         "lastSeq": last_seq,
@@ -98,6 +116,7 @@ def plan(state: HankweaveState) -> list[dict[str, Any]]:
     for run in reversed(state.runs):  # oldest first
         for record in run.codons:
             attempts.setdefault(record.codon_id, []).append((run.run_id, record))
+    asking = {item.codon_id for item in state.interruptions if item.status == "pending"}
     entries = []
     for entry in state.execution_plan:
         tried = attempts.get(entry.codon_id, [])
@@ -113,6 +132,7 @@ def plan(state: HankweaveState) -> list[dict[str, Any]]:
             "loopId": loop.loop_id if loop else None,
             "iteration": loop.iteration if loop else None,
             "status": latest[1].status if latest else "pending",
+            "shown": _shown(latest[1], entry.codon_id in asking) if latest else "pending",
             "runId": latest[0] if latest else None,
             "attempts": len(tried),
             "cost": sum(codon_cost(record) for _, record in tried),
@@ -125,6 +145,16 @@ def plan(state: HankweaveState) -> list[dict[str, Any]]:
             "sentinelCost": sum(_sentinel_cost(record) for _, record in tried),
         })
     return entries
+
+
+def _shown(record: Any, asking: bool) -> str:
+    """The status a person reads: an attempt that ended to wait for an answer is ``waiting``
+    (``answered`` once the answer is in), one a person stopped is ``stopped``."""
+    reason = getattr(record, "failure_reason", None)
+    if record.status != "failed" or reason is None:
+        return str(record.status)
+    kind = failure_kind(reason.type, reason.message)
+    return "answered" if kind == "waiting" and not asking else kind
 
 
 def _failure(record: Any) -> str | None:

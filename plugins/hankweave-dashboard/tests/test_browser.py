@@ -191,3 +191,64 @@ def test_a_control_button_skips_a_codon(project: Project, page: Any) -> None:
         screenshot(page)
         assert run.wait(timeout=WAIT_S) == 0
     assert project.codon_status(execution, "slow") == "skipped"
+
+
+def test_a_waiting_execution_answered_on_the_page_says_what_to_paste(project: Project,
+                                                                      page: Any) -> None:
+    import shlex
+    import subprocess
+    import sys
+
+    hank = project.hank("asks", {"ask": {"askHuman": "Which colour?", "messages": 1}},
+                        meta={"name": "colour-picker", "version": "1.0.0"})
+    execution = project.run(hank, project.data("set-q"), "monday")  # exits 3: it waits
+    with dashboard(project) as served:
+        page.goto(served.url)
+        row = page.locator("#executions tbody tr").first
+        row.wait_for()
+        text = row.inner_text()
+        assert "colour-picker" in text and "monday" in text and "waiting for you" in text
+        open_execution(page, served, "monday")
+        assert page.inner_text("#status") == "waiting for you"
+        assert "waits for your answer" in page.inner_text("#notice")
+        # The codon ended to wait for a person: not a failure.
+        assert page.inner_text("li[data-codon=ask] .badge") == "waiting for you"
+        page.fill(".card.pending textarea", "teal")
+        unlock_with(page, served.key)
+        page.click(".card.pending button:has-text('Send answer')")
+        page.wait_for_selector("#interruptions-section", state="hidden")
+        page.wait_for_selector("#status.status-paused")
+        page.wait_for_selector("li[data-codon=ask] .badge.status-answered")
+        notice = page.inner_text("#notice")
+        assert "is recorded: the next run goes on with it" in notice
+        command = page.inner_text("#notice .command code")
+        assert command == f"hankweave run -e {shlex.quote(str(execution.resolve()))}"
+        screenshot(page)
+    argv = shlex.split(command)
+    pasted = subprocess.run([sys.executable, "-m", "hankweave", *argv[1:]], env=project.env,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            timeout=120, check=False)
+    assert pasted.returncode == 0, pasted.stderr
+    (item,) = project.state(execution).interruptions
+    assert item.answer == "teal"
+
+
+def test_the_cards_agree_with_the_budget_panel(served: Dashboard, page: Any) -> None:
+    open_execution(page, served, "finished")
+    page.wait_for_selector("#budget .muted:has-text('spent')")
+    cost = page.locator("#summary .fact:has-text('Cost') .value").inner_text()
+    time = page.locator("#summary .fact:has-text('Time') .value").inner_text()
+    budget = page.inner_text("#budget")
+    assert f"spent {cost}" in budget and f"ran {time}" in budget
+
+
+def test_an_unknown_execution_or_page_says_not_found(served: Dashboard, page: Any) -> None:
+    for path in ("/executions/0123456789abcdef", "/no/such/page"):
+        answer = page.goto(served.api(path))
+        assert answer is not None and answer.status == 404
+        assert "Not found" in page.inner_text("main")
+        assert "loading" not in page.inner_text("body")
+        if path.startswith("/executions/"):
+            screenshot(page)
+        page.click("text=Back to the list of executions")
+        page.wait_for_selector("#executions")

@@ -4,6 +4,9 @@ id is 400, an unknown one 404, a locked or read-only dashboard 403, never a trac
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +235,109 @@ def test_a_live_execution_controls_and_defers_its_diffs(project: Project) -> Non
             served, f"/api/executions/{ident}").json()["live"])
         diff = get(served, f"/api/executions/{ident}/runs/{run_id}/codons/a/diff").json()
         assert [f["path"] for f in diff["files"]] == ["a.md"]
+
+
+# ----- what a person tells executions apart by (issue 37) -----
+
+
+def rows_by_name(served: Dashboard) -> dict[str, dict[str, Any]]:
+    return {row["name"]: row for row in get(served, "/api/executions").json()["executions"]}
+
+
+def test_each_row_is_named_by_its_hank_s_name_and_its_execution(project: Project) -> None:
+    hank = project.hank("folder-name", {"only": {"messages": 1}},
+                        meta={"name": "harbour-report", "version": "1.0.0"})
+    data = project.data("set-n")
+    project.run(hank, data, "monday")
+    project.run(hank, data, "tuesday")
+    with dashboard(project) as served:
+        rows = rows_by_name(served)
+    assert {name: (row["title"], row["replayOf"]) for name, row in rows.items()} == {
+        "monday": ("harbour-report", None), "tuesday": ("harbour-report", None)}
+
+
+def test_interrupted_executions_say_why_and_how_to_go_on(project: Project) -> None:
+    asks = project.hank("asks", {"ask": {"askHuman": "Which colour?", "messages": 1}})
+    waiting = project.run(asks, project.data("set-w"), "waiting")
+    notes = project.hank("notes", {"write": {"messages": 1, "writeFiles": {"a.md": "a\n"}},
+                                   "edit": {"messages": 1, "writeFiles": {"a.md": "b\n"}}})
+    rolled = project.run(notes, project.data("set-r"), "rolled")
+    done = subprocess.run([sys.executable, "-m", "hankweave", "rollback", "-e", str(rolled),
+                           "--to", "write"], env=project.env, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    with dashboard(project) as served:
+        rows = rows_by_name(served)
+        # One status in the state, three different situations on the page.
+        assert rows["waiting"]["status"] == rows["rolled"]["status"] == "interrupted"
+        assert rows["waiting"]["badge"] == {"kind": "waiting", "text": "waiting for you"}
+        assert rows["rolled"]["badge"] == {"kind": "rolled-back",
+                                           "text": "rolled back to write"}
+        page = get(served, f"/api/executions/{rows['rolled']['id']}").json()
+        assert page["badge"] == rows["rolled"]["badge"]
+        assert page["resumeCommand"] == f"hankweave run -e {rolled.resolve()}"
+        (item,) = [i for i in project.state(waiting).interruptions if i.status == "pending"]
+        post(served, f"/api/executions/{rows['waiting']['id']}/interruptions/{item.id}/answer",
+             {"answer": "teal"}, key=served.key)
+        answered = rows_by_name(served)["waiting"]
+        assert answered["badge"] == {"kind": "paused", "text": "answered: ready to go on"}
+        command = answered["resumeCommand"]
+    # The command the page shows, pasted: the run goes on with the answer.
+    argv = shlex.split(command)
+    assert argv[0] == "hankweave"
+    pasted = subprocess.run([sys.executable, "-m", "hankweave", *argv[1:]], env=project.env,
+                            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                            timeout=120, check=False)
+    assert pasted.returncode == 0, pasted.stderr
+    assert project.codon_status(waiting, "ask") == "completed"
+
+
+def test_the_cost_and_time_cards_are_the_budget_s_figures(project: Project) -> None:
+    # A skipped codon's partial cost counts against the budget: the cards must say so too.
+    hank = project.hank("budgeted", {"slow": {**LONG, "cost": 0.25}, "then": PACED},
+                        overrides={"budget": {"maxDollars": 5}})
+    execution = project.executions / "budgeted"
+    run = project.start(hank, project.data("set-b2"), execution)
+    wait_for("the slow codon to spend", lambda: execution.joinpath(".hankweave",
+                                                                   "state.json").exists()
+             and project.codon_status(execution, "slow") == "running")
+    with dashboard(project) as served:
+        ident = the_id(served, "budgeted")
+        post(served, f"/api/executions/{ident}/control", {"action": "skip"}, key=served.key)
+        assert run.wait(timeout=60) == 0
+        page = get(served, f"/api/executions/{ident}").json()
+        budget = get(served, f"/api/executions/{ident}/budget").json()
+        row = rows_by_name(served)["budgeted"]
+    assert page["spent"] == {"dollars": pytest.approx(budget["spentDollars"]),
+                             "seconds": pytest.approx(budget["elapsedSeconds"])}
+    assert row["cost"] == pytest.approx(budget["spentDollars"])
+    assert row["seconds"] == pytest.approx(budget["elapsedSeconds"])
+
+
+@pytest.mark.parametrize("path", ["/executions/0123456789abcdef", "/executions/not-an-id",
+                                  "/nothing/here"])
+def test_a_page_that_is_not_here_says_so_in_html(served: Dashboard, path: str) -> None:
+    answer = get(served, path, headers={"Accept": "text/html"})
+    assert answer.status_code == 404
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "Not found" in answer.text and 'href="/"' in answer.text
+    assert "loading" not in answer.text and "Traceback" not in answer.text
+
+
+def test_the_not_found_page_escapes_what_the_url_said(served: Dashboard) -> None:
+    answer = get(served, "/<script>alert(1)</script>", headers={"Accept": "text/html"})
+    assert answer.status_code == 404
+    assert "<script>" not in answer.text and "&lt;script&gt;" in answer.text
+
+
+def test_a_replay_is_named_by_its_hank_and_its_recording(project: Project) -> None:
+    recording = Path(__file__).resolve().parents[3] / "examples/quickstart/recording.hwrec.tar.gz"
+    env = {**project.env, "HANKWEAVE_LOAD_PLUGINS": "checkpoint-git,dashboard,replay"}
+    done = subprocess.run([sys.executable, "-m", "hankweave", "replay", str(recording), "-e",
+                           str(project.executions / "replayed"), "--headless"], env=env,
+                          cwd=project.root, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    with dashboard(project) as served:
+        row = rows_by_name(served)["replayed"]
+    assert (row["title"], row["replayOf"]) == ("quickstart", "recording.hwrec.tar.gz")

@@ -60,8 +60,23 @@ function when(iso) {
   return clock;
 }
 
-function badge(status) {
-  return el("span", {class: `badge status-${status}`, text: status});
+function badge(kind, text) {
+  return el("span", {class: `badge status-${kind}`, text: text || kind});
+}
+
+// A command to paste, with a button that copies it (the text is selectable as well).
+function commandLine(command) {
+  const done = el("span", {class: "muted", role: "status"});
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(command);
+      done.textContent = "copied";
+    } catch (problem) {
+      done.textContent = "select the command and copy it";
+    }
+  };
+  return el("div", {class: "command"}, el("code", {text: command}),
+    el("button", {type: "button", class: "copy", text: "Copy", onclick: copy}), done);
 }
 
 async function getJSON(url) {

@@ -21,7 +21,17 @@ async function refresh() {
     render();
   } catch (problem) {
     showError(byId("error"), `Cannot load this execution: ${problem.message}`);
+    if (!page.data) notLoaded();
   }
+}
+
+// Nothing to show: no section keeps saying "loading…", and the way back is offered.
+function notLoaded() {
+  for (const section of document.querySelectorAll("main > section")) section.hidden = true;
+  byId("title").textContent = "no such execution";
+  byId("notice").hidden = false;
+  byId("notice").replaceChildren("The dashboard lists the executions it can show: ",
+    el("a", {href: "/", text: "back to the list"}), ".");
 }
 
 async function refreshBudget() {
@@ -49,13 +59,15 @@ function soon(kind) {
 function render() {
   const data = page.data;
   const execution = data.execution;
-  document.title = `hankweave · ${hankName(execution)}`;
-  byId("title").textContent = `${hankName(execution)} — ${data.path}`;
-  byId("status").replaceWith(Object.assign(badge(execution.status), {id: "status"}));
+  document.title = `hankweave · ${data.title} · ${data.name}`;
+  byId("title").replaceChildren(data.title, " ",
+    el("span", {class: "muted", title: data.path, text: data.replayOf ? `${data.name} · replay of ${data.replayOf}` : data.name}));
+  byId("status").replaceWith(Object.assign(badge(data.badge.kind, data.badge.text), {id: "status"}));
   byId("live").hidden = !data.live;
   byId("unlock").hidden = !data.controlAvailable;
   byId("unlock").textContent = controlKey() ? "Lock control" : "Unlock control";
   renderSummary();
+  renderNextStep();
   renderControls();
   renderInterruptions();
   renderTimeline();
@@ -63,27 +75,37 @@ function render() {
   if (page.selected) renderDetailTitle();
 }
 
-function hankName(execution) {
-  const hank = execution.hankPath || "";
-  const parts = hank.split("/");
-  return (parts.at(-1) === "hank.json" ? parts.at(-2) : parts.at(-1)) || "execution";
-}
+const SHOWN = {waiting: "waiting for you", answered: "answered", stopped: "stopped"};
 
 function renderSummary() {
-  const {execution, tokens: used, currentCodon, runs} = page.data;
-  const started = runs.length ? runs.at(-1).startTime : null;
-  const ended = runs.length && !page.data.live ? runs[0].endTime : null;
+  const {execution, tokens: used, currentCodon, runs, spent} = page.data;
   const fact = (label, value, title) => el("div", {class: "fact", title: title || ""},
     el("span", {class: "label", text: label}), el("span", {class: "value", text: value}));
   byId("summary").replaceChildren(
-    fact("Cost", money(execution.totalCost), execution.sentinelCost ? `sentinels ${money(execution.sentinelCost)}` : ""),
+    fact("Cost", money(spent.dollars), `what the budget counts${execution.sentinelCost ? `; sentinels ${money(execution.sentinelCost)} besides` : ""}`),
     fact("Tokens in / out", `${tokens(used.input)} / ${tokens(used.output)}`, `cache read ${used.cacheRead}, cache write ${used.cacheWrite}`),
     fact("Codons", `${execution.finishedCodons} / ${page.data.plan.length}`),
     fact("Current", currentCodon || "–"),
     fact("Runs", String(runs.length)),
-    fact("Time", seconds(span(started, ended))),
+    fact("Time", seconds(spent.seconds), "the runs' time, as the budget counts it (not the time between runs)"),
     fact("Data", execution.dataPath || "–", execution.dataPath || ""),
   );
+}
+
+// What to do next when nothing runs the execution: the command to paste, with what it does.
+function renderNextStep() {
+  const notice = byId("notice");
+  const command = page.data.resumeCommand;
+  notice.hidden = !command;
+  if (!command) return;
+  const kind = page.data.badge.kind;
+  const why = kind === "waiting" ? "It waits for your answer below. Once answered, go on with:"
+    : kind === "rolled-back" ? `It was ${page.data.badge.text}. Nothing runs it now; go on from there with:`
+    : page.data.execution.status === "failed" || page.data.execution.status === "crashed"
+      ? "Nothing runs it now. To retry from where it stopped:"
+      : "Nothing runs it now. To go on:";
+  notice.replaceChildren(...(page.answered ? [el("div", {text: page.answered})] : []),
+    el("div", {text: why}), commandLine(command));
 }
 
 function renderControls() {
@@ -122,6 +144,8 @@ function interruptionCard(item) {
     try {
       const reply = await postJSON(`${api}/interruptions/${encodeURIComponent(item.id)}/answer`, body);
       result.textContent = reply.message;
+      // The card goes with the refresh: the notice keeps what happened, and what to do next.
+      page.answered = reply.forwarded ? null : `Your answer to ${item.id} is recorded: the next run goes on with it.`;
       soon("page");
     } catch (problem) {
       result.textContent = problem.message;
@@ -179,21 +203,23 @@ function renderTimeline() {
     const dollarLimit = budget && budget.limits.maxDollars;
     const selected = page.selected && page.selected.codonId === entry.codonId;
     const duration = span(entry.startTime, entry.endTime || (entry.status === "pending" ? null : undefined));
-    items.push(el("li", {class: `codon status-${entry.status}${selected ? " selected" : ""}${entry.loopId ? " in-loop" : ""}`,
+    items.push(el("li", {class: `codon status-${entry.shown}${selected ? " selected" : ""}${entry.loopId ? " in-loop" : ""}`,
                          dataset: {codon: entry.codonId, status: entry.status},
                          tabindex: entry.runId ? "0" : null,
                          onclick: () => entry.runId && select(entry)},
       el("span", {class: "dot"}),
       el("span", {class: "codon-id", text: entry.codonId}),
       entry.name ? el("span", {class: "muted name", text: entry.name}) : null,
-      badge(entry.status),
+      badge(entry.shown, SHOWN[entry.shown]),
       entry.attempts > 1 ? el("span", {class: "muted", text: `${entry.attempts} attempts`}) : null,
       el("span", {class: "spacer"}),
       el("span", {class: "num", title: "tokens in / out", text: `${tokens(entry.tokens.input)} / ${tokens(entry.tokens.output)}`}),
       el("span", {class: "num", text: entry.startTime ? seconds(duration) : ""}),
       el("span", {class: "num cost", text: money(entry.cost, entry.costComplete)}),
       dollarLimit ? bar(entry.cost, dollarLimit, `${money(entry.cost)} of ${money(dollarLimit)}${budget.limitsKind === "projected" ? " (projected)" : ""}`) : null,
-      entry.failure ? el("div", {class: "error small wide", text: entry.failure}) : null,
+      entry.failure && entry.shown === "failed" ? el("div", {class: "error small wide", text: entry.failure}) : null,
+      entry.shown === "waiting" ? el("div", {class: "muted small wide", text: "waits for your answer (above)"}) : null,
+      entry.shown === "answered" ? el("div", {class: "muted small wide", text: "answered: the next run goes on from here"}) : null,
     ));
   }
   list.replaceChildren(...items);

@@ -5,7 +5,8 @@ const listState = {rows: [], sort: "lastActivity", descending: true};
 
 function sortValue(row, key) {
   if (key === "progress") return row.codons ? row.finishedCodons / row.codons : 0;
-  if (key === "duration") return span(row.startTime, row.live ? null : row.endTime) || 0;
+  if (key === "duration") return row.seconds || 0;
+  if (key === "hank") return row.title || "";
   if (key === "live") return row.live ? 1 : 0;
   const value = row[key];
   return value === null || value === undefined ? "" : value;
@@ -17,7 +18,7 @@ function renderList() {
   const rows = listState.rows.filter((row) => {
     if (liveOnly && !row.live) return false;
     if (!filter) return true;
-    return [row.hank, row.data, row.status, row.currentCodon, row.path, row.name]
+    return [row.title, row.hank, row.data, row.status, row.badge && row.badge.text, row.replayOf, row.currentCodon, row.path, row.name]
       .some((value) => value && String(value).toLowerCase().includes(filter));
   });
   const {sort, descending} = listState;
@@ -29,13 +30,16 @@ function renderList() {
   const body = document.querySelector("#executions tbody");
   body.replaceChildren(...rows.map((row) => el("tr", {dataset: {id: row.id}, class: row.live ? "is-live" : ""},
     el("td", {title: row.live ? "a runtime runs it now" : ""}, row.live ? el("span", {class: "dot live", text: "●"}) : ""),
-    el("td", {}, el("a", {href: `/executions/${row.id}`, text: row.hank || row.name})),
-    el("td", {class: "path", title: row.data || "", text: row.data ? row.data.split("/").slice(-2).join("/") : "–"}),
-    el("td", {}, badge(row.status), row.pendingInterruptions ? el("span", {class: "badge status-interrupted", text: `${row.pendingInterruptions} waiting`}) : "", row.error ? el("div", {class: "error small", text: row.error}) : ""),
+    el("td", {}, el("a", {href: `/executions/${row.id}`, text: row.title || row.name}),
+      el("span", {class: "muted subtitle", title: row.path, text: row.name})),
+    row.replayOf
+      ? el("td", {class: "path", title: row.data || "", text: `replay of ${row.replayOf}`})
+      : el("td", {class: "path", title: row.data || "", text: row.data ? row.data.split("/").slice(-2).join("/") : "–"}),
+    el("td", {}, badge(row.badge.kind, row.badge.text), row.pendingInterruptions && row.badge.kind !== "waiting" ? el("span", {class: "badge status-waiting", text: `${row.pendingInterruptions} waiting`}) : "", row.error ? el("div", {class: "error small", text: row.error}) : ""),
     el("td", {text: row.currentCodon || "–"}),
     el("td", {}, el("progress", {max: String(row.codons || 1), value: String(row.finishedCodons || 0)}), ` ${row.finishedCodons}/${row.codons}`),
     el("td", {class: "num", text: money(row.cost)}),
-    el("td", {class: "num", text: seconds(span(row.startTime, row.live ? null : row.endTime))}),
+    el("td", {class: "num", title: "the runs' time, as the budget counts it", text: seconds(row.seconds)}),
     el("td", {title: row.lastActivity || "", text: when(row.lastActivity)}),
   )));
   document.getElementById("empty").hidden = listState.rows.length > 0;
