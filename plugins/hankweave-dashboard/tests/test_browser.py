@@ -219,8 +219,7 @@ def test_a_waiting_execution_answered_on_the_page_says_what_to_paste(project: Pr
         page.wait_for_selector("#interruptions-section", state="hidden")
         page.wait_for_selector("#status.status-paused")
         page.wait_for_selector("li[data-codon=ask] .badge.status-answered")
-        notice = page.inner_text("#notice")
-        assert "is recorded: the next run goes on with it" in notice
+        page.wait_for_selector("#notice:has-text('is recorded: the next run goes on with it')")
         command = page.inner_text("#notice .command code")
         assert command == f"hankweave run -e {shlex.quote(str(execution.resolve()))}"
         screenshot(page)
