@@ -340,7 +340,8 @@ class LiveView(_CostsShown):
     def say(self, message: str, style: str = "") -> None:
         """A line above the panel (it scrolls with the finished codons)."""
         with self._lock:
-            self.console.print(Text(message, style=style), soft_wrap=True)
+            # Wrapped at words, unless it quotes a command: that stays one line, to copy whole.
+            self.console.print(Text(message, style=style), soft_wrap="hankweave " in message)
 
     def refresh(self) -> None:
         with self._lock:
@@ -438,7 +439,10 @@ class LiveView(_CostsShown):
             if budget.max_dollars is not None and self.show_costs:
                 parts.append(f"{_money(tracker.total_cost)} of {_money(budget.max_dollars)}")
             if budget.max_seconds is not None:
-                parts.append(f"{budget.seconds_now():.0f}s of {budget.max_seconds:.0f}s")
+                from hankweave.cli.run_summary import duration_text
+
+                parts.append(f"{duration_text(budget.seconds_now())} of"
+                             f" {duration_text(budget.max_seconds)}")
             codon = budget.codon_dollars
             if codon is not None and codon != budget.max_dollars and self.show_costs:
                 parts.append(f"this codon up to {_money(codon)}")

@@ -144,6 +144,8 @@ def launch_with_progress(request: LaunchRequest, *, json_events: bool) -> int:
     ending = _Ending(view, replayed=request.replay is not None)
     request.on_event, request.on_settings = view, ending.configure
     request.on_start, request.on_end = ending.started, ending.ended
+    if isinstance(view, LiveView):
+        request.notify = view.say  # above the panel, a quoted command kept on one line
     try:
         if isinstance(view, HeadlessLog):
             code = launch(request)

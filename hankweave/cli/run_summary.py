@@ -232,7 +232,7 @@ def _budget(events: Iterable[Mapping[str, Any]]) -> tuple[BudgetLine, ...]:
     lines = [_budget_line("dollars", totals.get("actualDollars"), ceiling.get("maxDollars"),
                           _money),
              _budget_line("time", totals.get("actualTimeSeconds"),
-                          ceiling.get("maxTimeSeconds"), _duration)]
+                          ceiling.get("maxTimeSeconds"), duration_text)]
     tokens = sum(int((row.get("actual") or {}).get("outputTokens") or 0)
                  for row in reported.get("rows") or [])
     token_limits = [(row.get("budget") or {}).get("maxOutputTokens")
@@ -278,7 +278,8 @@ def _money(value: float) -> str:
     return f"${value:.4f}"
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """``4.2s``, ``12m05s``, ``2h03m``: how the terminal says a length of time."""
     if seconds < 60:
         return f"{seconds:.1f}s"
     minutes, rest = divmod(int(seconds), 60)
@@ -344,7 +345,7 @@ def _codons_line(summary: RunSummary) -> tuple[str, str]:
 
 
 def _usage_line(summary: RunSummary) -> tuple[str, str]:
-    took = "" if summary.seconds is None else f"time {_duration(summary.seconds)}"
+    took = "" if summary.seconds is None else f"time {duration_text(summary.seconds)}"
     tokens = f"tokens in {summary.input_tokens:,} out {summary.output_tokens:,}"
     if not summary.show_costs:
         return f"  usage     {tokens}, {took}".rstrip(", "), ""

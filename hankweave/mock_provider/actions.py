@@ -138,16 +138,17 @@ def play(steps: Sequence[Step], tools: Sequence[OfferedTool], taken: int, label:
         return len(steps), Reply(text="Done.", usage=usage)
     number, (action, step) = moves[taken]
     if action == "answer":
-        return number, Reply(text=step.answer, usage=step.usage or usage)
+        return number, Reply(text=step.answer, usage=step.usage or usage,
+                             delay_ms=step.delay_ms)
     found = find_tool(action, tools)
     if found is None:
         return number, Reply(error=ErrorReply(kind="invalid_request", message=_no_tool(
             action, tools, f"{label} step {number}")))
     tool, roles = found
-    return number, Reply(text=step.text, usage=step.usage or usage, tool_calls=[
-        ToolCall(name=tool.name, input={roles[role]: value
-                                        for role, value in _values(action, step).items()
-                                        if role in roles})])
+    call = ToolCall(name=tool.name, input={roles[role]: value for role, value
+                                           in _values(action, step).items() if role in roles})
+    return number, Reply(text=step.text, usage=step.usage or usage, delay_ms=step.delay_ms,
+                         tool_calls=[call])
 
 
 def _values(action: ActionName, step: Step) -> dict[str, Any]:

@@ -248,6 +248,8 @@ class Step(_ScriptModel):
     """What the assistant says with a tool call."""
     usage: Usage | None = None
     """Default: the script's ``usage``."""
+    delay_ms: int = Field(default=0, ge=0)
+    """Wait this long before answering: a dry run paced like a model, to watch it live."""
 
     @field_validator("ask", mode="before")
     @classmethod
