@@ -56,7 +56,10 @@ def _header(view: AttachView) -> Text:
         header.append(f"   budget {money(view.total_cost)} of {money(limit)} ({share:.0f}%)",
                       style="red" if share >= 100 else "")
     if view.budget.get("maxTimeSeconds"):
-        header.append(f"   time limit {view.budget['maxTimeSeconds']:g}s", style="dim")
+        from hankweave.cli.run_summary import duration_text
+
+        limit_s = float(view.budget["maxTimeSeconds"])
+        header.append(f"   time limit {duration_text(limit_s)}", style="dim")
     return header
 
 

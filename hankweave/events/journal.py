@@ -258,8 +258,8 @@ def _refuse_dieted_journal(path: Path) -> None:
     if not path.exists() and compressed.exists() and (path.parent / "journal.meta.json").exists():
         raise JournalError(
             f"{path} was compressed to {compressed.name} by Hankweave's journal diet; restore it"
-            " first (Hankweave: `hankweave --restore-journal <dir>`), or new events would start"
-            " a second journal"
+            f" first (`zstd -d {compressed}`, or the TypeScript Hankweave's `--restore-journal`),"
+            " or new events would start a second journal"
         )
 
 
