@@ -42,10 +42,11 @@ def dry_run(tmp_path: Path) -> tuple[PiProject, Done]:
     return project, first
 
 
-def hint(text: str, label: str) -> list[str]:
-    """The command printed after ``label``, split as a shell would split it."""
-    (line,) = [line for line in text.splitlines() if label in line]
-    argv = shlex.split(line.partition(label)[2])
+def hint(text: str, marker: str) -> list[str]:
+    """The printed command on the line that holds ``marker``, split as a shell would split
+    it (a trailing ``# comment`` dropped)."""
+    (line,) = [line for line in text.splitlines() if marker in line]
+    argv = shlex.split(line[line.index("hankweave "):], comments=True)
     assert argv[0] == "hankweave", line
     return argv
 
@@ -75,7 +76,7 @@ def test_the_printed_resume_hint_resumes_on_the_mock_with_the_model_override(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
-    resumed = paste(project, hint(first.stderr, "Resume:"), elsewhere)
+    resumed = paste(project, hint(first.stderr, "# resume"), elsewhere)
 
     assert resumed.code == 0, resumed.stderr
     assert project.state()["runs"][0]["status"] == "completed"
@@ -112,7 +113,7 @@ def test_leaving_the_mock_provider_without_the_real_key_is_refused_before_anythi
 def test_the_printed_answer_hint_with_an_option_is_accepted(tmp_path: Path) -> None:
     project, first = dry_run(tmp_path)
     item = pending(project)
-    answer = hint(first.stderr, "Answer:")
+    answer = hint(first.stderr, "hankweave answer ")
     assert answer[:5] == ["hankweave", "answer", "-e", str(project.exec_dir), item["id"]]
     assert answer[5] in item["options"]
 
