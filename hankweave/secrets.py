@@ -153,10 +153,10 @@ _ASSIGNMENT = re.compile(
 _QUERY_ASSIGNMENT = re.compile(
     r"(?P<lead>[?&](?P<name>[A-Za-z][A-Za-z0-9_\-]*)=)(?!\[REDACTED)(?P<value>[^\s&#\"'\\<>]+)")
 # Values that are JSON literals, numbers or switches: never a secret, and replacing them in a
-# JSON file (a number, `false`) would break it.
+# JSON file (a number, `false`) would break it; nor is the placeholder of docs (`KEY=...`).
 _NOT_SECRET_VALUE = re.compile(
     r"(?i:true|false|null|none|nil|unset|yes|no|on|off|enabled?|disabled?)"
-    r"|[+\-]?[0-9]+(?:\.[0-9]+)*(?:[eE][+\-]?[0-9]+)?")
+    r"|[+\-]?[0-9]+(?:\.[0-9]+)*(?:[eE][+\-]?[0-9]+)?|\.+|…")
 # A non-secret-named value made of lower-case letters and separators: a word, a host, a path.
 _PLAIN_WORDS = re.compile(r"[a-z._/:\-]+")
 _WORD_CHAR = "A-Za-z0-9"

@@ -45,6 +45,7 @@ def test_token_shapes_are_redacted(text, kind):
     "mail me at someone@example.com",
     "TOKENIZERS_PARALLELISM=false",
     "API_KEY=$ANTHROPIC_API_KEY and API_KEY=${KEY} and API_KEY=<your key>",
+    "export ANTHROPIC_API_KEY=... (a README's placeholder) or ANTHROPIC_API_KEY=…",
     "API_KEY=os.environ[\"X\"] and API_KEY=read_key()",
     '{"costUsd": 0.0123, "done": true, "model": "claude-sonnet-4-5"}',
 ])
