@@ -1202,3 +1202,11 @@ def test_serve_answers_until_signalled_then_exits_cleanly(tmp_path: Path, signum
     assert "Traceback" not in err
     assert "Mock provider stopped." in err
     assert [r.rule for r in MockProviderLog(log).requests()] == ["rules[0] (hi)"]
+
+
+def test_the_log_reader_skips_the_line_still_being_written(tmp_path: Path):
+    from hankweave.testing.mock_provider import MockProviderLog
+
+    log = tmp_path / "requests.jsonl"
+    log.write_text('{"path": "/v1/messages", "rule": "rules[0]"}\n{"path": "/v1/mes')
+    assert [entry.rule for entry in MockProviderLog(log).entries()] == ["rules[0]"]

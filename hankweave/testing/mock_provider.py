@@ -161,7 +161,11 @@ class MockProviderLog:
     def entries(self) -> list[LoggedRequest]:
         if not self.path.exists():
             return []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
+        text = self.path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        if lines and not text.endswith("\n"):
+            # The line being written now (or cut by a kill -9): not an entry yet.
+            lines.pop()
         return [LoggedRequest(json.loads(line)) for line in lines if line.strip()]
 
     def requests(self, *, protocol: str | None = None, rule: str | None = None,
