@@ -8,6 +8,9 @@
 * ``visibility_timeout``: see :attr:`~.settings.CelerySettings.visibility_timeout_s`.  The
   restore sweep runs every ``restore_interval_s`` (kombu's default is a sweep every ~100 s).
 * No result backend: how a run ended is in the ledger and in the execution directory.
+* Worker liveness does not wait for the visibility timeout: each worker heartbeats in the
+  ledger and requeues the executions of a worker gone silent (:mod:`.recovery`); a warm
+  shutdown stops and requeues the worker's runs.
 
 ``celery -A hankweave_executor_celery.app worker`` works too; ``hankweave worker`` is the same
 with these defaults and a concurrency option.
@@ -15,7 +18,7 @@ with these defaults and a concurrency option.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hankweave_executor_celery.settings import CelerySettings, load_settings
 
@@ -50,7 +53,33 @@ def make_app(settings: CelerySettings) -> Celery:
 
     register(app, settings)
     _warm_pool_processes()
+    _watch_workers(app, settings)
     return app
+
+
+def _watch_workers(app: Celery, settings: CelerySettings) -> None:
+    """The worker's heartbeat from when it is ready, its runs stopped and requeued on a warm
+    shutdown, and its heartbeat gone when it stops (:mod:`.recovery`).  These signals fire in
+    the worker's main process only; an app made to submit or read status never sees them."""
+    from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
+
+    from hankweave_executor_celery import recovery
+
+    def ready(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", app) is app:
+            recovery.on_worker_ready(app, settings, sender)
+
+    def shutting_down(sender: Any = None, how: str = "", **_: Any) -> None:
+        recovery.on_shutting_down(settings, str(sender), how)
+
+    def shutdown(sender: Any = None, **_: Any) -> None:
+        recovery.on_worker_shutdown(str(getattr(sender, "hostname", sender)))
+
+    # One connection per app: an app made twice in a process (tests) is not watched twice.
+    uid = f"hankweave-recovery-{id(app)}"
+    worker_ready.connect(ready, weak=False, dispatch_uid=f"{uid}-ready")
+    worker_shutting_down.connect(shutting_down, weak=False, dispatch_uid=f"{uid}-down")
+    worker_shutdown.connect(shutdown, weak=False, dispatch_uid=f"{uid}-shutdown")
 
 
 def _warm_pool_processes() -> None:

@@ -200,14 +200,17 @@ def _undo(directory: str, created: bool) -> None:
 @broker_option
 def status_command(as_json: bool, follow: bool, interval: float, broker: str | None) -> None:
     """Every submitted execution: queued, running on which worker, deferred, interrupted,
-    completed, failed, stopped or cancelled, with its codons and cost so far."""
+    completed, failed, stopped or cancelled, with its codons and cost so far; then every
+    worker, its last heartbeat (flagged silent when it is gone) and what it runs."""
     from hankweave_executor_celery.status import follow_status, print_status
 
-    ledger = _ledger(_settings(broker))
+    settings = _settings(broker)
+    ledger = _ledger(settings)
     if follow:
-        follow_status(ledger, interval=interval, as_json=as_json)
+        follow_status(ledger, interval=interval, as_json=as_json,
+                      silence_s=settings.worker_silence_s)
     else:
-        print_status(ledger, as_json=as_json)
+        print_status(ledger, as_json=as_json, silence_s=settings.worker_silence_s)
 
 
 # ----- cancel -----

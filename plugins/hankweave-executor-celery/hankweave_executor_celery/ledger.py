@@ -2,7 +2,8 @@
 
 One hash, ``hankweave:executions``, maps an execution directory to its :class:`Submission`
 (JSON).  ``submit`` adds it, the task updates it as it starts, defers, finishes or skips, and
-``status`` and ``cancel`` read it.  The execution directory itself (on the shared filesystem)
+``status`` and ``cancel`` read it.  A second hash, ``hankweave:workers``, holds each live
+worker's :class:`WorkerBeat`, so workers notice one another's death (:mod:`.recovery`).  The execution directory itself (on the shared filesystem)
 stays the record of the run: costs, codons and statuses are read from its state, never copied
 here.
 """
@@ -10,6 +11,7 @@ here.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -18,7 +20,10 @@ from pydantic.alias_generators import to_camel
 
 from hankweave.api import utc_now_iso
 
+log = logging.getLogger(__name__)
+
 KEY = "hankweave:executions"
+WORKERS_KEY = "hankweave:workers"
 
 TaskStatus = Literal["queued", "running", "deferred", "interrupted", "completed", "failed",
                      "stopped", "cancelled"]
@@ -59,6 +64,29 @@ class Submission(BaseModel):
     """How many deliveries found the execution held by a live runtime and were deferred."""
     message: str | None = None
     cancel_requested: bool = False
+    requeues: int = 0
+    """How many times a worker requeued it because the worker running it went silent or was
+    stopped (:mod:`.recovery`)."""
+    requeued_at: str | None = None
+    requeued_by: str | None = None
+    """The worker that requeued it last (it sends the new task right after)."""
+    requeue_reason: str | None = None
+    """Why it was requeued last (``message`` says it until the new task starts)."""
+
+
+class WorkerBeat(BaseModel):
+    """A worker's heartbeat: who it is and when it last said it was alive."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    name: str
+    """Celery's node name, ``name@host``: what a submission's ``worker`` holds."""
+    host: str
+    pid: int
+    started_at: str
+    heartbeat_at: str
+    queues: list[str] = []
+    concurrency: int = 1
 
 
 class Ledger:
@@ -89,6 +117,38 @@ class Ledger:
         raw = self._call(self._redis.hgetall, KEY) or {}
         items = [Submission.model_validate_json(value) for value in raw.values()]
         return sorted(items, key=lambda item: item.submitted_at)
+
+    def beat(self, worker: WorkerBeat) -> None:
+        self._call(self._redis.hset, WORKERS_KEY, worker.name,
+                   json.dumps(worker.model_dump(mode="json", by_alias=True)))
+
+    def forget_worker(self, name: str) -> None:
+        self._call(self._redis.hdel, WORKERS_KEY, name)
+
+    def workers(self) -> list[WorkerBeat]:
+        raw = self._call(self._redis.hgetall, WORKERS_KEY) or {}
+        found = [WorkerBeat.model_validate_json(value) for value in raw.values()]
+        return sorted(found, key=lambda beat: beat.name)
+
+    def update_until_applied(self, execution_dir: str, *, patience_s: float = 3600.0,
+                             **changes: Any) -> Submission | None:
+        """:meth:`update`, retried while the broker is unreachable, for what a run has already
+        done: how it ended must reach the ledger when Redis comes back, with the times it
+        happened at (the caller puts them in ``changes``).  Gives up after ``patience_s``
+        (the execution directory keeps the truth; ``status`` reads it)."""
+        import time
+
+        deadline = time.monotonic() + patience_s
+        pause = 0.5
+        while True:
+            try:
+                return self.update(execution_dir, **changes)
+            except BrokerError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("%s; retrying in %.0f s", exc, pause)
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
 
     def update(self, execution_dir: str, **changes: Any) -> Submission | None:
         """Change fields of a submission (atomically); None if it was never submitted."""

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from hankweave.api import RUNTIME_CONFIG_FILE, ConfigError, load_runtime_config
@@ -29,6 +29,8 @@ _ENV = {
     "visibility_timeout_s": "HANKWEAVE_CELERY_VISIBILITY_TIMEOUT",
     "restore_interval_s": "HANKWEAVE_CELERY_RESTORE_INTERVAL",
     "defer_s": "HANKWEAVE_CELERY_DEFER",
+    "worker_heartbeat_s": "HANKWEAVE_CELERY_WORKER_HEARTBEAT",
+    "worker_silence_s": "HANKWEAVE_CELERY_WORKER_SILENCE",
 }
 
 
@@ -55,6 +57,21 @@ class CelerySettings(BaseModel):
     defer_s: float = Field(30.0, gt=0)
     """How long a task that finds its execution held by a live runtime waits before it tries
     again."""
+    worker_heartbeat_s: float = Field(10.0, gt=0)
+    """How often each worker writes its heartbeat to the ledger and looks for executions whose
+    worker went silent."""
+    worker_silence_s: float = Field(60.0, gt=0)
+    """How long a worker may go without a heartbeat before the others call it gone: its
+    running executions whose runtime lock is stale too are requeued at once, without waiting
+    for the visibility timeout."""
+
+
+    @model_validator(mode="after")
+    def _silence_outlasts_heartbeats(self) -> CelerySettings:
+        if self.worker_silence_s < 2 * self.worker_heartbeat_s:
+            raise ValueError("workerSilenceS must be at least twice workerHeartbeatS, or one"
+                             " late heartbeat makes a live worker look gone")
+        return self
 
 
 def load_settings(*, broker: str | None = None, cwd: Path | None = None,

@@ -9,10 +9,16 @@ Delivery is at least once; the runtime makes each delivery safe:
   it is retried after ``defer_s`` and never runs the execution twice.  A lock written on another
   machine is judged by its heartbeat, not by a pid (``runtime.lock`` records the host).
 * **A cancelled execution** is skipped.
+* **A superseded delivery** (its id is no longer the ledger's ``taskId``: a worker requeued the
+  execution as a new task after its worker went silent, :mod:`.recovery`) is dropped: the
+  broker's late redelivery of a dead worker's task never runs.
 
 The run's exit code decides the ledger status: 0 completed, 3 interrupted (the worker is free
-while a person answers; ``hankweave answer --submit`` sends it again), 130/143 stopped, else
-failed.
+while a person answers; ``hankweave answer --submit`` sends it again), else failed.  A run
+stopped by SIGTERM or SIGINT (130/143) that nobody cancelled was stopped with its worker: it is
+requeued at once, for another worker to resume.  How a run ended reaches the ledger even if
+Redis is down at that moment: the write is retried until it returns, with the time the run
+ended.
 """
 
 from __future__ import annotations
@@ -98,6 +104,10 @@ def _run_held(task: Task, execution_dir: str, ledger: Ledger,
     submission = ledger.get(execution_dir)
     if submission is not None and submission.cancel_requested:
         return _cancelled(execution_dir, ledger)
+    if submission is not None and submission.task_id != task.request.id:
+        log.info("dropping a delivery of %s: task %s was superseded by %s", execution_dir,
+                 task.request.id, submission.task_id)
+        return {"skipped": f"superseded by {submission.task_id}"}
     if submission is not None and submission.status in FINISHED:
         # A deferred copy whose first delivery has since finished the run: nothing to do
         # (a new submit, or `answer --submit`, queues the execution again).
@@ -127,21 +137,41 @@ def _run_held(task: Task, execution_dir: str, ledger: Ledger,
             return _defer(task, execution_dir, ledger, settings, str(exc))
         # `status` shows the message: a URL's password in it stays hidden.
         reason = mask_url_credentials(str(exc))
-        ledger.update(execution_dir, status="failed", exit_code=exc.exit_code,
-                      message=reason, finished_at=now())
+        ledger.update_until_applied(execution_dir, status="failed", exit_code=exc.exit_code,
+                                    message=reason, finished_at=now())
         return {"exitCode": exc.exit_code, "message": reason}
     except Exception as exc:  # a bad hank or settings (ConfigError), a bug: recorded, acked
         log.exception("running %s failed", execution_dir)
         reason = mask_url_credentials(f"{type(exc).__name__}: {exc}")
-        ledger.update(execution_dir, status="failed", message=reason, finished_at=now())
+        ledger.update_until_applied(execution_dir, status="failed", message=reason,
+                                    finished_at=now())
         return {"exitCode": None, "message": reason}
+    ended = now()  # when the run ended, even if the broker only hears of it later
+    if code in STOPPED_CODES and _requeue_stopped(task, execution_dir, ledger, worker):
+        return {"exitCode": code, "status": "queued"}
     status = _status_of(code, ledger, execution_dir)
-    ledger.update(execution_dir, status=status, exit_code=code, finished_at=now())
+    ledger.update_until_applied(execution_dir, status=status, exit_code=code, finished_at=ended)
     return {"exitCode": code, "status": status}
 
 
+def _requeue_stopped(task: Task, execution_dir: str, ledger: Ledger, worker: str) -> bool:
+    """A run stopped by a signal nobody sent through ``hankweave cancel``: its worker is
+    stopping (SIGTERM, Ctrl-C).  Requeue it at once for another worker; whether it was."""
+    from hankweave_executor_celery.recovery import requeue, sender
+
+    try:
+        current = ledger.get(execution_dir)
+        if current is None or current.cancel_requested or current.task_id != task.request.id:
+            return False
+        return requeue(ledger, current, f"requeued: its worker {worker} was stopped", worker,
+                       sender(task.app))
+    except BrokerError as exc:  # recorded stopped once the broker is back; `submit -e` resumes
+        log.warning("cannot requeue %s: %s", execution_dir, exc)
+        return False
+
+
 def _cancelled(execution_dir: str, ledger: Ledger) -> dict[str, Any]:
-    ledger.update(execution_dir, status="cancelled", finished_at=now())
+    ledger.update_until_applied(execution_dir, status="cancelled", finished_at=now())
     return {"skipped": "cancelled"}
 
 

@@ -137,10 +137,17 @@ class Project:
         return self.hankweave("submit", *args).stdout.split()
 
     def status_rows(self) -> dict[str, dict[str, Any]]:
-        """``hankweave status --json``, by execution directory."""
+        """``hankweave status --json``'s executions, by execution directory."""
+        return {row["execution"]: row for row in self.status_lines("execution")}
+
+    def status_workers(self) -> dict[str, dict[str, Any]]:
+        """``hankweave status --json``'s workers, by name."""
+        return {row["worker"]: row for row in self.status_lines("worker")}
+
+    def status_lines(self, kind: str) -> list[dict[str, Any]]:
         out = self.hankweave("status", "--json").stdout
         rows = [json.loads(line) for line in out.splitlines() if line.strip()]
-        return {row["execution"]: row for row in rows}
+        return [row for row in rows if row["type"] == kind]
 
     def app(self) -> Any:
         if self._app is None:
