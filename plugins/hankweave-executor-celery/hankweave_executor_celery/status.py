@@ -185,16 +185,17 @@ def table(found: list[Row], workers: list[WorkerRow] | None = None) -> Renderabl
         TableColumn("Done", priority=2, justify="right"),
         TableColumn("Cost", key=True, justify="right"),
         TableColumn("Waiting", priority=0, justify="right"),
+        TableColumn("Note", priority=3),
     ])
     for row in found:
         view.add_row(Text(row.execution), row.status, Text(row.worker or "-"),
                      Text(row.codon or "-"), str(row.finished_codons), f"${row.cost:.4f}",
-                     str(row.pending_interruptions or "-"))
+                     str(row.pending_interruptions or "-"), Text(row.message or ""))
     parts: list[RenderableType] = [view]
     if not found:
         parts.append(Text("Nothing submitted yet: hankweave submit HANK DATA"))
     if workers is not None:
-        parts.append(worker_table(workers))
+        parts += [Text(""), worker_table(workers)]
     return Group(*parts)
 
 
