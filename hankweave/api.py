@@ -174,6 +174,8 @@ if TYPE_CHECKING:
     from hankweave.runtime.failures import failure_kind as failure_kind
     from hankweave.runtime.planner import checkpoint_patterns_through as checkpoint_patterns_through
     from hankweave.runtime.planner import expected_codon_ids as expected_codon_ids
+    from hankweave.sandbox import Sandbox as Sandbox
+    from hankweave.sandbox import bubblewrap_problem as bubblewrap_problem
     from hankweave.secrets import REDACTION_KINDS as REDACTION_KINDS
     from hankweave.secrets import Redactor as Redactor
     from hankweave.secrets import mask_url_credentials as mask_url_credentials

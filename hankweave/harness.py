@@ -43,6 +43,7 @@ from hankweave.plugin_config import PluginConfig
 if TYPE_CHECKING:
     from hankweave.codonlog import LogModel
     from hankweave.models import ModelEntry
+    from hankweave.sandbox import Sandbox
 
 CodonLogRecord: TypeAlias = "Mapping[str, Any] | LogModel"
 """What a harness yields: one codon-log record as JSON data (the typed builders of
@@ -172,6 +173,11 @@ class CodonRequest:
     never reach a later one (docs/harnesses.md, "Sessions").  The ``init`` record carries the
     new id, which the state records as the codon's session.  Extensions continue the attempt's
     own session and never fork."""
+    sandbox: Sandbox | None = None
+    """The OS sandbox the harness runs its agent's processes in (the CLI and all it starts, a
+    ``bash`` tool's commands), with :meth:`Sandbox.wrap <hankweave.sandbox.Sandbox.wrap>`;
+    None: unsandboxed (``sandbox.mode`` ``off``, or bubblewrap not available: the run said
+    so)."""
     resumes_interruption: bool = False
     """This attempt resumes :attr:`session_id_to_resume` after a run that ended waiting for a
     human (docs/human-in-the-loop.md).  The session was cut while a tool call (``ask_human``, or

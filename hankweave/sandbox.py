@@ -62,12 +62,13 @@ class Sandbox:
     """Replaced by empty folders: the home directory, the executions' folder."""
     readable: tuple[Path, ...] = ()
     """Read-only, even inside a hidden folder: the data."""
-    network: bool = False
-    """Whether the agent may use the network (False: none, not even loopback)."""
+    network: bool | None = None
+    """Whether the agent may use the network (False: none, not even loopback; None: the
+    harness's default, given to :meth:`wrap`)."""
 
     @classmethod
     def for_execution(cls, execution_dir: Path, workspace: Path, *, data: Path | None,
-                      home: Path | None, network: bool) -> Sandbox:
+                      home: Path | None, network: bool | None) -> Sandbox:
         """The sandbox of an execution's agents: its workspace writable, its data readable,
         the home directory and the folder of the executions (the execution directory's
         parent) hidden; only the execution's ``.hankweave/`` when that parent is ``/``."""
@@ -81,18 +82,21 @@ class Sandbox:
                    network=network)
 
     def wrap(self, argv: Sequence[str], *, writable: Iterable[Path] = (),
-             readable: Iterable[Path] = (), network: bool | None = None,
+             readable: Iterable[Path] = (), network_default: bool = False,
              path_env: str | None = None) -> list[str]:
         """``argv`` run inside the sandbox: the ``bwrap`` command line.  ``writable`` and
         ``readable`` add the harness's own folders (its temp and config folders, its CLI);
-        ``network`` overrides :attr:`network`; ``path_env`` is the ``PATH`` the process
-        gets (its folders inside hidden ones stay readable)."""
+        ``network_default`` applies when the settings leave :attr:`network` unset;
+        ``path_env`` is the ``PATH`` the process gets (its folders inside hidden ones stay
+        readable)."""
         bwrap = shutil.which(BWRAP) or BWRAP
-        args = [bwrap, "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
-                "--proc", "/proc"]
+        # Not --die-with-parent: bwrap would end its child with SIGKILL as soon as a stop
+        # signal ends bwrap itself, before the agent had saved its session.  Its processes
+        # carry the agent marker, so a dead runtime's are reaped as any agent's are.
+        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         # A /tmp of its own (what other processes keep there is not the agent's), then the
         # hidden folders, then what is bound back into them.
-        for path in self._covered:
+        for path in (self._covered[0], *self._outermost):
             if path.is_dir():
                 args += ["--tmpfs", str(path)]
         for path in self._shown([*self.readable, *readable, *self._programs(path_env)]):
@@ -101,12 +105,19 @@ class Sandbox:
             resolved = Path(os.path.realpath(path))
             if resolved.exists():
                 args += ["--bind", str(resolved), str(resolved)]
-        for path in self.hidden:  # empty, and read-only once what is bound back is in
+        for path in self._outermost:  # empty, and read-only once what is bound back is in
             if path.is_dir():
                 args += ["--remount-ro", str(path)]
-        if not (self.network if network is None else network):
+        if not (network_default if self.network is None else self.network):
             args.append("--unshare-net")
         return [*args, "--", *argv]
+
+    @property
+    def _outermost(self) -> list[Path]:
+        """The hidden folders not inside another (the home directory may lie in the folder
+        of the executions): hiding the outer one hides the inner."""
+        return [path for path in self.hidden
+                if not any(path != other and path.is_relative_to(other) for other in self.hidden)]
 
     @property
     def _covered(self) -> tuple[Path, ...]:

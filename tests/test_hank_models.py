@@ -222,7 +222,7 @@ def test_unknown_codon_field_lists_the_valid_fields() -> None:
 
     assert path == "hank[0].colour"
     assert message.startswith('Unrecognized field "colour". Valid fields are: type, id, name, ')
-    assert message.endswith("shimIdleTimeout, budget, approval, toolApproval, askHuman.")
+    assert message.endswith("shimIdleTimeout, budget, approval, toolApproval, askHuman, sandbox.")
 
 
 def test_typo_in_a_codon_inside_a_loop_is_caught() -> None:

@@ -19,7 +19,7 @@ from hankweave.config.settings import Settings, resolve_settings
 from hankweave.execution.intent import GivenIntent, RunIntent, changes, merge_intent, reused
 
 SAMPLES: dict[type, Any] = {float: 1.5, int: 7, str: "sonnet", bool: True}
-KEY_SAMPLES: dict[str, Any] = {"anthropicBaseUrl": "http://127.0.0.1:9"}
+KEY_SAMPLES: dict[str, Any] = {"anthropicBaseUrl": "http://127.0.0.1:9", "sandbox.mode": "required"}
 SETTING_OPTIONS = [option for option in RUN_OPTIONS if option.key != "withoutProxy"]
 """The options whose setting has a field (`--without-proxy/--proxy` only refuses --proxy:
 tests/test_unsupported_settings.py)."""

@@ -98,3 +98,16 @@ def test_the_harness_s_own_folders_are_bound_back(machine: dict[str, Path]) -> N
     assert (config / "session.jsonl").read_text() == "s\n"
     assert run(sandbox_of(machine), f"cat {machine['mine']}/.hankweave/state.json",
                machine["mine"], writable=[config]).returncode != 0
+
+
+def test_a_home_inside_the_executions_folder_is_hidden_with_it(tmp_path: Path) -> None:
+    executions = tmp_path / "executions"
+    (executions / "mine" / "agentRoot").mkdir(parents=True)
+    home = executions / "home"
+    home.mkdir()
+    (home / "secret").write_text("s\n")
+    box = Sandbox.for_execution(executions / "mine", executions / "mine" / "agentRoot",
+                                data=None, home=home, network=False)
+    done = run(box, f"cat {home}/secret; echo ok > out.txt", executions / "mine" / "agentRoot")
+    assert "No such file" in done.stderr and done.returncode == 0, done.stderr
+    assert (executions / "mine" / "agentRoot" / "out.txt").read_text() == "ok\n"

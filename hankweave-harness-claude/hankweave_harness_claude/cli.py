@@ -83,6 +83,8 @@ class PassPlan:
     """In-process MCP servers (served by the SDK in the harness's process, reached through the
     control protocol's ``mcp_message`` requests): their names, as ``--mcp-config`` declares
     them."""
+    launcher: tuple[str, ...] = ()
+    """What the command runs under: the sandbox's ``bwrap ... --`` (empty: nothing)."""
 
     @property
     def settings_json(self) -> str:
@@ -153,7 +155,8 @@ class CLIProcess:
         plan = self.plan
         try:
             self.process = await asyncio.create_subprocess_exec(
-                *plan.command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                *plan.launcher, *plan.command(), stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
                 stderr=self.stderr.fileno(), cwd=str(plan.cwd), env=dict(plan.env),
                 limit=plan.buffer_size, start_new_session=True)
         except OSError as exc:

@@ -105,6 +105,16 @@ class CLIFolders:
         if self.config is not None:
             self.config.mkdir(parents=True, exist_ok=True, mode=0o700)
 
+    def written(self) -> list[Path]:
+        """What the CLI writes besides the workspace: its temp and socket folders, and its
+        config folder (the user's own ``~/.claude`` and ``~/.claude.json`` when it has none of
+        ours: its login lives there)."""
+        folders = [self.temp, *([self.runtime] if self.runtime else [])]
+        if self.config is not None:
+            return [*folders, self.config]
+        home = Path(os.path.expanduser("~"))
+        return [*folders, home / ".claude", home / ".claude.json"]
+
     def remove(self) -> None:
         shutil.rmtree(self.temp, ignore_errors=True)
         if self.runtime is not None and self.runtime != self.temp:

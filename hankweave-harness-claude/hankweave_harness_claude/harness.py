@@ -201,11 +201,20 @@ class ClaudeHarness(Harness):
         bedrock = request.model.provider_id == BEDROCK_PROVIDER
         env = cli_environment(request.env, request.env_overlay, bedrock=bedrock,
                               folders=folders)
+        cli_path = resolve_cli_path(config.cli_path, env)
+        launcher: tuple[str, ...] = ()
+        if request.sandbox is not None:
+            # Inside the sandbox the CLI may skip its permission prompts as root too: what it
+            # can touch is the sandbox's to decide (docs/sandbox.md).
+            env["IS_SANDBOX"] = "1"
+            launcher = tuple(request.sandbox.wrap(
+                [], writable=folders.written(), readable=[Path(cli_path).parent],
+                network_default=True, path_env=env.get("PATH")))
         allowed = permissions(config, env)
         if allowed.notice:
             context.warn(allowed.notice)  # shown once per execution by the kernel
         return PassPlan(
-            cli_path=resolve_cli_path(config.cli_path, env), model=request.model.model_id,
+            launcher=launcher, cli_path=cli_path, model=request.model.model_id,
             cwd=request.work_dir, prompt=request.prompt, env=env,
             permission_mode=allowed.mode, append_system_prompt=request.system_prompt,
             # The kernel's own tool: never refused by the CLI's permission rules.

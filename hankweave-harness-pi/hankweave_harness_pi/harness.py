@@ -149,7 +149,7 @@ class PiHarness(Harness):
             return
         from hankweave_harness_pi.tools import Toolbox
 
-        toolbox = Toolbox(request.work_dir, env=request.env,
+        toolbox = Toolbox(request.work_dir, env=request.env, sandbox=request.sandbox,
                           read_only_roots=_data_roots(request),
                           bash_timeout_s=config.bash_timeout_s,
                           max_output_chars=config.max_output_chars)

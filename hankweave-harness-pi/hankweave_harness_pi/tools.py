@@ -36,9 +36,12 @@ import signal
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hankweave.api import glob_regex
+
+if TYPE_CHECKING:
+    from hankweave.api import Sandbox
 
 __all__ = [
     "AGENT_TOOL_SPECS",
@@ -562,11 +565,13 @@ class Toolbox:
 
     def __init__(self, root: Path, *, env: Mapping[str, str],
                  read_only_roots: Sequence[Path] = (), bash_timeout_s: float = 120.0,
-                 max_output_chars: int = 30_000) -> None:
+                 max_output_chars: int = 30_000, sandbox: Sandbox | None = None) -> None:
         """
         Args:
             root: the workspace root (the codon's agentRoot); bash runs here.
             env: the whole environment bash commands get (nothing is inherited).
+            sandbox: bash commands run inside it (the file tools confine themselves), with
+                no network unless the settings say ``all``.
             read_only_roots: folders read, grep, find and ls may also reach (through a symlink
                 in the root or by absolute path) and write and edit never may.
             bash_timeout_s: a command's timeout when the model gives none.
@@ -574,6 +579,7 @@ class Toolbox:
         """
         self.workspace = Workspace(root, read_only_roots)
         self.env = dict(env)
+        self.sandbox = sandbox
         self.bash_timeout_s = bash_timeout_s
         self.max_output_chars = max_output_chars
         self._shell = _find_shell(self.env)
@@ -672,10 +678,13 @@ class Toolbox:
         Not asyncio's pipes: with them ``wait()`` also waits for every background process that
         inherited the pipe, so the shell's exit would go unnoticed.
         """
+        argv = [self._shell, "-c", command]
+        if self.sandbox is not None:
+            argv = self.sandbox.wrap(argv, path_env=self.env.get("PATH"))
         read_fd, write_fd = os.pipe()
         try:
             process = await asyncio.create_subprocess_exec(
-                self._shell, "-c", command, cwd=self.workspace.root, env=self.env,
+                *argv, cwd=self.workspace.root, env=self.env,
                 stdin=asyncio.subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
                 start_new_session=True,
             )

@@ -241,6 +241,7 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
     from hankweave.app.preflight import (
         check_agents,
         check_plugin_settings,
+        check_sandbox,
         read_hank,
         run_preflight,
     )
@@ -270,6 +271,8 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
     agents = check_agents(report, registry, plugins.harness_configs, request.env,
                           credentials=request.mock_provider is None and source.checks_harnesses)
     report.errors += agents.errors
+    if report.hank is not None and source.checks_harnesses:  # a replay runs no agent
+        report.errors += check_sandbox(report.hank, settings.sandbox)[0]
     for warning in report.warnings + plugins.warnings + agents.warnings:
         request.notify(f"warning: {warning}")
     report.raise_for_errors()
@@ -422,6 +425,7 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
             return EXIT_OK
         if request.on_start is not None:
             request.on_start(owned.store.state, layout.path)
+        _announce_sandbox(prepared, request)
         heartbeat = asyncio.create_task(heartbeat_forever(owned.lock))
         try:
             code = await _drive(prepared, request, owned)
@@ -582,6 +586,19 @@ def _where(layout: ExecutionLayout, notify: Callable[[str], None]) -> None:
         f"Inspect it:   hankweave inspect thread -e {execution}\n"
         f"              hankweave inspect state -e {execution}\n"
         f"              hankweave journal -e {execution}")
+
+
+def _announce_sandbox(prepared: Prepared, request: LaunchRequest) -> None:
+    """Say once per execution whether its agents are sandboxed (docs/sandbox.md)."""
+    from hankweave.app.preflight import check_sandbox
+    from hankweave.runtime.notices import GivenWarnings
+
+    if not prepared.source.checks_harnesses:
+        return  # a replay runs no agent
+    _, notice = check_sandbox(prepared.hank, prepared.settings.sandbox)
+    layout = prepared.setup.layout
+    if notice is not None and GivenWarnings(layout.given_warnings_file).first_time(notice):
+        request.notify(notice)
 
 
 def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Runtime) -> list[int]:

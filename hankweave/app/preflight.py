@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from hankweave.app.plugin_settings import build_sinks, harness_settings
 from hankweave.config.errors import ConfigError, HankIssue
-from hankweave.config.hank import Codon, HankFile, load_hank
+from hankweave.config.hank import Codon, HankFile, SandboxSettings, load_hank
 
 if TYPE_CHECKING:
     from hankweave.config.settings import ResolvedSettings
@@ -344,3 +344,28 @@ def _agent_problems(harness: type[Harness], model: ModelEntry, config: HarnessCo
 def _also(paths: list[str]) -> str:
     more = len(paths) - 1
     return "" if not more else f" (and {more} more codon{'s' if more != 1 else ''} on it)"
+
+
+def check_sandbox(hank: HankFile, run: SandboxSettings) -> tuple[list[HankIssue], str | None]:
+    """The sandbox the hank's agents get (docs/sandbox.md): a problem when a codon's sandbox
+    is ``required`` and bubblewrap cannot give one here, and what to tell the person (the
+    launch says it once per execution; None: every codon has it off)."""
+    from hankweave.config.settings import effective_sandbox
+    from hankweave.sandbox import bubblewrap_problem
+
+    modes = {codon_id: effective_sandbox(codon, run).mode
+             for codon_id, codon in hank.codon_configs().items()}
+    if all(mode == "off" for mode in modes.values()):
+        return [], None
+    problem = bubblewrap_problem()
+    if problem is None:
+        return [], ("Agents run in a bubblewrap sandbox: they write only in agentRoot/, read the"
+                    " data, and see neither your home directory nor .hankweave/ (docs/sandbox.md)")
+    required = sorted(codon_id for codon_id, mode in modes.items() if mode == "required")
+    if required:
+        where = "sandbox.mode" if run.mode == "required" else f"codon {required[0]}: sandbox.mode"
+        return [HankIssue(where, f"a sandbox is required, but {problem}; install bubblewrap, or"
+                                 " set sandbox.mode to auto to run unsandboxed")], None
+    return [], (f"warning: agents run without a sandbox: {problem}. They can read and change"
+                " anything you can; set sandbox.mode to off to silence this, or required to"
+                " refuse (docs/sandbox.md)")

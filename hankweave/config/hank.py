@@ -757,6 +757,23 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+SandboxMode = Literal["auto", "required", "off"]
+SandboxNetwork = Literal["none", "all"]
+
+
+class SandboxSettings(StrictModel):
+    """An OS sandbox (bubblewrap) for the agent's processes: the Claude CLI with all it starts,
+    the pi harness's `bash` (a hankweave addition: docs/sandbox.md)."""
+
+    mode: Opt[SandboxMode] = None
+    """`auto` (the default): sandboxed where bubblewrap works, said once per execution, and
+    unsandboxed with a warning where it does not; `required`: the run fails before any codon
+    where it cannot sandbox; `off`."""
+    network: Opt[SandboxNetwork] = None
+    """`none` or `all`; unset: the harness's default (none for pi's `bash`; all for the Claude
+    CLI, which talks to its provider from inside)."""
+
+
 class AskHumanSettings(_Deadline):
     """How the agent's `ask_human` questions are handled in this codon."""
 
@@ -826,6 +843,8 @@ class Codon(_HankItemModel):
     """Tool calls a person approves first, added to the hank's `toolApproval` rules."""
     ask_human: Opt[bool | AskHumanSettings] = None
     """Whether the agent's `ask_human` questions reach a person (default: they do)."""
+    sandbox: Opt[SandboxSettings] = None
+    """This codon's sandbox, over the run's `sandbox` setting (a hankweave addition)."""
 
     def approval_gate(self) -> ApprovalGate | None:
         """The codon's gate, the short form (`"before"`) expanded."""
@@ -1010,6 +1029,8 @@ class HankOverrides(StrictModel):
     """Budget of the whole hank; `shares` keys are top-level codon or loop ids."""
     harnesses: Opt[HarnessSections] = None
     """Settings of the harnesses this hank runs on (a hankweave addition)."""
+    sandbox: Opt[SandboxSettings] = None
+    """The sandbox of every codon's agent, unless a codon sets its own (docs/sandbox.md)."""
 
 
 EnvVarName = Annotated[

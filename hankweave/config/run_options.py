@@ -126,6 +126,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               " attempt: a codon's own budget.maxDollars applies when it is lower. A codon"
               " that reaches it is stopped as by its own cap.", value=float, metavar="USD",
               minimum=0, open_minimum=True, recorded="dollar ceiling per codon", unit="$"),
+    RunOption(("--sandbox",), "sandbox.mode", "Run agents in an OS sandbox (bubblewrap):"
+              " auto (where it works; the default), required (fail before any codon where it"
+              " cannot), off.", metavar="auto|required|off", recorded="sandbox"),
     RunOption(("--shim-idle-timeout",), "shimIdleTimeout", "Abort an agent that sends nothing"
               " for this long.", value=int, metavar="SECONDS", minimum=1, maximum=1800,
               recorded="agent idle timeout", unit="s"),

@@ -56,6 +56,7 @@ from hankweave.config.hank import (
     Opt,
     PositiveInt,
     PositiveNumber,
+    SandboxSettings,
     SentinelSystemSettings,
     ShimIdleTimeout,
     StrictModel,
@@ -204,6 +205,8 @@ class SettingsFile(StrictModel):
     telemetry: Opt[TelemetryConfig] = None
     """Hankweave 0.10.0's usage telemetry: only "off" is accepted (:data:`UNSUPPORTED_SETTINGS`)."""
     budget: Opt[RuntimeBudget] = None
+    sandbox: Opt[SandboxSettings] = None
+    """The agents' OS sandbox (docs/sandbox.md; a hankweave addition)."""
     checkpoints: Opt[CheckpointConfig] = None
     harnesses: Opt[HarnessSections] = None
     """Each harness's own settings, by harness name (a hankweave addition)."""
@@ -301,6 +304,9 @@ class Settings(_ResolvedModel):
     """Run-wide default; a codon's own `shimIdleTimeout` wins, then the harness default."""
     ignore_rig_failures: bool = False
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    """The run's sandbox setting; a codon's own `sandbox` wins key by key
+    (:func:`effective_sandbox`)."""
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
     harnesses: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each harness's settings section, merged over every layer (validated by the harness's
@@ -650,6 +656,8 @@ def _scalar_kind(annotation: Any) -> _Kind | None:
         base = get_args(arg)[0] if get_origin(arg) is Annotated else arg
         if base in (bool, int, str):
             return cast(_Kind, base.__name__)
+        if get_origin(base) is Literal and all(isinstance(v, str) for v in get_args(base)):
+            return "str"  # one of some words: the model says which
     return None
 
 
@@ -811,6 +819,15 @@ def apply_model_override(hank: HankFile, model: str | None) -> HankFile:
         else:
             items.append(item.model_copy(update={"model": model}))
     return hank.model_copy(update={"hank": items})
+
+
+def effective_sandbox(codon: Codon, run: SandboxSettings) -> SandboxSettings:
+    """The codon's sandbox: its own `sandbox` keys over the run's, `mode` `auto` when neither
+    says."""
+    own = codon.sandbox or SandboxSettings()
+    network = own.network or run.network
+    return SandboxSettings(mode=own.mode or run.mode or "auto",
+                           **({"network": network} if network is not None else {}))
 
 
 def effective_shim_idle_timeout(codon: Codon, run_default: int | None,

@@ -20,11 +20,12 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from hankweave.checkpoints import CheckpointError, CheckpointKind
 from hankweave.config.hank import Codon
-from hankweave.config.settings import effective_shim_idle_timeout
+from hankweave.config.settings import effective_sandbox, effective_shim_idle_timeout
 from hankweave.harness import CodonRequest
 from hankweave.processes import AGENT_MARKER_ENV, agent_marker
 from hankweave.runtime.budget import CodonBudget
@@ -35,9 +36,11 @@ from hankweave.runtime.failures import FORCE_STOPPED, INTERRUPTED
 from hankweave.runtime.file_events import FileTracker
 from hankweave.runtime.notices import GivenWarnings
 from hankweave.runtime.planner import checkpoint_patterns_through
+from hankweave.sandbox import Sandbox, bubblewrap_problem
 from hankweave.state.thread import find_continuation_session_id
 from hankweave.state.transitions import CodonStarted, CodonStartedData
 from hankweave.state.types import FailureReason, LoopContext
+from hankweave.workspace import DATA_LINK
 
 if TYPE_CHECKING:
     from hankweave.runtime.rig import RigResult
@@ -268,7 +271,8 @@ class CodonAttempt:
             env={**ctx.prompts.env(codon), **marker},
             env_overlay={**ctx.prompts.env_overlay(codon), **marker},
             auto_compact=codon.auto_compact is True,
-            codon_id=codon_id, run_id=run_id, codon_name=codon.name)
+            codon_id=codon_id, run_id=run_id, codon_name=codon.name,
+            sandbox=self._sandbox())
         return AttemptSpec(
             request=request, harness=harness,
             harness_config=ctx.config.harness_configs.get(harness.name),
@@ -281,6 +285,19 @@ class CodonAttempt:
             idle_timeout_s=effective_shim_idle_timeout(
                 codon, ctx.config.settings.shim_idle_timeout, harness.default_idle_timeout_s),
             policy=ctx.config.policy or self.services.humans)
+
+    def _sandbox(self) -> Sandbox | None:
+        """The codon's sandbox (docs/sandbox.md): None when it is off, or when bubblewrap does
+        not work here (``auto``: the run said so once; ``required`` was refused at launch)."""
+        setting = effective_sandbox(self.codon, self.ctx.config.settings.sandbox)
+        if setting.mode == "off" or bubblewrap_problem() is not None:
+            return None
+        layout = self.ctx.layout
+        data = layout.agent_root / DATA_LINK
+        return Sandbox.for_execution(
+            layout.path, layout.agent_root, home=Path.home(),
+            data=Path(os.path.realpath(data)) if data.exists() else None,
+            network=None if setting.network is None else setting.network == "all")
 
     # ----- rig setup and checkpoints -----
 
