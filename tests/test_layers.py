@@ -24,7 +24,7 @@ KERNEL = ROOT / "hankweave"
 LAYERS: list[tuple[str, ...]] = [
     ("hankweave.faults", "hankweave.fsutil", "hankweave.exitcodes", "hankweave.lazy",
      "hankweave.processes", "hankweave.providers", "hankweave.secrets", "hankweave.hosts",
-     "hankweave.people"),
+     "hankweave.people", "hankweave.sandbox"),
     ("hankweave.models", "hankweave.workspace"),
     ("hankweave.config",),
     ("hankweave.state",),

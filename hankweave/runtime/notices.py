@@ -13,7 +13,7 @@ import json
 import logging
 from pathlib import Path
 
-from hankweave.fsutil import atomic_write_bytes
+from hankweave.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,8 @@ class GivenWarnings:
             return False
         self._given.add(digest)
         try:
-            atomic_write_bytes(self.path, json.dumps(sorted(self._given)).encode("utf-8"))
+            atomic_write_bytes(self.path, json.dumps(sorted(self._given)).encode("utf-8"),
+                               mode=PRIVATE_FILE_MODE)  # everything under .hankweave/ is 0600
         except OSError as exc:
             log.warning("cannot record a warning as shown in %s: %s", self.path, exc)
         return True
