@@ -4,9 +4,12 @@ what a command inside may read, write and reach.  Skipped without bubblewrap, un
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,39 @@ def test_a_home_inside_the_executions_folder_is_hidden_with_it(tmp_path: Path) -
     done = run(box, f"cat {home}/secret; echo ok > out.txt", executions / "mine" / "agentRoot")
     assert "No such file" in done.stderr and done.returncode == 0, done.stderr
     assert (executions / "mine" / "agentRoot" / "out.txt").read_text() == "ok\n"
+
+
+def _path_without_bubblewrap(folder: Path) -> str:
+    """A PATH with python, bash and git, and no bwrap."""
+    folder.mkdir()
+    for tool in ("python3", "bash", "sh", "git"):
+        found = shutil.which(tool)
+        if found is not None:
+            (folder / tool).symlink_to(found)
+    return str(folder)
+
+
+def test_without_bubblewrap_auto_says_so_once_per_execution_and_runs(tmp_path: Path) -> None:
+    from hankweave.testing.project import HankProject
+
+    project = HankProject(tmp_path / "project")
+    project.write_hank([{"id": "a", "name": "A", "model": "fake", "continuationMode": "fresh",
+                         "promptText": "Work."}])
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"codons": {"a": [{"result": "error"}, {"messages": 1}]}}))
+    env = {**project.env, "PATH": _path_without_bubblewrap(tmp_path / "bin"),
+           "HANKWEAVE_FAKE_SCRIPT": str(script)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hankweave", "run", *args, "-e",
+                               str(project.exec_dir), "--headless"], env=env, text=True,
+                              capture_output=True, stdin=subprocess.DEVNULL, timeout=60,
+                              check=False)
+
+    first = run(str(project.hank_dir), str(project.data))
+    second = run()  # the failed codon again: the same execution, said already
+
+    warning = "agents run without a sandbox: bubblewrap (bwrap) is not installed"
+    assert first.returncode != 0 and warning in first.stderr
+    assert second.returncode == 0, second.stderr
+    assert warning not in second.stderr
