@@ -26,7 +26,7 @@ from hankweave.app.request import LaunchError, LaunchRequest
 from hankweave.app.run_source import RunSource, open_source
 from hankweave.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGTERM
 from hankweave.fsutil import open_private, private_dir
-from hankweave.secrets import MaskingFormatter
+from hankweave.secrets import MaskingFormatter, mask_url_credentials
 
 if TYPE_CHECKING:
     from hankweave.checkpoints import CheckpointStore
@@ -305,7 +305,9 @@ def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Se
             confirm=request.confirm or decline, env=request.env,
             managed_root=managed_executions_root(request.env, settings.execution_base_dir),
             recording=to_keep.root if to_keep is not None else None,
-            recording_source=request.replay if to_keep is not None else None))
+            # Shown in listings: a URL's password stays out of the execution's files.
+            recording_source=(mask_url_credentials(request.replay)
+                              if to_keep is not None and request.replay else None)))
     except BaseException as exc:
         for sink in sinks:
             _close_quietly(sink)

@@ -91,9 +91,15 @@ def load_settings(*, broker: str | None = None, cwd: Path | None = None,
     try:
         return CelerySettings.model_validate(values)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
-                             for error in exc.errors())
+        problems = "; ".join(_problem(error) for error in exc.errors())
         raise ConfigError(f"Invalid Celery executor settings: {problems}") from None
+
+
+def _problem(error: Any) -> str:
+    """One problem as ``key: what is wrong``; a rule across keys names them itself."""
+    where = ".".join(str(part) for part in error["loc"])
+    what = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"]
+    return f"{where}: {what}" if where else what
 
 
 def _file_section(cwd: Path) -> Mapping[str, Any]:

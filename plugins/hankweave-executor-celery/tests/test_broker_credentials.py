@@ -55,3 +55,16 @@ def test_a_malformed_broker_setting_is_refused_without_echoing_it(tmp_path: Path
     assert done.returncode != 0
     assert SECRET not in done.stdout + done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_silence_shorter_than_two_heartbeats_is_refused_in_words(tmp_path: Path) -> None:
+    from hankweave_executor_celery.settings import load_settings
+
+    from hankweave.api import ConfigError
+
+    env = {"HANKWEAVE_CELERY_WORKER_SILENCE": "5", "HANKWEAVE_CELERY_WORKER_HEARTBEAT": "10"}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env=env, cwd=tmp_path)
+    assert str(caught.value) == (
+        "Invalid Celery executor settings: workerSilenceS must be at least twice"
+        " workerHeartbeatS, or one late heartbeat makes a live worker look gone")
