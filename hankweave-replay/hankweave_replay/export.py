@@ -189,6 +189,8 @@ def _manifest(source: _Execution, staging: Staging, members: _Members) -> Record
     return RecordingManifest(
         created_at=utc_now_iso(), hankweave_version=hankweave_version, hank=members.hank,
         data=members.data, checkpoint_backend=source.backend_name, complete=source.complete,
+        bundle_hash=(source.meta.get("bundleHash")
+                     if isinstance(source.meta.get("bundleHash"), str) else None),
         codons=members.codons, notes=staging.notes, redactions=total,
         redactions_by_kind={kind: staging.redactions[kind] for kind in REDACTION_KINDS
                             if staging.redactions[kind]})

@@ -67,6 +67,9 @@ class RecordingManifest(_Model):
     """Chronological: the order the recorded thread ran them."""
     notes: list[str] = Field(default_factory=list)
     """What was left out or changed while exporting (large files, redactions, ...)."""
+    bundle_hash: str | None = None
+    """The ``bundleHash`` of the ``.hank`` bundle the recorded run was started from (its
+    ``hank.lock`` is in the hank folder), or None when it ran a hank directory."""
     redactions: int = 0
     """How many secrets were replaced with ``[REDACTED:<kind>]`` (the notes say where)."""
     redactions_by_kind: dict[str, int] = Field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import stat
 from collections import Counter
 from collections.abc import Mapping
@@ -111,6 +112,13 @@ def neutral_meta(meta: Mapping[str, Any], hank_member: str, data_member: str | N
     neutral.pop("recording", None)  # a replayed execution's own copy: not in the archive
     neutral["readOnlySourceDataPath"] = data_member or ""
     neutral["hankPath"] = hank_member
+    bundle = neutral.get("bundlePath")
+    if isinstance(bundle, str) and not isinstance(neutral.get("remote"), dict):
+        neutral["bundlePath"] = posixpath.basename(bundle)  # the bundle's name, not its folder
+    remote = neutral.get("remote")
+    if isinstance(remote, dict) and str(remote.get("url", "")).startswith("file:"):
+        neutral["remote"] = {**remote, "url": "file://…/" + posixpath.basename(
+            str(remote["url"]).rstrip("/"))}
     return (json.dumps(neutral, indent=2, ensure_ascii=False) + "\n").encode()
 
 

@@ -29,6 +29,7 @@ from hankweave.fsutil import open_private, private_dir
 from hankweave.secrets import MaskingFormatter, mask_url_credentials
 
 if TYPE_CHECKING:
+    from hankweave.app.hank_source import HankSource
     from hankweave.checkpoints import CheckpointStore
     from hankweave.config.hank import HankFile
     from hankweave.config.settings import Settings
@@ -196,12 +197,13 @@ def _prepare(request: LaunchRequest, registry: Registry, source: RunSource) -> P
     # before the execution directory is set up (a failing setup closes them).
     source.check_request(request)
     mock_script = _mock_script(request)
-    paths = _locate(request, source)
+    paths, hank_source = _locate(request, source)
     checked = _check_hank_and_settings(request, registry, source, paths.hank_path)
     backend = _checkpoint_backend(registry, checked.settings.checkpoints.backend)
     source.check_hank(checked.hank)
     sinks = _build_sinks(registry, checked.settings, request, strict=checked.strict)
-    setup = _set_up_execution(request, paths, checked.settings, source, sinks)
+    setup = _set_up_execution(request, paths, checked.settings, source, sinks,
+                              hank_source.meta_fields())
     for notice in setup.notices:
         request.notify(notice)
     # The runtime reads the hank's files where the execution recorded it (a replay: its copy).
@@ -209,11 +211,16 @@ def _prepare(request: LaunchRequest, registry: Registry, source: RunSource) -> P
                     registry, backend, source, checked.harness_configs, sinks, mock_script)
 
 
-def _locate(request: LaunchRequest, source: RunSource) -> ResolvedPaths:
-    """The data and the hank file of the run (a replay falls back to its recording's)."""
+def _locate(request: LaunchRequest, source: RunSource) -> tuple[ResolvedPaths, HankSource]:
+    """The data and the hank file of the run (a replay falls back to its recording's), and
+    where the hank came from (a bundle or a remote repository is fetched and verified here)."""
+    from hankweave.app.hank_source import resolve_hank_source
     from hankweave.execution.setup import resolve_data_and_hank_paths
 
     hank_arg, data_arg = source.hank_and_data(request)
+    hank_source = resolve_hank_source(hank_arg, cwd=request.cwd, env=request.env,
+                                      notify=request.notify)
+    hank_arg = hank_source.argument
     paths = resolve_data_and_hank_paths(
         cwd=request.cwd, hank_arg=hank_arg, data_arg=data_arg,
         execution_arg=request.execution, inline_text=request.input_text,
@@ -221,7 +228,7 @@ def _locate(request: LaunchRequest, source: RunSource) -> ResolvedPaths:
     if not paths.hank_path.is_file():
         raise LaunchError(f"{paths.hank_path}: no hank file here (give HANK as a hank.json or"
                           " a directory holding one)")
-    return paths
+    return paths, hank_source
 
 
 @dataclass(frozen=True)
@@ -281,7 +288,8 @@ def _check_hank_and_settings(request: LaunchRequest, registry: Registry,
 
 
 def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Settings,
-                      source: RunSource, sinks: list[EventSink]) -> ExecutionSetup:
+                      source: RunSource, sinks: list[EventSink],
+                      hank_source: dict[str, Any]) -> ExecutionSetup:
     """Prepare the execution directory; if that fails, close the sinks already built."""
     from hankweave.execution.setup import (
         SetupRequest,
@@ -307,7 +315,8 @@ def _set_up_execution(request: LaunchRequest, paths: ResolvedPaths, settings: Se
             recording=to_keep.root if to_keep is not None else None,
             # Shown in listings: a URL's password stays out of the execution's files.
             recording_source=(mask_url_credentials(request.replay)
-                              if to_keep is not None and request.replay else None)))
+                              if to_keep is not None and request.replay else None),
+            hank_source=hank_source))
     except BaseException as exc:
         for sink in sinks:
             _close_quietly(sink)

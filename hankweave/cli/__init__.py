@@ -31,6 +31,7 @@ def _register_commands() -> None:
     from hankweave.cli.inspect_budget import inspect_budget
     from hankweave.cli.journal_cmd import journal_command
     from hankweave.cli.mock_provider_cmd import mock_provider_group
+    from hankweave.cli.pack_cmd import pack_command
     from hankweave.cli.plugins_cmd import plugins_command
     from hankweave.cli.replay_cmd import replay_command
     from hankweave.cli.rollback_cmd import rollback_command
@@ -41,7 +42,7 @@ def _register_commands() -> None:
     for command in (run_command, replay_command, validate_command, init_command, inspect_group,
                     journal_command, rollback_command, attach_command, ctl_group,
                     cleanup_command, schema_command, plugins_command, mock_provider_group,
-                    answer_command):
+                    answer_command, pack_command):
         cli.add_command(command)
     # `inspect budget` has its own module (it needs the allocation rules), which uses the
     # group's helpers: added here, so neither module imports the other back.

@@ -2,7 +2,7 @@
 
 ``hankweave run [HANK] [DATA]`` also takes ``--config HANK`` and ``--data DATA``. Two
 positionals are the hank, then the data. A single positional is the data path unless it looks
-like a hank (it ends in ``.json``, or is an ``http(s)://`` or ``git@`` address), as in the
+like a hank (it ends in ``.json`` or ``.hank``, or is a repository address), as in the
 original, so ``hankweave data/`` runs ``./hank.json`` (or ``data/hank.json``) on ``data/``;
 when the data is already given (``--data``, ``-i``), the single positional can only be the
 hank (ours: ``hankweave run my-hank -i TEXT`` keeps working). A thing given twice, as a
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import click
 
-_HANK_SUFFIXES = (".json",)
-_HANK_PREFIXES = ("https://", "http://", "git@")
+_HANK_SUFFIXES = (".json", ".hank", ".tar.zst")
+_HANK_PREFIXES = ("https://", "http://", "git@", "ssh://", "git://", "file://")
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,7 @@ def validate_command(
         )
     env = dict(os.environ)
     cwd = Path.cwd()
+    hank = _local_hank(hank, cwd, env, quiet=as_json)
     paths = resolve_data_and_hank_paths(
         cwd=cwd, hank_arg=hank, data_arg=data, execution_arg=execution, env=env
     )
@@ -138,6 +139,20 @@ def validate_command(
         # SystemExit rather than ctx.exit(): run_cli calls main(standalone_mode=False), which
         # returns the code of click's Exit instead of raising it, and would report success.
         raise SystemExit(EXIT_USAGE)
+
+
+def _local_hank(hank: str | None, cwd: Path, env: dict[str, str], *, quiet: bool) -> str | None:
+    """HANK as a local hank file: a bundle verified and extracted, a remote hank fetched (the
+    cache is the only thing validate writes)."""
+    from hankweave.app.hank_source import resolve_hank_source
+    from hankweave.config.errors import ConfigError
+
+    try:
+        source = resolve_hank_source(hank, cwd=cwd, env=env, notify=None if quiet else (
+            lambda text: click.echo(text, err=True)))
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+    return source.argument
 
 
 # ----- the report -----

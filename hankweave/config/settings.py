@@ -190,6 +190,9 @@ class SettingsFile(StrictModel):
     execution_base_dir: Opt[Annotated[str, _non_empty("executionBaseDir cannot be empty")]] = None
     """The managed root of auto mode (default: ~/.hankweave-executions; `HANKWEAVE_HOME` wins;
     informational only in Hankweave 0.10.0)."""
+    cache_dir: Opt[Annotated[str, _non_empty("cacheDir cannot be empty")]] = None
+    """Where remote hanks and extracted bundles are kept (default: ~/.hankweave-cache, or
+    `$HANKWEAVE_HOME/.cache`; a hankweave addition)."""
     log_parsing_interval: Opt[PositiveInt] = None
     """Refused (:data:`UNSUPPORTED_SETTINGS`): no agent log is polled."""
     data_hash_time_limit: Opt[PositiveInt] = None
@@ -295,6 +298,8 @@ class Settings(_ResolvedModel):
     execution_base_dir: str | None = None
     """The managed root of auto mode when `HANKWEAVE_HOME` is not set (None: the default,
     `~/.hankweave-executions`); see :func:`hankweave.execution.setup.managed_executions_root`."""
+    cache_dir: str | None = None
+    """Absolute; see :func:`hankweave.app.hank_source.cache_root`."""
     data_hash_time_limit: int = 5000
     """Milliseconds allowed for hashing the data source (also used by execution setup)."""
     idle_timeout: int = 0
@@ -432,7 +437,7 @@ def resolve_settings(
     refuse_unsupported(merged, (file_layer, override_layer, env_layer, cli_layer))
     for key in _NOT_RESOLVED:
         merged.pop(key, None)
-    for key in ("outputDirectory", "executionBaseDir"):  # relative to the launch directory
+    for key in ("outputDirectory", "executionBaseDir", "cacheDir"):  # relative to the launch dir
         if merged.get(key) is not None:
             merged[key] = os.path.abspath(cwd / os.path.expanduser(merged[key]))
     settings = Settings.model_validate(merged)

@@ -75,6 +75,13 @@ class ExecutionMeta(_MetaModel):
     recording_source: str | None = None
     """A replay: the recording it was started from, as given (`run.hwrec.tar.gz`, a folder, a
     URL); a hankweave addition, for listings."""
+    bundle_hash: str | None = None
+    """A run of a `.hank` bundle: its `bundleHash` (Hankweave 0.12; docs/bundles.md)."""
+    bundle_path: str | None = None
+    """A run of a `.hank` bundle: the bundle file (absolute), or its path inside the remote
+    repository. `hankPath` is then the verified extraction's `hank.json`."""
+    remote: dict[str, str] | None = None
+    """A remote hank: `url` (no password), `ref`, `commit` and `path` (docs/remote-hanks.md)."""
 
     def to_json_bytes(self) -> bytes:
         """The file content: 2-space JSON and a trailing newline, `None` fields left out."""

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from hankweave.config.errors import ConfigError
 from hankweave.execution.datahash import DEFAULT_TIME_LIMIT_MS, hash_data_source
@@ -297,6 +297,10 @@ class SetupRequest:
     recording_source: str | None = None
     """A replay: the recording as the person named it (a file, a folder, a URL), recorded so
     listings can say what the execution replays."""
+    hank_source: dict[str, Any] | None = None
+    """Where the hank came from, when not a local hank directory: a bundle's ``bundleHash``
+    and ``bundlePath``, a remote hank's ``remote`` (:meth:`HankSource.meta_fields`). Kept
+    across resumes that run the same hank file."""
 
 
 @dataclass(frozen=True)
@@ -660,6 +664,7 @@ def _prepare(
         recording=recording,
         recording_source=recording_source,
     )
+    meta = meta.model_copy(update=_hank_source(request, previous, hank_path))
     save_execution_meta(layout.meta_file, meta)
     return ExecutionSetup(
         layout=layout,
@@ -828,3 +833,17 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, onexc=retry_writable)
     else:
         shutil.rmtree(path, onerror=retry_writable)
+
+
+_SOURCE_FIELDS = ("bundle_hash", "bundle_path", "remote")
+
+
+def _hank_source(request: SetupRequest, previous: ExecutionMeta | None,
+                 hank_path: Path | None) -> dict[str, Any]:
+    """The hank-source fields of the new metadata: this launch's, else the previous ones when
+    the same hank file runs again (``run -e DIR`` of a bundle or remote run)."""
+    if request.hank_source:
+        return dict(request.hank_source)
+    if previous is None or hank_path is None or previous.hank_path != str(hank_path):
+        return {}
+    return {name: getattr(previous, name) for name in _SOURCE_FIELDS}
