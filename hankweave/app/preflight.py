@@ -110,6 +110,7 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
     missing = missing_required_env(hank, env)
     if missing:
         report.errors.append(HankIssue("requirements.env", str(MissingEnvironmentError(missing))))
+    report.errors += _check_tools(hank, env)
     ref_errors = check_hank_refs(hank, hank_dir)
     report.errors += ref_errors
     if not ref_errors:
@@ -133,6 +134,20 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
     if not report.errors and any(site.codon.sentinels for site in hank.codon_sites()):
         _check_sentinels(hank, hank_dir, registry, report)
     return report
+
+
+def _check_tools(hank: HankFile, env: Mapping[str, str]) -> list[HankIssue]:
+    """``requirements.tools`` against the agents' ``PATH`` (probed as docs/hank-format.md
+    says: looked up, and asked ``--version`` when a version is required)."""
+    from hankweave.config.settings import agent_env
+    from hankweave.config.tools import check_required_tools
+
+    tools = hank.requirements.tools if hank.requirements and hank.requirements.tools else []
+    if not tools:
+        return []
+    agents = agent_env(env)
+    return [HankIssue("requirements.tools", problem)
+            for problem in check_required_tools(list(tools), agents)]
 
 
 def _check_sentinels(hank: HankFile, hank_dir: Path, registry: Registry,

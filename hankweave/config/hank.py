@@ -1040,11 +1040,27 @@ EnvVarName = Annotated[
 ]
 
 
+def _tool_problem(entry: str) -> str | None:
+    from hankweave.config.tools import parse_tool_requirement
+
+    try:
+        parse_tool_requirement(entry)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+ToolName = Annotated[str, AfterValidator(str.strip), Check(_tool_problem)]
+
+
 class HankRequirements(LenientModel):
     """What must be true before the hank can run."""
 
     env: Opt[list[EnvVarName]] = None
     """Variables that must be non-empty (`X` or `HANKWEAVE_X`)."""
+    tools: Opt[list[ToolName]] = None
+    """Programs that must be on the agents' `PATH`, optionally with versions (`"git>=2.30"`;
+    :mod:`hankweave.config.tools`)."""
 
 
 VALID_ROOT_FIELDS = (
