@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 from typing import Any
 
-__all__ = ["CanonicalJsonError", "canonical_json", "utf8_key"]
+__all__ = ["CanonicalJsonError", "canonical_json", "js_number", "utf8_key"]
 
 
 class CanonicalJsonError(ValueError):
@@ -76,14 +77,27 @@ def _dict_key(key: object) -> bytes:
 
 
 def _number(value: float) -> str:
-    """A float as JavaScript's ``Number#toString`` spells it (the original hashes those)."""
     if not math.isfinite(value):
         raise CanonicalJsonError(f"{value} is not a finite number")
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" in text:  # 1e-07 -> 1e-7, 1e+21 stays
-        mantissa, exponent = text.split("e")
-        sign = "-" if exponent.startswith("-") else "+"
-        text = f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
-    return text
+    return js_number(value)
+
+
+def js_number(value: float) -> str:
+    """A finite float as JavaScript's ``Number#toString`` spells it (``5e-05`` is
+    ``0.00005``, ``1e21`` is ``1e+21``, ``2.0`` is ``2``): the original hashes those."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    digits_tuple, exponent = Decimal(repr(abs(value))).normalize().as_tuple()[1:]
+    digits = "".join(str(d) for d in digits_tuple)
+    assert isinstance(exponent, int)
+    k, n = len(digits), exponent + len(digits)
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    e = n - 1
+    mantissa = digits if k == 1 else digits[0] + "." + digits[1:]
+    return f"{sign}{mantissa}e{'+' if e > 0 else '-'}{abs(e)}"

@@ -14,11 +14,27 @@ from hankweave.cli.errors import CLIError, run_cli
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hankweave")
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.option("--diet-journal", metavar="DIR", expose_value=False, is_eager=True,
+              callback=lambda ctx, _, value: _maintenance(ctx, "diet", value),
+              help="Compress a finished execution's event journal (restorable), then exit.")
+@click.option("--restore-journal", metavar="DIR", expose_value=False, is_eager=True,
+              callback=lambda ctx, _, value: _maintenance(ctx, "restore", value),
+              help="Rebuild a dieted execution's event journal, verified byte for byte.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Run hanks: ordered plans of sealed LLM-agent tasks (codons), checkpointed and resumable."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+
+
+def _maintenance(ctx: click.Context, what: str, directory: str | None) -> None:
+    """Hankweave 0.11's journal maintenance flags: do it and exit (no command follows)."""
+    if directory is None or ctx.resilient_parsing:
+        return
+    from hankweave.cli.journal_cmd import diet_journal_command, restore_journal_command
+
+    (diet_journal_command if what == "diet" else restore_journal_command)(directory)
+    ctx.exit(0)
 
 
 def _register_commands() -> None:

@@ -150,7 +150,9 @@ def _journal_file(execution_dir: Path) -> Path:
         raise CLIError(f"execution directory {layout.path}: not a directory")
     if not layout.hankweave_dir.is_dir():
         raise CLIError(f"{layout.path} is not an execution directory (it has no .hankweave/)")
-    if not layout.events_file.is_file():
+    from hankweave.events.diet import is_dieted
+
+    if not layout.events_file.is_file() and not is_dieted(layout.events_dir):
         raise CLIError(
             f"{layout.events_file}: no event journal (nothing has run in this execution yet?)"
         )
@@ -432,3 +434,60 @@ def summarize_event(event_type: str, data: Mapping[str, Any]) -> str:
 
 
 __all__ = ["event_codon", "format_event_line", "journal_command", "summarize_event"]
+
+
+# ----- --diet-journal / --restore-journal (Hankweave 0.11) -----
+
+
+def diet_journal_command(directory: str) -> None:
+    """``hankweave --diet-journal DIR``: compress a finished execution's journal, restorably
+    (:mod:`hankweave.events.diet`). Refused while a runtime holds the execution."""
+    from hankweave.events.diet import DietError, diet_journal
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.exitcodes import EXIT_FAILED
+    from hankweave.state.lock import LockError, RuntimeLock
+
+    layout = ExecutionLayout(Path(directory))
+    if not layout.hankweave_dir.is_dir():
+        raise CLIError(f"{layout.path} is not an execution directory (no .hankweave/)")
+    lock = RuntimeLock(layout.hankweave_dir)
+    try:
+        lock.acquire()
+    except LockError as exc:
+        raise CLIError(f"not dieting {layout.path}: {exc}", EXIT_FAILED) from None
+    try:
+        report = diet_journal(layout.events_dir)
+    except DietError as exc:
+        raise CLIError(f"journal diet failed: {exc}", EXIT_FAILED) from None
+    finally:
+        lock.release()
+    if not report.dieted:
+        click.echo(f"Journal already dieted ({report.total_events} events)")
+        return
+    click.echo(f"Journal dieted: {report.original_bytes} → {report.dieted_bytes} bytes"
+               f" ({report.unique_bodies} unique bodies in the content store). Restore with:"
+               f" hankweave --restore-journal {_quoted(layout.path)}")
+
+
+def restore_journal_command(directory: str) -> None:
+    """``hankweave --restore-journal DIR``: write a dieted journal back, verified byte for
+    byte. Needs no lock: it only ever creates ``events.jsonl``, never overwrites one."""
+    from hankweave.events.diet import DietError, restore_journal
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.exitcodes import EXIT_FAILED
+
+    layout = ExecutionLayout(Path(directory))
+    try:
+        restored, size, digest = restore_journal(layout.events_dir)
+    except DietError as exc:
+        raise CLIError(f"journal restore failed: {exc}", EXIT_FAILED) from None
+    if restored:
+        click.echo(f"Journal restored: {size} bytes, verified byte for byte (sha256 {digest})")
+    else:
+        click.echo(f"Journal already restored and verified (sha256 {digest})")
+
+
+def _quoted(path: Path) -> str:
+    import shlex
+
+    return shlex.quote(str(path))

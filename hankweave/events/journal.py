@@ -114,8 +114,8 @@ class EventJournal:
 
     Raises (on open):
         JournalBusyError: another writer holds the journal.
-        JournalError: the directory holds only the compressed journal of the original's
-            finalize-time "diet"; appending would start a second, disconnected journal.
+        JournalError: the directory holds a dieted journal (:mod:`hankweave.events.diet`)
+            that does not restore to its original; appending would start a second journal.
     """
 
     def __init__(self, path: Path | str) -> None:
@@ -123,7 +123,7 @@ class EventJournal:
         self.warnings: list[str] = []
         """Problems found and repaired on open (a torn last line), already logged."""
         self._lock = threading.Lock()
-        _refuse_dieted_journal(self.path)
+        _restore_dieted_journal(self.path)
         private_dir(self.path.parent)
         created = not self.path.exists()
         # Read access too: finding the last seq reads the file through the same descriptor.
@@ -253,14 +253,20 @@ class EventJournal:
         log.warning("%s", message)
 
 
-def _refuse_dieted_journal(path: Path) -> None:
-    compressed = path.with_name(path.name + ".zst")
-    if not path.exists() and compressed.exists() and (path.parent / "journal.meta.json").exists():
-        raise JournalError(
-            f"{path} was compressed to {compressed.name} by Hankweave's journal diet; restore it"
-            f" first (`zstd -d {compressed}`, or the TypeScript Hankweave's `--restore-journal`),"
-            " or new events would start a second journal"
-        )
+def _restore_dieted_journal(path: Path) -> None:
+    """A writer opening a dieted journal restores it first (verified against the diet's
+    ``originalSha256``) and removes the diet pair, keeping the body store for the next diet:
+    new events must continue the original journal, not start a second one."""
+    from hankweave.events.diet import DietError, is_dieted, prune_diet_pair, restore_journal
+
+    if path.exists() or not is_dieted(path.parent):
+        return
+    try:
+        _, size, _ = restore_journal(path.parent)
+    except DietError as exc:
+        raise JournalError(f"{exc}; the diet is kept as it was") from None
+    prune_diet_pair(path.parent)
+    log.info("the event journal was dieted; restored %d bytes in place (sha256-verified)", size)
 
 
 
@@ -325,6 +331,14 @@ def journal_last_seq(path: Path | str) -> int:
     Raises:
         FileNotFoundError, OSError: the journal cannot be read.
     """
+    from hankweave.events.diet import is_dieted
+
+    path = Path(path)
+    if not path.exists() and is_dieted(path.parent):
+        last = 0
+        for event in read_journal(path, report=JournalReadReport(path)):
+            last = event.seq or last
+        return last
     with open(path, "rb") as handle:
         fd = handle.fileno()
         return _last_seq(fd, _last_line_start(fd, os.fstat(fd).st_size))
@@ -550,8 +564,10 @@ def read_journal(
         log_problems = True
     else:
         log_problems = False
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
+    from hankweave.events.diet import open_journal_bytes
+
+    with open_journal_bytes(path) as handle:  # a dieted journal reads as its original
+        size = handle.seek(0, os.SEEK_END)
         lines = _LineFilter(
             handle,
             report,
