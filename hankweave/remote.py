@@ -44,6 +44,8 @@ _REMOTE_PREFIXES = ("https://", "http://", "git@", "ssh://", "git://", "file://"
 _HOSTED = {"github.com": ("tree", "blob"), "gitlab.com": ("-",), "bitbucket.org": ("src",)}
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 GIT_TIMEOUT_S = 120
+_HEAD_BRANCH = " head-branch"
+"""Key of :meth:`_Git.ls_remote`'s answer holding the default branch's name."""
 
 
 class RemoteHankError(ConfigError):
@@ -144,8 +146,9 @@ def fetch_remote_hank(given: str, cache_root: Path, *,
         checkout = cache.store(git, address.clone_url, ref, commit)
         notice = notice or f"fetched {commit[:12]}"
         commit = checkout.name
-    if ref is None or not _COMMIT.match(ref):
-        cache.remember(ref or "", commit, fresh=reach_error is None)
+    names = {ref or ""} | ({""} if not address.ref_and_path else set())
+    for name in names - {n for n in names if n and _COMMIT.match(n)}:
+        cache.remember(name, commit, fresh=reach_error is None)
     safe_path = _safe_subpath(address, path)
     return RemoteHank(address, ref, commit, safe_path, checkout,
                       f"remote hank {address.shown}: {notice}")
@@ -161,7 +164,9 @@ def _resolve(address: RemoteAddress, listed: dict[str, str] | None, reach_error:
             if head is None:
                 raise RemoteHankError(f"{address.shown}: the remote has no default branch; give"
                                       " one as #REF")
-            return None, "", head, f"default branch at {head[:12]}"
+            branch = listed.get(_HEAD_BRANCH, "")
+            return (branch or None, "", head,
+                    f"default branch {branch} at {head[:12]}".replace("  ", " "))
         ref = _longest_ref(rest, listed)
         if ref is not None:
             commit = listed[f"refs/tags/{ref}^{{}}"] if f"refs/tags/{ref}^{{}}" in listed \
@@ -186,10 +191,9 @@ def _resolve(address: RemoteAddress, listed: dict[str, str] | None, reach_error:
                               f" and {rest or 'its default branch'} is not in the cache"
                               f" ({cache.root}); try again when it can be reached")
     ref, commit, fetched_at = cached
-    age = _age(fetched_at)
-    return (ref, rest[len(ref):].lstrip("/"), commit,
-            f"the remote cannot be reached ({reach_error}); using the cached {ref} at"
-            f" {commit[:12]}, last checked {age} ago")
+    return (ref or None, rest[len(ref):].lstrip("/"), commit,
+            f"the remote cannot be reached ({reach_error}); using the cached"
+            f" {ref or 'default branch'} at {commit[:12]}, last checked {_age(fetched_at)} ago")
 
 
 def _longest_ref(rest: str, listed: dict[str, str]) -> str | None:
@@ -241,12 +245,16 @@ class _Git:
         except subprocess.TimeoutExpired:
             return None, f"git ls-remote gave no answer in {GIT_TIMEOUT_S}s"
         if result.returncode != 0:
-            lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-            return None, mask_url_credentials(lines[-1] if lines else f"exit {result.returncode}")
+            lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+            fatal = [line for line in lines if line.startswith("fatal:")]
+            reason = (fatal or lines or [f"git ls-remote exited {result.returncode}"])[0]
+            return None, mask_url_credentials(reason.removeprefix("fatal: "))
         refs: dict[str, str] = {}
         for line in result.stdout.splitlines():
             value, _, name = line.partition("\t")
-            if not value.startswith("ref:"):
+            if value.startswith("ref: ") and name == "HEAD":
+                refs[_HEAD_BRANCH] = value.removeprefix("ref: ").removeprefix("refs/heads/")
+            elif not value.startswith("ref:"):
                 refs[name] = value
         return refs, None
 
