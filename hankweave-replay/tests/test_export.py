@@ -220,3 +220,30 @@ def test_the_export_command_reports_errors_in_one_line(tmp_path, monkeypatch):
     result = CliRunner().invoke(hankweave_replay.export_command, ["-e", "missing"])
     assert result.exit_code == 2
     assert "Cannot export missing" in result.output and "Traceback" not in result.output
+
+
+def test_a_bundle_run_exports_its_bundle_hash_and_lock_and_replays(project):
+    from pathlib import Path
+
+    from hankweave.bundle.pack import pack_hank
+    from hankweave.testing.fake_harness import use_script
+
+    project.write_file("prompts/a.md", "Do a.")
+    project.write_hank([codon("a", checkpointedFiles=FILES, promptFile="prompts/a.md")])
+    packed = pack_hank(project.hank_dir, output=Path("a.hank"), cwd=project.root)
+    use_script({"codons": {"a": {"writeFiles": {"a.md": "alpha"}}}})
+    outcome = project._launch(hank=str(packed.output), data=str(project.data),
+                              execution=project.exec_dir)
+    assert outcome.code == 0, outcome.notices
+
+    files = members(project.export().path)
+
+    manifest = json.loads(files["recording.json"])
+    meta = json.loads(files["execution-meta.json"])
+    assert manifest["bundleHash"] == meta["bundleHash"] == packed.lock.bundle_hash
+    assert meta["bundlePath"] == "a.hank"  # its name: no path of the recording machine
+    assert json.loads(files["hank/hank.lock"])["bundleHash"] == packed.lock.bundle_hash
+    assert files["hank/prompts/a.md"] == b"Do a."
+    replayed = project.replay()
+    assert replayed.code == 0, replayed.notices
+    assert replayed.work_tree["a.md"] == b"alpha"
