@@ -265,9 +265,14 @@ def diet_journal(events_dir: Path, threshold: int = THRESHOLD_BYTES) -> DietRepo
         manifest = _manifest(events_dir)
         if manifest is None or not (events_dir / POINTER).is_file():
             raise DietError(f"no {JOURNAL} in {events_dir} and no finished diet either")
-        if _sha(_logical_bytes(events_dir)) != manifest["originalSha256"]:
+        try:
+            restores = _sha(_logical_bytes(events_dir)) == manifest["originalSha256"]
+        except DietError as exc:
+            raise DietError(f"{events_dir} looks dieted but its files do not restore ({exc}):"
+                            " the diet is damaged, not complete") from None
+        if not restores:
             raise DietError(f"{events_dir} looks dieted but does not restore to its original:"
-                            " the diet is damaged")
+                            " the diet is damaged, not complete")
         return DietReport(False, manifest["totalEvents"], manifest["originalBytes"],
                           manifest["originalSha256"])
     original = journal.read_bytes()
