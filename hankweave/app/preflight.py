@@ -137,7 +137,7 @@ def run_preflight(hank_path: Path, *, env: Mapping[str, str], registry: Registry
 
 
 def _check_tools(hank: HankFile, env: Mapping[str, str]) -> list[HankIssue]:
-    """``requirements.tools`` against the agents' ``PATH`` (probed as docs/hank-format.md
+    """``requirements.tools`` against the agents' ``PATH`` (probed as docs/behaviour.md §1.1
     says: looked up, and asked ``--version`` when a version is required)."""
     from hankweave.config.settings import agent_env
     from hankweave.config.tools import check_required_tools
