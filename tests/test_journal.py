@@ -277,7 +277,7 @@ def test_closed_journal_refuses_appends(path: Path) -> None:
         journal.append(make_event("info", {"message": "late"}, seq=1))
 
 
-def test_dieted_journal_is_not_appended_to(path: Path) -> None:
+def test_a_dieted_journal_that_does_not_restore_is_not_appended_to(path: Path) -> None:
     path.parent.mkdir(parents=True)
     (path.parent / "events.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
     (path.parent / "journal.meta.json").write_text("{}")
