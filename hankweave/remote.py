@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from hankweave.config.errors import ConfigError
 from hankweave.fsutil import atomic_write_bytes, parse_iso, private_dir, utc_now_iso
-from hankweave.secrets import mask_url_credentials
+from hankweave.secrets import MASK, mask_url_credentials
 
 __all__ = ["RemoteHank", "RemoteHankError", "fetch_remote_hank", "is_remote_address",
            "parse_remote_address"]
@@ -43,6 +43,9 @@ __all__ = ["RemoteHank", "RemoteHankError", "fetch_remote_hank", "is_remote_addr
 _REMOTE_PREFIXES = ("https://", "http://", "git@", "ssh://", "git://", "file://")
 _HOSTED = {"github.com": ("tree", "blob"), "gitlab.com": ("-",), "bitbucket.org": ("src",)}
 _COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+_FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_SAFE_REF = re.compile(r"^refs/(heads|tags)/(?!-)(?!.*\.\.)[A-Za-z0-9._/+-]+(\^\{\})?$")
+"""The branch and tag names a remote hank may use: no option-like, spaced or odd names."""
 GIT_TIMEOUT_S = 120
 _HEAD_BRANCH = " head-branch"
 """Key of :meth:`_Git.ls_remote`'s answer holding the default branch's name."""
@@ -63,7 +66,7 @@ class RemoteAddress:
 
     @property
     def shown(self) -> str:
-        return mask_url_credentials(self.given)
+        return scrub(self.given, self.given)
 
 
 @dataclass(frozen=True)
@@ -84,12 +87,27 @@ class RemoteHank:
 
     def record(self) -> dict[str, str]:
         """What the execution records (``remote`` in ``execution-meta.json``)."""
-        record = {"url": mask_url_credentials(self.address.clone_url), "commit": self.commit}
+        record = {"url": scrub(self.address.clone_url, self.address.given), "commit": self.commit}
         if self.ref:
             record["ref"] = self.ref
         if self.path:
             record["path"] = self.path
         return record
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` with every credential of ``url`` masked, whatever characters it holds (a
+    password with a quote or a comma defeats a pattern), and any other URL's password."""
+    try:
+        parts = urlsplit(url.partition("#")[0])
+        user, password = parts.username, parts.password
+    except ValueError:
+        user = password = None
+    if password:
+        text = text.replace(password, MASK)
+    elif user and "@" in url:  # a lone token in the user name's place
+        text = text.replace(f"{user}@", f"{MASK}@")
+    return mask_url_credentials(text)
 
 
 def is_remote_address(argument: str) -> bool:
@@ -106,12 +124,12 @@ def parse_remote_address(given: str) -> RemoteAddress:
     parts = urlsplit(base)
     if parts.scheme not in ("https", "http", "ssh", "git", "file") or (
             parts.scheme != "file" and not parts.netloc):
-        raise RemoteHankError(f"{mask_url_credentials(given)}: not a repository URL")
+        raise RemoteHankError(f"{scrub(given, given)}: not a repository URL")
     host = (parts.hostname or "").lower()
     segments = [s for s in parts.path.split("/") if s]
     if host in _HOSTED and parts.scheme in ("https", "http"):
         if len(segments) < 2:
-            raise RemoteHankError(f"{mask_url_credentials(given)}: a {host} URL names OWNER/REPO")
+            raise RemoteHankError(f"{scrub(given, given)}: a {host} URL names OWNER/REPO")
         repo = segments[1].removesuffix(".git")
         clone = f"{parts.scheme}://{parts.netloc}/{segments[0]}/{repo}.git"
         rest = segments[2:]
@@ -143,13 +161,14 @@ def fetch_remote_hank(given: str, cache_root: Path, *,
             raise RemoteHankError(
                 f"{address.shown}: the remote cannot be reached ({reach_error}) and commit"
                 f" {commit[:12]} is not in the cache ({cache.root})")
-        checkout = cache.store(git, address.clone_url, ref, commit)
+        checkout = cache.store(git, address.clone_url, _full_ref(ref, listed), commit)
         notice = notice or f"fetched {commit[:12]}"
         commit = checkout.name
     names = {ref or ""} | ({""} if not address.ref_and_path else set())
     for name in names - {n for n in names if n and _COMMIT.match(n)}:
         cache.remember(name, commit, fresh=reach_error is None)
     safe_path = _safe_subpath(address, path)
+    _refuse_links(address, checkout, safe_path)
     return RemoteHank(address, ref, commit, safe_path, checkout,
                       f"remote hank {address.shown}: {notice}")
 
@@ -196,6 +215,14 @@ def _resolve(address: RemoteAddress, listed: dict[str, str] | None, reach_error:
             f" {ref or 'default branch'} at {commit[:12]}, last checked {_age(fetched_at)} ago")
 
 
+def _full_ref(ref: str | None, listed: dict[str, str] | None) -> str | None:
+    """``refs/heads/REF`` or ``refs/tags/REF``, as the remote listed it (None: a commit)."""
+    for prefix in ("refs/heads/", "refs/tags/"):
+        if ref and listed and f"{prefix}{ref}" in listed:
+            return f"{prefix}{ref}"
+    return None
+
+
 def _longest_ref(rest: str, listed: dict[str, str]) -> str | None:
     best = None
     for name in listed:
@@ -218,8 +245,28 @@ def _safe_subpath(address: RemoteAddress, path: str) -> str:
     return "" if normal == "." else normal
 
 
+def _refuse_links(address: RemoteAddress, checkout: Path, path: str) -> None:
+    """No step from the checkout to the hank file is a symlink: a repository's link would
+    make a "remote" hank read this machine's files."""
+    current = checkout
+    steps = [part for part in path.split("/") if part]
+    for index, part in enumerate([*steps, "hank.json"]):
+        current = current / part
+        if index == len(steps) and not (checkout / path).is_dir():
+            return  # the path named a file, checked as the last step
+        if current.is_symlink():
+            shown = current.relative_to(checkout).as_posix()
+            raise RemoteHankError(f"{address.shown}: {shown} is a symlink in the repository;"
+                                  " a remote hank may not link out of its checkout")
+        if not current.exists():
+            return  # the launch says what is missing
+
+
 def _age(timestamp: str) -> str:
-    seconds = max(0, int((datetime.now(UTC) - parse_iso(timestamp)).total_seconds()))
+    try:
+        seconds = max(0, int((datetime.now(UTC) - parse_iso(timestamp)).total_seconds()))
+    except ValueError:
+        return "an unknown time"
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"
@@ -239,7 +286,7 @@ class _Git:
     def ls_remote(self, url: str) -> tuple[dict[str, str] | None, str | None]:
         """The remote's refs (name -> commit, with ``HEAD``), or why it could not be asked."""
         try:
-            result = self.run("ls-remote", "--symref", url)
+            result = self.run("ls-remote", "--symref", "--", url)
         except FileNotFoundError:
             raise RemoteHankError("git is not installed: a remote hank needs git") from None
         except subprocess.TimeoutExpired:
@@ -248,14 +295,16 @@ class _Git:
             lines = [line.strip() for line in result.stderr.splitlines() if line.strip()]
             fatal = [line for line in lines if line.startswith("fatal:")]
             reason = (fatal or lines or [f"git ls-remote exited {result.returncode}"])[0]
-            return None, mask_url_credentials(reason.removeprefix("fatal: "))
+            return None, scrub(reason.removeprefix("fatal: "), url)
         refs: dict[str, str] = {}
         for line in result.stdout.splitlines():
             value, _, name = line.partition("\t")
             if value.startswith("ref: ") and name == "HEAD":
-                refs[_HEAD_BRANCH] = value.removeprefix("ref: ").removeprefix("refs/heads/")
-            elif not value.startswith("ref:"):
-                refs[name] = value
+                target = value.removeprefix("ref: ")
+                if _SAFE_REF.match(target) and target.startswith("refs/heads/"):
+                    refs[_HEAD_BRANCH] = target.removeprefix("refs/heads/")
+            elif _FULL_COMMIT.match(value) and (name == "HEAD" or _SAFE_REF.match(name)):
+                refs[name] = value  # a ref name git itself would refuse is not offered
         return refs, None
 
 
@@ -271,11 +320,17 @@ class _RepoCache:
         self.refs_file = self.root / "refs.json"
 
     def _refs(self) -> dict[str, dict[str, str]]:
+        """``refs.json``, keeping only well-formed entries (a damaged file is an empty cache)."""
         try:
             data = json.loads(self.refs_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        return data if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            return {}
+        return {name: entry for name, entry in data.items()
+                if isinstance(entry, dict) and isinstance(entry.get("commit"), str)
+                and _FULL_COMMIT.match(entry["commit"]) and isinstance(
+                    entry.get("checkedAt", ""), str)}
 
     def cached_ref(self, rest: str) -> tuple[str, str, str] | None:
         refs = self._refs()
@@ -284,8 +339,8 @@ class _RepoCache:
             names = [""]
         for name in sorted(names, key=len, reverse=True):
             entry = refs[name]
-            if self.checkout(entry.get("commit", "")) is not None:
-                return name, entry["commit"], entry.get("checkedAt", utc_now_iso())
+            if self.checkout(entry["commit"]) is not None:
+                return name, entry["commit"], entry.get("checkedAt") or utc_now_iso()
         return None
 
     def commit_by_prefix(self, prefix: str) -> str | None:
@@ -295,8 +350,11 @@ class _RepoCache:
         return found[0] if len(found) == 1 else None
 
     def checkout(self, commit: str) -> Path | None:
+        """The checkout of ``commit`` (a real directory here, not a link planted elsewhere)."""
+        if not _FULL_COMMIT.match(commit):
+            return None
         path = self.trees / commit
-        return path if commit and path.is_dir() else None
+        return path if path.is_dir() and not path.is_symlink() else None
 
     def remember(self, ref: str, commit: str, *, fresh: bool) -> None:
         if not fresh:
@@ -323,19 +381,20 @@ class _RepoCache:
             raise
 
     def _fetch(self, git: _Git, url: str, ref: str | None, commit: str, into: Path) -> None:
+        """Fetch ``commit`` (by its full ref name when it has one: never a word git could
+        read as an option) into ``into`` and check it out."""
         git.run("init", "-q", cwd=into)
-        wanted = commit if ref is None or _COMMIT.match(ref) else ref
-        result = git.run("fetch", "-q", "--depth", "1", "--no-tags", url, wanted, cwd=into)
+        wanted = ref if ref is not None and ref.startswith("refs/") else commit
+        result = git.run("fetch", "-q", "--depth", "1", "--no-tags", "--", url, wanted,
+                         cwd=into)
         if result.returncode != 0 and wanted == commit:  # a server that refuses a bare commit
-            result = git.run("fetch", "-q", "--no-tags", url, "+refs/*:refs/fetched/*",
+            result = git.run("fetch", "-q", "--no-tags", "--", url, "+refs/*:refs/fetched/*",
                              cwd=into)
-            checkout = commit
-        else:
-            checkout = "FETCH_HEAD"
         if result.returncode != 0:
-            raise RemoteHankError(f"{mask_url_credentials(url)}: git fetch failed:"
-                                  f" {mask_url_credentials(result.stderr.strip())}")
-        done = git.run("-c", "advice.detachedHead=false", "checkout", "-q", checkout, cwd=into)
+            raise RemoteHankError(f"{scrub(url, url)}: git fetch failed:"
+                                  f" {scrub(result.stderr.strip(), url)}")
+        done = git.run("-c", "advice.detachedHead=false", "checkout", "-q", "--detach", commit,
+                       cwd=into)
         if done.returncode != 0:
-            raise RemoteHankError(f"{mask_url_credentials(url)}: commit {commit[:12]} cannot be"
-                                  f" checked out: {done.stderr.strip()}")
+            raise RemoteHankError(f"{scrub(url, url)}: commit {commit[:12]} is not what the"
+                                  f" remote sent for {wanted}: {done.stderr.strip()}")

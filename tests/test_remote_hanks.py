@@ -225,3 +225,72 @@ def test_the_cache_location_is_a_setting(project: Project, repo: Repo):
     assert result.returncode == 0, result.stderr
     assert "elsewhere/hanks/" in result.stdout
     assert not (project.root / "home/.cache/hanks").exists()
+
+
+# ----- an attacker's repository -----
+
+
+def test_an_option_shaped_ref_runs_nothing(project: Project, repo: Repo, tmp_path: Path):
+    """A branch named like a git option, even as the default branch, is never passed to git
+    where an option could be read (it was: ``git fetch URL --upload-pack=…`` ran a command)."""
+    repo.commit("One.")
+    pwned = tmp_path / "pwned"
+    evil = f"--upload-pack=touch${{IFS}}{pwned};git-upload-pack"
+    head = git("rev-parse", "HEAD", cwd=repo.work)
+    git("update-ref", f"refs/heads/{evil}", head, cwd=repo.bare)
+    git("symbolic-ref", "HEAD", f"refs/heads/{evil}", cwd=repo.bare)
+    git("branch", "-qD", "main", cwd=repo.bare)
+
+    default = hankweave(project, "validate", f"file://{repo.bare}#{head}/sub/hank", project.data)
+    named = hankweave(project, "validate", f"file://{repo.bare}#{evil}/sub/hank", project.data)
+    bare = hankweave(project, "validate", f"file://{repo.bare}", project.data)
+
+    assert not pwned.exists()
+    assert default.returncode == 0, default.stderr
+    assert named.returncode == 2 and "Traceback" not in named.stderr
+    assert bare.returncode == 2 and "Traceback" not in bare.stderr
+    assert not pwned.exists()
+
+
+def test_a_symlink_in_the_repository_cannot_lead_out_of_the_checkout(project: Project,
+                                                                     repo: Repo):
+    repo.commit("One.")
+    (repo.work / "linked").symlink_to("/etc")
+    (repo.work / "sub" / "evil").mkdir()
+    (repo.work / "sub" / "evil" / "hank.json").symlink_to(project.hank_dir / "hank.json")
+    project.write_hank([codon("local")])
+    git("add", "-A", cwd=repo.work)
+    git("commit", "-q", "-m", "links", cwd=repo.work)
+    git("push", "-q", "origin", "main", cwd=repo.work)
+
+    for path, link in (("linked", "linked"), ("sub/evil", "sub/evil/hank.json")):
+        result = hankweave(project, "validate", f"file://{repo.bare}#main/{path}", project.data)
+        assert result.returncode == 2, result.stdout
+        assert f"{link} is a symlink in the repository" in result.stderr
+
+
+def test_a_url_password_never_shows_whatever_it_holds(project: Project, repo: Repo):
+    secret = "se,c'ret\"pw"
+    url = f"https://user:{secret}@127.0.0.1:9/repo.git#main"
+    result = hankweave(project, "validate", url, project.data)
+    assert result.returncode == 2
+    assert secret not in result.stdout + result.stderr and "se,c" not in result.stderr
+    assert "user:***@127.0.0.1" in result.stderr
+
+
+def test_a_planted_cache_entry_is_not_trusted(project: Project, repo: Repo):
+    repo.commit("One.", tag="v1")
+    assert hankweave(project, "validate", f"file://{repo.bare}#v1/sub/hank",
+                     project.data).returncode == 0
+    [cache] = (project.root / "home/.cache/hanks").iterdir()
+    planted = project.root / "planted"
+    (planted / "sub/hank").mkdir(parents=True)
+    (planted / "sub/hank/hank.json").write_text(json.dumps({"hank": [codon("planted")]}))
+    (cache / "refs.json").write_text(json.dumps({"v1": {"commit": str(planted)},
+                                                "main": "not an object"}))
+    repo.bare.rename(repo.bare.with_name("moved.git"))
+
+    result = hankweave(project, "validate", f"file://{repo.bare}#v1/sub/hank", project.data)
+
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "v1/sub/hank is not in the cache" in result.stderr

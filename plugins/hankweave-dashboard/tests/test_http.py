@@ -14,6 +14,8 @@ import httpx
 import pytest
 from dashboard_helpers import LONG, PACED, Dashboard, Project, dashboard, wait_for
 
+from hankweave.api import ExecutionLayout
+
 
 def get(served: Dashboard, path: str, **kwargs: Any) -> httpx.Response:
     return httpx.get(served.api(path), timeout=30, **kwargs)
@@ -341,3 +343,28 @@ def test_a_replay_is_named_by_its_hank_and_its_recording(project: Project) -> No
     with dashboard(project) as served:
         row = rows_by_name(served)["replayed"]
     assert (row["title"], row["replayOf"]) == ("quickstart", "recording.hwrec.tar.gz")
+
+
+def test_a_dieted_execution_reads_as_it_did(served: Dashboard, finished: Path) -> None:
+    """``hankweave --diet-journal`` compresses the journal; the page and its event stream see
+    the original events (hankweave.events.diet)."""
+    ident = the_id(served, "finished")
+    before = get(served, f"/api/executions/{ident}").json()
+    dieted = subprocess.run([sys.executable, "-m", "hankweave", "--diet-journal", str(finished)],
+                            capture_output=True, text=True, timeout=60)
+    assert dieted.returncode == 0, dieted.stderr
+    assert not ExecutionLayout(finished).events_file.exists()
+
+    after = get(served, f"/api/executions/{ident}").json()
+
+    assert after["lastSeq"] == before["lastSeq"] > 10
+    assert after["plan"] == before["plan"]
+    seqs: list[int] = []
+    with httpx.stream("GET", served.api(f"/api/executions/{ident}/events?afterSeq=0"),
+                      timeout=30) as response:
+        for line in response.iter_lines():
+            if line.startswith("id: "):
+                seqs.append(int(line[4:]))
+                if len(seqs) == 3:
+                    break
+    assert seqs == [1, 2, 3]

@@ -325,3 +325,30 @@ def test_stopping_the_workers_leaves_no_process_behind(project: Project) -> None
     assert project.stop_workers() == []
     assert all(not group_members(group) for group in groups)
     assert all(worker.process.returncode == 0 for worker in workers)  # a warm shutdown
+
+
+def test_a_bundle_is_verified_at_submit_and_run_by_a_worker(project: Project) -> None:
+    import json
+
+    from hankweave.bundle.pack import pack_hank
+
+    hank = project.hank("hank", ["a", "b"])
+    packed = pack_hank(hank, output=Path("hank.hank"), cwd=project.root)
+    assert packed.output is not None and packed.lock is not None
+    tampered = project.root / "tampered.hank"
+    tampered.write_bytes(packed.output.read_bytes()[:-8] + b"\0" * 8)
+
+    refused = project.hankweave("submit", str(tampered), str(project.data("bad")), check=False)
+    assert refused.returncode == 2 and str(tampered) in refused.stderr
+    assert "Traceback" not in refused.stderr and not project.ledger().all()
+
+    project.play({"a": counted(PACED), "b": counted(PACED)})
+    project.start_workers("w1")
+    [directory] = project.submit(str(packed.output), str(project.data("set")))
+
+    project.wait_status(directory, "completed")
+    meta = json.loads((Path(directory) / ".hankweave/execution-meta.json").read_text())
+    assert meta["bundleHash"] == packed.lock.bundle_hash
+    assert meta["bundlePath"] == str(packed.output)
+    assert Path(meta["hankPath"]).parent.name == packed.lock.bundle_hash
+    assert project.attempts() == {"a": 1, "b": 1}
