@@ -262,7 +262,7 @@ def test_pack_twice_gives_the_same_bytes_and_the_sidecar_is_the_embedded_lock(tm
     embedded = read_tar(tar, DEFAULT_QUOTAS)[0]
     assert embedded.path == "hank.lock"
     assert embedded.data == (hank / "hank.lock").read_bytes()
-    assert json.loads(embedded.data)["bundleHash"] in first.stdout
+    assert json.loads(bytes(embedded.data))["bundleHash"] in first.stdout
 
 
 def test_pack_names_the_bundle_after_meta(tmp_path: Path):
@@ -316,7 +316,7 @@ def test_a_bundle_runs_and_its_execution_records_the_bundle_hash(project: Projec
 
 def _rewritten(bundle: Path, change) -> None:  # type: ignore[no-untyped-def]
     tar = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(bundle.read_bytes())).read()
-    members = change(read_tar(tar, DEFAULT_QUOTAS))
+    members = change([Member(m.path, bytes(m.data), m.mode) for m in read_tar(tar, DEFAULT_QUOTAS)])
     bundle.write_bytes(zstandard.ZstdCompressor().compress(write_tar(members)))
 
 
@@ -405,8 +405,9 @@ def test_unsafe_lock_paths_are_refused_before_extraction(project: Project):
             lock["files"][bad] = {"mode": "644", "sha256": sha256_hex(b"x")}
             lock["bundleHash"] = bundle_hash(
                 {k: _entry(v) for k, v in lock["files"].items()}, lock["runtime"]["min"])
-            return [Member("hank.lock", json.dumps(lock).encode(), "644"), *members[1:],
-                    Member(bad, b"x", "644")]
+            rest = sorted([*members[1:], Member(bad, b"x", "644")],
+                          key=lambda m: m.path.encode())
+            return [Member("hank.lock", json.dumps(lock).encode(), "644"), *rest]
 
         _rewritten(bundle, add)
         with pytest.raises(BundleError, match="hank.lock lists"):
@@ -436,3 +437,69 @@ def test_the_bundle_bytes_do_not_depend_on_the_machine(tmp_path: Path):
     os.chmod(hank / "prompts/codon1.md", 0o600)  # not an exec-bit change: same member mode
     again = compute_closure(hank / "hank.json")
     assert bundle_bytes(again, build_lock(again)) == data
+
+
+# ----- an attacker's bundle or hank -----
+
+
+@pytest.mark.parametrize("name", ["CON.txt", "a:b.md", "trailing.", "new\nline.md"])
+def test_pack_refuses_a_name_another_system_cannot_extract(tmp_path: Path, name: str):
+    hank = make_hank(tmp_path)
+    (hank / "tpl" / name).write_text("x\n")
+
+    closure = compute_closure(hank / "hank.json")
+
+    assert [f.category for f in closure.errors] == ["non-portable-path"]
+    assert "\n" not in closure.errors[0].detail  # escaped: names reach a terminal
+
+
+def test_pack_escapes_control_characters_in_what_it_prints(tmp_path: Path):
+    hank = make_hank(tmp_path)
+    (hank / "tpl" / "\x1b]0;pwned\x07.md").write_text("x\n")
+    result = hankweave("pack", hank, "--check", cwd=tmp_path, env=dict(os.environ))
+    assert result.returncode == 2 and "\x1b" not in result.stderr + result.stdout
+    assert "\\x1b]0;pwned\\x07.md" in result.stderr
+
+
+def test_a_bundle_with_junk_after_it_or_out_of_order_is_refused(project: Project):
+    bundle = _bundle_project(project)
+    cache = project.root / "cache"
+    data = bundle.read_bytes()
+    bundle.write_bytes(data + b"junk")
+    with pytest.raises(BundleError, match="4 bytes after its zstd frame"):
+        open_bundle(bundle, cache)
+    bundle.write_bytes(data[:-3])
+    with pytest.raises(BundleError, match="zstd"):
+        open_bundle(bundle, cache)
+    bundle.write_bytes(data)
+    _rewritten(bundle, lambda ms: [ms[0], *reversed(ms[1:])])
+    with pytest.raises(BundleError, match="not in the order pack writes them"):
+        open_bundle(bundle, cache)
+
+
+def test_a_lock_listing_too_many_files_is_refused_before_it_is_read(project: Project):
+    bundle = _bundle_project(project)
+
+    def many(members: list[Member]) -> list[Member]:
+        lock = json.loads(members[0].data)
+        lock["files"] = {f"f{i}": {"mode": "644", "sha256": "0" * 64} for i in range(50_001)}
+        return [Member("hank.lock", json.dumps(lock).encode(), "644"), *members[1:]]
+
+    _rewritten(bundle, many)
+    with pytest.raises(BundleError, match="lists 50001 files; a bundle holds at most 50000"):
+        open_bundle(bundle, project.root / "cache")
+
+
+def test_a_planted_extraction_is_replaced_not_followed(project: Project, tmp_path: Path):
+    bundle = _bundle_project(project)
+    cache = project.root / "cache"
+    lock = json.loads((project.hank_dir / "hank.lock").read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (cache / "bundles").mkdir(parents=True)
+    (cache / "bundles" / lock["bundleHash"]).symlink_to(elsewhere)
+
+    opened = open_bundle(bundle, cache)
+
+    assert opened.extraction == "repaired" and not opened.hank_dir.is_symlink()
+    assert list(elsewhere.iterdir()) == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +167,44 @@ def _read_root(closure: Closure, hank_file: Path, quotas: Quotas) -> bytes | Non
     return data
 
 
+_UNSAFE_NAME = re.compile(r'[\\:*?"<>|\x00-\x1f\x7f]')
+_DEVICE = re.compile(r"^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\.|$)", re.IGNORECASE)
+
+
+def unsafe_member_path(key: str) -> str | None:
+    """Why ``key`` may not be a bundle member's path, or None."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a name that is not UTF-8"
+    parts = key.split("/")
+    if key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return "not a plain relative path"
+    if any(p.lower() == ".git" for p in parts):
+        return "git metadata is never bundled"
+    if key == LOCK_NAME:
+        return "hank.lock is the lock itself"
+    if _UNSAFE_NAME.search(key):
+        return "a character that is not portable (\\ : * ? \" < > | or a control character)"
+    for part in parts:
+        if _DEVICE.match(part):
+            return f'"{part}" is a reserved device name on Windows'
+        if part.endswith((".", " ")):
+            return f'"{part}" ends with a dot or space'
+    return None
+
+
+def printable(text: str) -> str:
+    """``text`` with control, bidi and undecodable characters escaped (names reach a
+    terminal)."""
+    return "".join(ch if ch.isprintable() and ch not in _BIDI else
+                   ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for ch in text)
+
+
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def _mode(info: os.stat_result) -> Mode:
     return "755" if info.st_mode & 0o111 else "644"
 
@@ -235,17 +274,42 @@ class _Walker:
             self.closure.refs[(base, raw)] = record
 
     def _file(self, where: str, raw: str, relative: str) -> RefRecord | None:
-        info = os.lstat(self.root / relative)
-        if info.st_size > self.quotas.max_member_bytes:
-            self.closure.error("closure-too-large", where, f"{raw} is {info.st_size} bytes;"
-                               f" bundle members are limited to {self.quotas.max_member_bytes}"
-                               " bytes")
-            return None
         existing = self.closure.files.get(relative)
-        data = existing.data if existing else (self.root / relative).read_bytes()
-        if existing is None and not self._add(relative, data, _mode(info), where):
+        if existing is not None:
+            return RefRecord("file", relative, existing.sha256, existing.mode)
+        read = self._read(where, raw, relative)
+        if read is None:
             return None
-        return RefRecord("file", relative, sha256_hex(data), _mode(info))
+        data, mode = read
+        if not self._add(relative, data, mode, where):
+            return None
+        return RefRecord("file", relative, sha256_hex(data), mode)
+
+    def _read(self, where: str, raw: str, relative: str) -> tuple[bytes, Mode] | None:
+        """The file's bytes and mode, read through one descriptor that is not a symlink's
+        (a file swapped for a link after the checks cannot slip its target in)."""
+        problem = unsafe_member_path(relative)
+        if problem:
+            self.closure.error("non-portable-path", where, f"{printable(relative)}: {problem};"
+                               " rename the file")
+            return None
+        try:
+            fd = os.open(self.root / relative, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            self.closure.error("missing-file", where, f"{raw} cannot be read"
+                               f" ({exc.strerror or exc})")
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                self.closure.error("missing-file", where, f"{raw} is not a regular file")
+                return None
+            if info.st_size > self.quotas.max_member_bytes:
+                self.closure.error("closure-too-large", where, f"{raw} is {info.st_size} bytes;"
+                                   " bundle members are limited to"
+                                   f" {self.quotas.max_member_bytes} bytes")
+                return None
+            return handle.read(), _mode(info)
 
     def _tree(self, where: str, raw: str, relative: str) -> RefRecord | None:
         if self.ignore.ignored(relative, is_dir=True):
@@ -277,7 +341,7 @@ class _Walker:
     def _walk(self, where: str, raw: str, relative: str, inner: str,
               found: list[tuple[str, str, str]], ignored: list[str], empty: list[str]) -> bool:
         folder = self.root / relative / inner
-        names = sorted(os.listdir(folder), key=utf8_key)
+        names = sorted(os.listdir(folder), key=lambda n: n.encode("utf-8", "surrogateescape"))
         kept = 0
         for name in names:
             rel_inner = f"{inner}{name}"
@@ -318,7 +382,9 @@ class _Walker:
     def _add_gitignore(self) -> None:
         path = self.root / GITIGNORE
         if os.path.lexists(path) and stat.S_ISREG(os.lstat(path).st_mode):
-            self._add(GITIGNORE, path.read_bytes(), _mode(os.lstat(path)))
+            read = self._read(GITIGNORE, GITIGNORE, GITIGNORE)
+            if read is not None:
+                self._add(GITIGNORE, *read)
 
     def _add(self, path: str, data: bytes, mode: Mode, where: str | None = None) -> bool:
         if path in self.closure.files:

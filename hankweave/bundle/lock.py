@@ -56,7 +56,7 @@ class LockError(ValueError):
     """A ``hank.lock`` that cannot be used."""
 
 
-def sha256_hex(data: bytes | str) -> str:
+def sha256_hex(data: bytes | memoryview | str) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
@@ -110,7 +110,7 @@ def serialize_lock(lock: HankLock) -> bytes:
     return (canonical_json(lock.as_json()) + "\n").encode("utf-8")
 
 
-def parse_lock(data: bytes, where: str) -> HankLock:
+def parse_lock(data: bytes, where: str, *, max_files: int | None = None) -> HankLock:
     """The lock in ``data`` (``where``: what to call it in messages).
 
     Raises:
@@ -124,6 +124,9 @@ def parse_lock(data: bytes, where: str) -> HankLock:
         raise LockError(f"{where} is not JSON: {exc}") from None
     if isinstance(raw, dict) and raw.get("v") not in (1, None):
         raise LockError(f"{where} is lock format v{raw.get('v')}; this hankweave reads v1")
+    files = raw.get("files") if isinstance(raw, dict) else None
+    if max_files is not None and isinstance(files, dict) and len(files) > max_files:
+        raise LockError(f"{where} lists {len(files)} files; a bundle holds at most {max_files}")
     try:
         lock = HankLock.model_validate(raw)
     except ValidationError as exc:

@@ -12,9 +12,9 @@ only if it still holds exactly the bundle's files, byte for byte and mode for mo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
-import re
 import shutil
 import stat
 import tempfile
@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hankweave.bundle.closure import DEFAULT_QUOTAS, HANK_FILE, LOCK_NAME
+from hankweave.bundle.closure import (
+    DEFAULT_QUOTAS,
+    HANK_FILE,
+    LOCK_NAME,
+    printable,
+    unsafe_member_path,
+)
 from hankweave.bundle.lock import (
     COMPATIBLE_RUNTIME,
     HankLock,
@@ -38,8 +44,11 @@ from hankweave.fsutil import write_fully
 __all__ = ["MAX_ARCHIVE_BYTES", "BundleError", "OpenedBundle", "is_bundle_path", "open_bundle"]
 
 MAX_ARCHIVE_BYTES = DEFAULT_QUOTAS.max_total_bytes + 128 * 1024**2
-_UNSAFE_NAME = re.compile(r'[\\:*?"<>|\x00-\x1f\x7f]')
-_DEVICE = re.compile(r"^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\.|$)", re.IGNORECASE)
+MAX_LOCK_BYTES = 64 * 1024**2
+"""A lock of 50,000 files is about 10 MB: a larger one is not a lock pack writes."""
+_CHUNK = 1024**2
+_SHOWN = 20
+"""How many missing, extra or differing files a refusal lists."""
 
 Extraction = Literal["fresh", "reused", "repaired"]
 
@@ -101,7 +110,15 @@ def verify_bundle(path: Path) -> tuple[HankLock, list[Member]]:
     members = read_tar(tar, DEFAULT_QUOTAS)
     if not members or members[0].path != LOCK_NAME:
         raise _Refused("hank.lock must be the bundle's first member; this is not a packed hank")
-    lock = parse_lock(members[0].data, "hank.lock")
+    if len(members[0].data) > MAX_LOCK_BYTES:
+        raise _Refused(f"its hank.lock is {len(members[0].data)} bytes; a lock is at most"
+                       f" {MAX_LOCK_BYTES}")
+    order = [m.path.encode("utf-8") for m in members[1:]]
+    if order != sorted(order):
+        raise _Refused("its files are not in the order pack writes them; this is not a"
+                       " packed hank")
+    lock = parse_lock(bytes(members[0].data), "hank.lock",
+                      max_files=DEFAULT_QUOTAS.max_members)
     for key in lock.files:
         problem = unsafe_member_path(key)
         if problem:
@@ -130,36 +147,29 @@ def _read(path: Path) -> bytes:
 
 
 def _decompress(data: bytes) -> bytes:
+    """One zstd frame, nothing after it, at most :data:`MAX_ARCHIVE_BYTES` unpacked (checked
+    as it unpacks, so a bomb stops at the limit)."""
     import zstandard
 
+    inflater = zstandard.ZstdDecompressor().decompressobj()
+    out = bytearray()
+    consumed = 0
     try:
-        reader = zstandard.ZstdDecompressor().stream_reader(data)
-        out = reader.read(MAX_ARCHIVE_BYTES + 1)
+        while consumed < len(data) and not inflater.eof:
+            out += inflater.decompress(data[consumed:consumed + _CHUNK])
+            consumed = min(len(data), consumed + _CHUNK)
+            if len(out) > MAX_ARCHIVE_BYTES:
+                raise _Refused(f"unpacks to more than {MAX_ARCHIVE_BYTES} bytes")
     except zstandard.ZstdError as exc:
         raise _Refused(f"is not a zstd archive ({exc}); a .hank file is made by"
                        " `hankweave pack`") from None
-    if len(out) > MAX_ARCHIVE_BYTES:
-        raise _Refused(f"unpacks to more than {MAX_ARCHIVE_BYTES} bytes")
-    return out
-
-
-def unsafe_member_path(key: str) -> str | None:
-    """Why ``key`` may not be a bundle member's path, or None."""
-    parts = key.split("/")
-    if key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        return "not a plain relative path"
-    if any(p.lower() == ".git" for p in parts):
-        return "git metadata is never bundled"
-    if key == LOCK_NAME:
-        return "hank.lock is the lock itself"
-    if _UNSAFE_NAME.search(key):
-        return "a character that is not portable (\\ : * ? \" < > | or a control character)"
-    for part in parts:
-        if _DEVICE.match(part):
-            return f'"{part}" is a reserved device name on Windows'
-        if part.endswith((".", " ")):
-            return f'"{part}" ends with a dot or space'
-    return None
+    if not inflater.eof:
+        raise _Refused("is not a whole zstd archive (it ends early); a .hank file is made by"
+                       " `hankweave pack`")
+    trailing = len(inflater.unused_data) + len(data) - consumed
+    if trailing:
+        raise _Refused(f"has {trailing} bytes after its zstd frame")
+    return bytes(out)
 
 
 def _compare(lock: HankLock, members: list[Member]) -> None:
@@ -178,24 +188,28 @@ def _compare(lock: HankLock, members: list[Member]) -> None:
     lines = ([f"missing {p}" for p in missing] + [f"extra {p}" for p in extra]
              + [f"differs: {d}" for d in differing])
     if lines:
+        shown = [printable(line) for line in lines[:_SHOWN]]
+        if len(lines) > _SHOWN:
+            shown.append(f"… and {len(lines) - _SHOWN} more")
         raise _Refused("does not match its hank.lock, so nothing of it was used:\n"
-                       + "\n".join(f"  - {line}" for line in lines))
+                       + "\n".join(f"  - {line}" for line in shown))
 
 
 def _extract(path: Path, lock: HankLock, members: list[Member], root: Path) -> OpenedBundle:
     from hankweave.fsutil import private_dir
 
     target = root / lock.bundle_hash
-    existed = target.exists()
+    existed = os.path.lexists(target)
     if existed and _still_matches(target, lock):
         return OpenedBundle(path, target, lock, "reused")
     private_dir(root)
+    _sweep_staging(root)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
     try:
         for member in members:
             _write_member(staging, member)
         if existed:
-            shutil.rmtree(target, ignore_errors=True)
+            _remove(target)
         os.rename(staging, target)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
@@ -203,6 +217,23 @@ def _extract(path: Path, lock: HankLock, members: list[Member], root: Path) -> O
             return OpenedBundle(path, target, lock, "reused")
         raise _Refused(f"cannot extract it into {target}: {exc.strerror or exc}") from None
     return OpenedBundle(path, target, lock, "repaired" if existed else "fresh")
+
+
+def _remove(target: Path) -> None:
+    if target.is_symlink() or not target.is_dir():
+        target.unlink()
+    else:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _sweep_staging(root: Path) -> None:
+    """Staging folders an interrupted extraction left (over an hour old: not in progress)."""
+    import time
+
+    for leftover in root.glob(".staging-*"):
+        with contextlib.suppress(OSError):
+            if time.time() - leftover.lstat().st_mtime > 3600:
+                shutil.rmtree(leftover)
 
 
 def _write_member(staging: Path, member: Member) -> None:
@@ -221,6 +252,8 @@ def _write_member(staging: Path, member: Member) -> None:
 
 def _still_matches(target: Path, lock: HankLock) -> bool:
     """The extraction holds exactly the locked files (and the lock), unchanged."""
+    if target.is_symlink() or not target.is_dir():
+        return False
     found: set[str] = set()
     for directory, _, names in os.walk(target):
         for name in names:

@@ -43,7 +43,8 @@ class Member:
     """One file of a bundle."""
 
     path: str
-    data: bytes
+    data: bytes | memoryview
+    """A reader's members are views into the archive it read (no copy of every file)."""
     mode: Mode
 
 
@@ -72,8 +73,8 @@ def _header(name: bytes, size: int, typeflag: bytes, mode: Mode) -> bytes:
     return bytes(block)
 
 
-def _padded(data: bytes) -> bytes:
-    return data + b"\0" * (-len(data) % BLOCK)
+def _padded(data: bytes | memoryview) -> bytes:
+    return bytes(data) + b"\0" * (-len(data) % BLOCK)
 
 
 def pax_path_record(path: str) -> bytes:
@@ -126,6 +127,7 @@ class Quotas:
 class _Reader:
     def __init__(self, data: bytes, quotas: Quotas, lock_name: str) -> None:
         self.data = data
+        self.view = memoryview(data)
         self.quotas = quotas
         self.lock_name = lock_name
         self.offset = 0
@@ -155,7 +157,7 @@ class _Reader:
             self.offset = following
         raise self.fail("a PAX header is the last record" if pending else "no end marker")
 
-    def _record(self, block: bytes) -> tuple[bytes, int, Mode, bytes, bytes, int]:
+    def _record(self, block: bytes) -> tuple[bytes, int, Mode, bytes, memoryview, int]:
         typeflag = block[156:157]
         if typeflag not in (b"0", b"x"):
             what = _REFUSED_TYPES.get(typeflag.decode("latin-1"), "an unknown record type")
@@ -186,11 +188,12 @@ class _Reader:
         following = start + size + (-size % BLOCK)
         if following > len(self.data):
             raise self.fail("a member longer than the bytes left")
-        if any(self.data[end:following]):
+        if any(self.view[end:following]):
             raise self.fail("non-zero padding after a member")
-        return typeflag, size, mode, name, self.data[start:end], following
+        return typeflag, size, mode, name, self.view[start:end], following
 
-    def _pax(self, pending: str | None, mode: Mode, name: bytes, body: bytes) -> str:
+    def _pax(self, pending: str | None, mode: Mode, name: bytes, view: memoryview) -> str:
+        body = bytes(view)
         if pending is not None:
             raise self.fail("two PAX headers in a row")
         if mode != "644" or name != f"PaxHeaders/{len(self.members)}".encode("ascii"):
@@ -209,7 +212,7 @@ class _Reader:
             raise self.fail("a PAX path record that is not in canonical form")
         return value
 
-    def _member(self, name: bytes, pending: str | None, body: bytes, mode: Mode) -> None:
+    def _member(self, name: bytes, pending: str | None, body: memoryview, mode: Mode) -> None:
         try:
             path = pending if pending is not None else name.decode("utf-8")
         except UnicodeDecodeError:

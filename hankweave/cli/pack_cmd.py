@@ -56,9 +56,12 @@ def pack_command(hank: str, output: str | None, no_lock: bool, check: bool,
 
 
 def _show_findings(findings: list[Finding]) -> None:
+    from hankweave.bundle.closure import printable
+
     for finding in sorted(findings, key=lambda f: (f.severity != "error", f.category, f.where)):
         label = "error" if finding.severity == "error" else "warning"
-        click.echo(f"{label}: {finding.where}: {finding.detail} [{finding.category}]", err=True)
+        click.echo(printable(f"{label}: {finding.where}: {finding.detail}"
+                             f" [{finding.category}]"), err=True)
 
 
 def _size(count: int) -> str:
@@ -70,13 +73,15 @@ def _size(count: int) -> str:
 
 
 def _show_bundle(result: PackResult) -> None:
+    from hankweave.bundle.closure import printable
+
     lock, closure, output = result.lock, result.closure, result.output
     assert lock is not None and output is not None  # a bundle was written
     unpacked = sum(len(f.data) for f in closure.files.values())
     click.echo(f"Packed {output}")
     for item in closure.sorted_files():
         flag = " · executable" if item.mode == "755" else ""
-        click.echo(f"  {item.path}  {_size(len(item.data))}{flag}")
+        click.echo(f"  {printable(item.path)}  {_size(len(item.data))}{flag}")
     click.echo(f"  {len(closure.files)} files · {_size(unpacked)} unpacked ·"
                f" {_size(result.bundle_bytes)} bundle")
     click.echo(f"  bundleHash {lock.bundle_hash}")
