@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from hankweave.app.request import LaunchError as LaunchError
     from hankweave.app.request import LaunchRequest as LaunchRequest
     from hankweave.app.stop_latch import StopLatch as StopLatch
+    from hankweave.bundle.pack import PackResult as PackResult
+    from hankweave.bundle.pack import pack_hank as pack_hank
     from hankweave.checkpoints import AmbiguousCheckpointError as AmbiguousCheckpointError
     from hankweave.checkpoints import BackendNotInstalledError as BackendNotInstalledError
     from hankweave.checkpoints import ChangeHint as ChangeHint

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
      "hankweave.people", "hankweave.sandbox"),
     ("hankweave.models", "hankweave.workspace"),
     ("hankweave.config",),
+    ("hankweave.bundle", "hankweave.remote"),
     ("hankweave.state",),
     ("hankweave.codonlog", "hankweave.checkpoints", "hankweave.harness", "hankweave.events",
      "hankweave.mock_provider", "hankweave.plugin_config", "hankweave.sentinel"),

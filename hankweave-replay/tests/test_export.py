@@ -225,7 +225,7 @@ def test_the_export_command_reports_errors_in_one_line(tmp_path, monkeypatch):
 def test_a_bundle_run_exports_its_bundle_hash_and_lock_and_replays(project):
     from pathlib import Path
 
-    from hankweave.bundle.pack import pack_hank
+    from hankweave.api import pack_hank
     from hankweave.testing.fake_harness import use_script
 
     project.write_file("prompts/a.md", "Do a.")

@@ -330,7 +330,7 @@ def test_stopping_the_workers_leaves_no_process_behind(project: Project) -> None
 def test_a_bundle_is_verified_at_submit_and_run_by_a_worker(project: Project) -> None:
     import json
 
-    from hankweave.bundle.pack import pack_hank
+    from hankweave.api import pack_hank
 
     hank = project.hank("hank", ["a", "b"])
     packed = pack_hank(hank, output=Path("hank.hank"), cwd=project.root)
