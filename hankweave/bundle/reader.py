@@ -182,16 +182,19 @@ def _compare(lock: HankLock, members: list[Member]) -> None:
         if entry is None:
             continue
         digest = sha256_hex(member.data)
-        if digest != entry.sha256 or member.mode != entry.mode:
-            differing.append(f"{member.path} (hank.lock: sha256 {entry.sha256[:12]}… mode"
-                             f" {entry.mode}; bundle: sha256 {digest[:12]}… mode {member.mode})")
+        changes = ([f"sha256 {digest[:12]}…, hank.lock says {entry.sha256[:12]}…"]
+                   if digest != entry.sha256 else [])
+        if member.mode != entry.mode:
+            changes.append(f"mode {member.mode}, hank.lock says {entry.mode}")
+        if changes:
+            differing.append(f"{member.path} ({'; '.join(changes)})")
     lines = ([f"missing {p}" for p in missing] + [f"extra {p}" for p in extra]
              + [f"differs: {d}" for d in differing])
     if lines:
         shown = [printable(line) for line in lines[:_SHOWN]]
         if len(lines) > _SHOWN:
             shown.append(f"… and {len(lines) - _SHOWN} more")
-        raise _Refused("does not match its hank.lock, so nothing of it was used:\n"
+        raise _Refused("does not match its hank.lock; nothing of it was used:\n"
                        + "\n".join(f"  - {line}" for line in shown))
 
 

@@ -464,9 +464,11 @@ def diet_journal_command(directory: str) -> None:
     if not report.dieted:
         click.echo(f"Journal already dieted ({report.total_events} events)")
         return
-    click.echo(f"Journal dieted: {report.original_bytes} → {report.dieted_bytes} bytes"
-               f" ({report.unique_bodies} unique bodies in the content store). Restore with:"
-               f" hankweave --restore-journal {_quoted(layout.path)}")
+    bodies = (f" ({report.extracted_bodies} file bodies moved to the content store,"
+              f" {report.unique_bodies} distinct)" if report.extracted_bodies else "")
+    click.echo(f"Journal dieted: {report.original_bytes} → {report.dieted_bytes} bytes{bodies}."
+               " Every reader still sees it whole.")
+    click.echo(f"Restore it with: hankweave --restore-journal {_quoted(layout.path)}")
 
 
 def restore_journal_command(directory: str) -> None:
