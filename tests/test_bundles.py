@@ -355,7 +355,7 @@ def test_a_lock_edited_to_match_its_files_still_fails_its_own_hash(project: Proj
         return [Member("hank.lock", json.dumps(lock).encode(), "644"), *members[1:]]
 
     _rewritten(bundle, edit)
-    with pytest.raises(BundleError, match="bundleHash .* is not the hash of the files"):
+    with pytest.raises(BundleError, match=r"bundleHash .* is not the hash of the files"):
         open_bundle(bundle, project.root / "cache")
 
 
@@ -378,7 +378,7 @@ def test_a_bundle_needing_a_newer_runtime_is_refused(project: Project):
     result = pack_hank(project.hank_dir, output=Path("new.hank"), runtime_min="99.0.0",
                        cwd=project.root)
     assert result.output is not None
-    with pytest.raises(BundleError, match="needs a Hankweave 99.0.0 runtime"):
+    with pytest.raises(BundleError, match=r"needs a Hankweave 99\.0\.0 runtime"):
         open_bundle(result.output, project.root / "cache")
 
 
@@ -410,7 +410,7 @@ def test_unsafe_lock_paths_are_refused_before_extraction(project: Project):
             return [Member("hank.lock", json.dumps(lock).encode(), "644"), *rest]
 
         _rewritten(bundle, add)
-        with pytest.raises(BundleError, match="hank.lock lists"):
+        with pytest.raises(BundleError, match=r"hank\.lock lists"):
             open_bundle(bundle, cache)
         assert not cache.exists()
         bundle = _bundle_project(project)
@@ -503,3 +503,57 @@ def test_a_planted_extraction_is_replaced_not_followed(project: Project, tmp_pat
 
     assert opened.extraction == "repaired" and not opened.hank_dir.is_symlink()
     assert list(elsewhere.iterdir()) == []
+
+
+# ----- codonInputs: which codons a change touches (the original's lock tests) -----
+
+
+def _inputs(hank: Path) -> dict[str, str]:
+    return build_lock(compute_closure(hank / "hank.json")).codon_inputs
+
+
+def _edit(hank: Path, change) -> None:  # type: ignore[no-untyped-def]
+    raw = json.loads((hank / "hank.json").read_text())
+    change(raw)
+    (hank / "hank.json").write_text(json.dumps(raw, indent=2))
+
+
+def test_a_loop_setting_touches_only_its_children_and_a_reorder_touches_both(tmp_path: Path):
+    hank = make_hank(tmp_path)
+    before = _inputs(hank)
+    _edit(hank, lambda raw: raw["hank"][1]["terminateOn"].update(limit=2))
+    looped = _inputs(hank)
+    assert looped["codon-1"] == before["codon-1"]
+    assert looped["loop-1/codon-2"] != before["loop-1/codon-2"]
+    _edit(hank, lambda raw: raw["hank"].reverse())
+    reordered = _inputs(hank)
+    assert all(reordered[key] != looped[key] for key in looped)
+
+
+def test_requirements_env_is_hashed_trimmed_and_overrides_touch_every_codon(tmp_path: Path):
+    hank = make_hank(tmp_path)
+    _edit(hank, lambda raw: raw.update(requirements={"env": ["TOKEN"]}))
+    before = _inputs(hank)
+    _edit(hank, lambda raw: raw.update(requirements={"env": ["  TOKEN  "]}))
+    assert _inputs(hank) == before
+    _edit(hank, lambda raw: raw.update(overrides={"model": "sonnet"}))
+    assert all(_inputs(hank)[key] != before[key] for key in before)
+
+
+def test_two_spellings_of_one_file_are_one_input(tmp_path: Path):
+    hank = make_hank(tmp_path)
+    before = build_lock(compute_closure(hank / "hank.json"))
+    _edit(hank, lambda raw: raw["hank"][0]["rigSetup"][0]["copy"].update({"from": "./tpl"}))
+    after = build_lock(compute_closure(hank / "hank.json"))
+    assert after.codon_inputs == before.codon_inputs
+    assert after.bundle_hash != before.bundle_hash  # hank.json's own bytes differ
+
+
+def test_a_sentinel_s_prompt_touches_only_its_codon(tmp_path: Path):
+    hank = make_hank(tmp_path)
+    before = _inputs(hank)
+    with open(hank / "prompts/check-user.md", "a") as handle:
+        handle.write("Edited.\n")
+    after = _inputs(hank)
+    assert after["codon-1"] != before["codon-1"]
+    assert after["loop-1/codon-2"] == before["loop-1/codon-2"]

@@ -169,7 +169,7 @@ def test_a_directory_that_is_not_dieted_says_so(events_dir: Path):
     events_dir.mkdir(parents=True)
     with pytest.raises(DietError, match="not a dieted execution"):
         restore_journal(events_dir)
-    with pytest.raises(DietError, match="no events.jsonl"):
+    with pytest.raises(DietError, match=r"no events\.jsonl"):
         diet_journal(events_dir)
     (events_dir / "journal.meta.json").write_text('{"schemaVersion": 999}')
     with pytest.raises(DietError, match="not a dieted execution"):
