@@ -557,3 +557,18 @@ def test_a_sentinel_s_prompt_touches_only_its_codon(tmp_path: Path):
     after = _inputs(hank)
     assert after["codon-1"] != before["codon-1"]
     assert after["loop-1/codon-2"] == before["loop-1/codon-2"]
+
+
+def test_validate_names_the_bundle_it_verified(project: Project):
+    bundle = _bundle_project(project)
+    lock = json.loads((project.hank_dir / "hank.lock").read_text())
+
+    result = hankweave("validate", bundle, project.data, "--json", cwd=project.root,
+                       env=project.env)
+    summary = hankweave("validate", bundle, project.data, cwd=project.root, env=project.env)
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["hankSource"] == {"bundleHash": lock["bundleHash"], "bundlePath": str(bundle)}
+    assert report["valid"] and report["hankPath"].endswith(f"{lock['bundleHash']}/hank.json")
+    assert f"from bundle {bundle}, verified (bundleHash {lock['bundleHash']})" in summary.stdout

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from hankweave.cli.tables import FitTable
+    from hankweave.execution.document import DocumentHankSource
     from hankweave.execution.result import ExecutionResult
     from hankweave.state.thread import CheckpointData, ExecutionThread
     from hankweave.state.types import CodonExecution, HankweaveState, Interruption, Run
@@ -460,6 +461,8 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
                f" codon(s) finished, next {document.thread.next_codon_id or '-'}")
     click.echo(f"  hank {execution.hank_path or '-'}  data {execution.data_path or '-'}"
                f"{f'  started by {execution.user}' if execution.user else ''}")
+    if execution.hank_source is not None:
+        click.echo(f"  {_hank_source_line(execution.hank_source)}")
     for run in document.runs:
         click.echo(f"  run {run.run_id}  {run.status}  ${run.cost:.4f}"
                    f"{f'  by {run.user}' if run.user else ''}  "
@@ -538,3 +541,17 @@ def _render_interruptions(items: list[Interruption], console: Console) -> None:
 
 
 __all__ = ["inspect_group", "thread_to_json"]
+
+
+def _hank_source_line(source: DocumentHankSource) -> str:
+    """``from remote URL REF at COMMIT path P`` and/or ``from bundle FILE (bundleHash H)``."""
+    parts = []
+    if source.remote:
+        remote = source.remote
+        ref = f" {remote['ref']}" if "ref" in remote else ""
+        path = f" path {remote['path']}" if "path" in remote else ""
+        parts.append(f"from remote {remote.get('url', '?')}{ref} at"
+                     f" {remote.get('commit', '?')[:12]}{path}")
+    if source.bundle_hash:
+        parts.append(f"from bundle {source.bundle_path or '-'} (bundleHash {source.bundle_hash})")
+    return "; ".join(parts)

@@ -27,6 +27,7 @@ from hankweave.exitcodes import EXIT_USAGE
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from hankweave.app.hank_source import HankSource
     from hankweave.app.preflight import PreflightReport, ResolvedCodonModel
     from hankweave.config.errors import ConfigError, HankIssue
     from hankweave.config.hank import CodonBudget, CodonSite, ContainerBudget, HankFile
@@ -112,7 +113,8 @@ def validate_command(
         )
     env = dict(os.environ)
     cwd = Path.cwd()
-    hank = _local_hank(hank, cwd, env, quiet=as_json)
+    source = _local_hank(hank, cwd, env, quiet=as_json)
+    hank = source.argument
     paths = resolve_data_and_hank_paths(
         cwd=cwd, hank_arg=hank, data_arg=data, execution_arg=execution, env=env
     )
@@ -129,6 +131,10 @@ def validate_command(
         offline=offline,
     )
     report["dataNote"] = given.data_note()
+    from pydantic.alias_generators import to_camel
+
+    report["hankSource"] = ({to_camel(key): value for key, value in source.meta_fields().items()}
+                            or None)
     if as_json:
         click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     elif report["valid"]:
@@ -141,7 +147,8 @@ def validate_command(
         raise SystemExit(EXIT_USAGE)
 
 
-def _local_hank(hank: str | None, cwd: Path, env: dict[str, str], *, quiet: bool) -> str | None:
+def _local_hank(hank: str | None, cwd: Path, env: dict[str, str], *,
+                quiet: bool) -> HankSource:
     """HANK as a local hank file: a bundle verified and extracted, a remote hank fetched (the
     cache is the only thing validate writes)."""
     from hankweave.app.hank_source import resolve_hank_source
@@ -152,7 +159,7 @@ def _local_hank(hank: str | None, cwd: Path, env: dict[str, str], *, quiet: bool
             lambda text: click.echo(text, err=True)))
     except ConfigError as exc:
         raise CLIError(str(exc)) from None
-    return source.argument
+    return source
 
 
 # ----- the report -----
@@ -701,6 +708,15 @@ def _render_header(report: dict[str, Any], console: Console) -> None:
     meta = report["meta"] or {}
     title = f"{meta['name']} {meta.get('version', '')}".strip() if meta.get("name") else "hank"
     console.print(f"Hank: {title}  ({report['hankPath']})")
+    source = report.get("hankSource") or {}
+    if source.get("remote"):
+        remote = source["remote"]
+        console.print(f"  from {remote['url']} {remote.get('ref', '')} at {remote['commit'][:12]}"
+                      f"{'  path ' + remote['path'] if remote.get('path') else ''}",
+                      markup=False, highlight=False)
+    if source.get("bundleHash"):
+        console.print(f"  from bundle {source['bundlePath']}, verified (bundleHash"
+                      f" {source['bundleHash']})", markup=False, highlight=False)
     if meta.get("description"):
         console.print(f"  {meta['description']}")
     console.print(f"Data: {report['dataPath']}  (hash {report['dataHash']})")

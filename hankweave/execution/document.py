@@ -86,12 +86,23 @@ class DocumentThread(_Document):
     failed: bool
 
 
+class DocumentHankSource(_Document):
+    """Where the hank came from when it is not a hank directory (docs/bundles.md,
+    docs/remote-hanks.md)."""
+
+    bundle_hash: str | None = None
+    bundle_path: str | None = None
+    remote: dict[str, str] | None = None
+
+
 class DocumentExecution(_Document):
     path: str
     user: str | None = None
     """Who started the execution: its first run's user (each run names its own)."""
     hank_path: str | None
     data_path: str | None
+    hank_source: DocumentHankSource | None = None
+    """A bundle's hash and file, a remote hank's URL, ref and commit; None for a directory."""
     status: ExecutionStatus
     total_cost: float
     sentinel_cost: float
@@ -117,7 +128,8 @@ class ExecutionDocument(_Document):
 
 def execution_document(state: HankweaveState, *, path: str, hank_path: str | None,
                        data_path: str | None,
-                       result: ExecutionResult | None = None) -> ExecutionDocument:
+                       result: ExecutionResult | None = None,
+                       hank_source: DocumentHankSource | None = None) -> ExecutionDocument:
     """The document of the execution whose state is ``state``."""
     thread = analyze_execution_thread(state)
     thread_codons = [DocumentThreadCodon(codon_id=item.codon.codon_id, run_id=item.run_id,
@@ -127,7 +139,7 @@ def execution_document(state: HankweaveState, *, path: str, hank_path: str | Non
     return ExecutionDocument(
         execution=DocumentExecution(
             path=path, user=state.runs[-1].user if state.runs else None,
-            hank_path=hank_path, data_path=data_path,
+            hank_path=hank_path, data_path=data_path, hank_source=hank_source,
             status=_status(state, thread.next_codon_id, waiting),
             total_cost=total_cost(state), sentinel_cost=total_sentinel_cost(state),
             pending_interruptions=waiting,
@@ -175,14 +187,19 @@ def document_of(execution_dir: Path, state: HankweaveState) -> ExecutionDocument
     from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
 
     state = as_found(execution_dir, state)
+    source = None
     try:
         meta = load_execution_meta(ExecutionLayout(execution_dir).meta_file)
         hank_path, data_path = meta.hank_path, meta.read_only_source_data_path
+        if meta.bundle_hash or meta.remote:
+            source = DocumentHankSource(bundle_hash=meta.bundle_hash,
+                                        bundle_path=meta.bundle_path, remote=meta.remote)
     except ExecutionMetaError:
         hank_path = data_path = None
     return execution_document(state, path=str(execution_dir.resolve()), hank_path=hank_path,
                               data_path=data_path,
-                              result=read_result(ExecutionLayout(execution_dir).result_file))
+                              result=read_result(ExecutionLayout(execution_dir).result_file),
+                              hank_source=source)
 
 
 def _status(state: HankweaveState, next_codon: str | None, waiting: int) -> ExecutionStatus:
