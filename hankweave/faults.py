@@ -58,6 +58,11 @@ KILL_POINTS: dict[str, str] = {
     "retry.wait": "a failed attempt's retry waits its delay (the failure is recorded)",
     "sentinel.output": "a sentinel's finding is in its output file; its cost is not yet"
                        " recorded",
+    "diet.bodies": "a journal diet stored its file bodies; the compressed journal is not yet"
+                   " written",
+    "diet.promoted": "a journal diet's compressed journal is in place; its manifest is not yet",
+    "diet.unlinking": "a journal diet is complete beside the original, which is not yet removed",
+    "restore.linked": "a journal restore linked events.jsonl; its temp file is not yet removed",
 }
 """Every point the kernel and the bundled checkpoint backends mark, and where it is."""
 

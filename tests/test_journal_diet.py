@@ -238,3 +238,69 @@ def test_diet_is_refused_while_a_runtime_holds_the_execution(tmp_path: Path):
     garbled = hankweave(project, "--diet-journal", project.exec_dir)
     assert garbled.returncode == 1 and "not dieting" in garbled.stderr
     assert (project.hankweave_dir / "events" / "events.jsonl").exists()
+
+
+# ----- killed at every point: the original or a verified diet, never neither -----
+
+
+def test_a_diet_killed_anywhere_leaves_the_journal_or_a_verified_diet(tmp_path: Path):
+    from hankweave.faults import KILL_AT_ENV, TRACE_ENV
+
+    template = tmp_path / "template" / ".hankweave" / "events"
+    bodies = [body(n, 6000) for n in range(3)]
+    original = write_journal(template, [file_updated(f"ev-{n}", f"f{n % 3}.md", bodies[n % 3])
+                                        for n in range(9)] + [pong("ev-9")])
+    trace = tmp_path / "trace.txt"
+    env = {**os.environ, TRACE_ENV: str(trace)}
+
+    def diet(execution: Path, extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "hankweave", "--diet-journal",
+                               str(execution)], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=60)
+
+    def copy(name: str) -> Path:
+        import shutil
+
+        execution = tmp_path / name
+        shutil.copytree(template.parent.parent, execution)
+        return execution
+
+    assert diet(copy("traced"), {}).returncode == 0
+    points = list(dict.fromkeys(trace.read_text().split()))
+    assert {"diet.bodies", "diet.promoted", "diet.unlinking"} <= set(points)
+    for index, point in enumerate(points):
+        execution = copy(f"killed-{index}")
+        events = execution / ".hankweave" / "events"
+        killed = diet(execution, {KILL_AT_ENV: point, TRACE_ENV: ""})
+        assert killed.returncode == -9, (point, killed.stderr)
+        journal = events / "events.jsonl"
+        if journal.exists():
+            assert journal.read_bytes() == original, point
+        else:
+            assert is_dieted(events), point
+            restore_journal(events)
+            assert journal.read_bytes() == original, point
+        # Readers see the original either way, and the diet can be done again.
+        assert [e.data for e in read_journal(journal)] == [
+            json.loads(line)["data"] for line in original.splitlines()], point
+        assert diet(execution, {TRACE_ENV: ""}).returncode == 0, point
+        restore_journal(events)
+        assert journal.read_bytes() == original, point
+        assert not [p.name for p in events.rglob("*") if ".tmp" in p.name], point
+
+
+def test_a_restore_killed_after_it_linked_the_journal_is_complete(events_dir: Path):
+    from hankweave.faults import KILL_AT_ENV
+
+    original = write_journal(events_dir, [file_updated("ev-1", "a.md", body(11, 7000))])
+    diet_journal(events_dir)
+    execution = events_dir.parent.parent
+
+    killed = subprocess.run([sys.executable, "-m", "hankweave", "--restore-journal",
+                             str(execution)], env={**os.environ, KILL_AT_ENV: "restore.linked"},
+                            capture_output=True, text=True, timeout=60)
+
+    assert killed.returncode == -9, killed.stderr
+    assert (events_dir / "events.jsonl").read_bytes() == original
+    assert restore_journal(events_dir)[0] is False  # already restored, and the temp swept
+    assert not [p.name for p in events_dir.iterdir() if ".tmp" in p.name]

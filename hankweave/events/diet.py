@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from hankweave.bundle.canonical import js_number
+from hankweave.faults import kill_point
 from hankweave.fsutil import atomic_write_bytes, utc_now_iso
 
 __all__ = ["DietError", "DietReport", "diet_journal", "is_dieted", "open_journal_bytes",
@@ -255,11 +256,35 @@ def _manifest(events_dir: Path) -> dict[str, Any] | None:
 # ----- diet, restore, read -----
 
 
+_TEMP = re.compile(r"\.tmp(?:-(\d+))?$|\.tmp-(\d+)$")
+
+
+def _sweep(events_dir: Path) -> None:
+    """Temp files a killed diet or restore left (their process is gone): never the journal,
+    the pair or a stored body."""
+    from hankweave.fsutil import pid_alive
+
+    folders = [events_dir, *(events_dir / CAS_DIR).glob("*")]
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            match = _TEMP.search(path.name)
+            ours = folder != events_dir or path.name.startswith((JOURNAL, MANIFEST))
+            if match is None or not ours:
+                continue
+            pid = match.group(1) or match.group(2)
+            if pid is None or not pid_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+
 def diet_journal(events_dir: Path, threshold: int = THRESHOLD_BYTES) -> DietReport:
     """Diet the journal in ``events_dir`` (the module docstring); the caller holds the
     execution's lock. A journal already dieted (and restorable) is left as it is."""
     import zstandard
 
+    _sweep(events_dir)
     journal = events_dir / JOURNAL
     if not journal.exists():
         manifest = _manifest(events_dir)
@@ -294,6 +319,7 @@ def diet_journal(events_dir: Path, threshold: int = THRESHOLD_BYTES) -> DietRepo
     rewritten.append(parts[-1])
     for digest, body in bodies.items():
         _write_body(events_dir, digest, body)
+    kill_point("diet.bodies")
     pointer_bytes = zstandard.ZstdCompressor(level=3).compress(b"\n".join(rewritten))
     manifest = {"schemaVersion": 1, "dietVersion": 1, **_event_schema(events_dir),
                 "totalEvents": events, "originalSha256": _sha(original),
@@ -316,7 +342,9 @@ def diet_journal(events_dir: Path, threshold: int = THRESHOLD_BYTES) -> DietRepo
     finally:
         with contextlib.suppress(FileNotFoundError):
             staged.unlink()
+    kill_point("diet.promoted")
     atomic_write_bytes(events_dir / MANIFEST, manifest_bytes, mode=0o600)
+    kill_point("diet.unlinking")
     journal.unlink()
     with contextlib.suppress(FileNotFoundError):
         (events_dir / STORAGE_META).unlink()
@@ -338,6 +366,7 @@ def restore_journal(events_dir: Path) -> tuple[bool, int, str]:
     """Write ``events.jsonl`` back from the diet, verified: (restored now, bytes, sha256).
     The diet pair and the CAS are kept (a restore is a view; a runtime that boots on the
     directory prunes the pair)."""
+    _sweep(events_dir)
     manifest = _manifest(events_dir)
     if manifest is None:
         raise DietError(f"journal restore: {events_dir} has no valid {MANIFEST}: not a dieted"
@@ -358,6 +387,7 @@ def restore_journal(events_dir: Path) -> tuple[bool, int, str]:
     atomic_write_bytes(staged, data, mode=0o600)
     try:
         os.link(staged, journal)  # never over a journal that appeared meanwhile
+        kill_point("restore.linked")
     except FileExistsError:
         if _sha(journal.read_bytes()) != expected:
             raise DietError(f"journal restore: {journal} appeared while restoring and is not"
