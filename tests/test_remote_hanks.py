@@ -294,3 +294,15 @@ def test_a_planted_cache_entry_is_not_trusted(project: Project, repo: Repo):
 
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "v1/sub/hank is not in the cache" in result.stderr
+
+
+def test_an_annotated_tag_resolves_to_its_commit(project: Project, repo: Repo):
+    first = repo.commit("Tagged with a message.")
+    git("tag", "-a", "v2", "-m", "release two", cwd=repo.work)
+    git("push", "-q", "origin", "v2", cwd=repo.work)
+    repo.commit("Later.")
+
+    result = hankweave(project, "validate", f"file://{repo.bare}#v2/sub/hank", project.data)
+
+    assert result.returncode == 0, result.stderr
+    assert f"v2 at {first[:12]}" in result.stdout + result.stderr
