@@ -201,6 +201,8 @@ def test_diet_read_restore_and_resume_an_execution(tmp_path: Path):
     assert not journal.exists()
     # Readers see the original.
     assert [e.seq for e in read_journal(journal)] == events_before
+    assert [e.seq for e in read_journal(journal, after_seq=events_before[-3])] == \
+        events_before[-2:]
     assert journal_last_seq(journal) == events_before[-1]
     shown = hankweave(project, "journal", "-e", project.exec_dir)
     assert shown.returncode == 0 and "RunFailed" in shown.stdout, shown.stderr

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import logging
 import os
@@ -576,7 +577,10 @@ def read_journal(
             codon_id=codon_id,
             log_problems=log_problems,
         )
-        offset = 0 if after_seq is None else _start_offset(handle, size, after_seq)
+        # A dieted journal is read from memory: no descriptor to bisect, and no need.
+        on_disk = isinstance(handle, io.BufferedReader)
+        offset = 0 if after_seq is None or not on_disk else _start_offset(handle, size,
+                                                                           after_seq)
         handle.seek(offset)
         lines.start_at(offset)
         for line in handle:
