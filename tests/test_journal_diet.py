@@ -206,6 +206,8 @@ def test_diet_read_restore_and_resume_an_execution(tmp_path: Path):
     assert journal_last_seq(journal) == events_before[-1]
     shown = hankweave(project, "journal", "-e", project.exec_dir)
     assert shown.returncode == 0 and "RunFailed" in shown.stdout, shown.stderr
+    followed = hankweave(project, "journal", "-e", project.exec_dir, "--follow", "--json")
+    assert [json.loads(line)["seq"] for line in followed.stdout.splitlines()] == events_before
 
     restored = hankweave(project, "--restore-journal", project.exec_dir)
     assert restored.returncode == 0 and "verified byte for byte" in restored.stdout

@@ -108,7 +108,10 @@ def journal_command(
             if wants_type(event.type) and wants_codon(event.data) and wants_run(event):
                 yield event
 
-    if not follow:
+    from hankweave.events.diet import is_dieted
+
+    # A dieted journal is a finished one: --follow prints it whole and ends.
+    if not follow or (not path.exists() and is_dieted(path.parent)):
         try:
             events = read_journal(path, after_seq=after_seq, types=exact_types, report=report)
             for event in wanted(events):
