@@ -21,14 +21,11 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from hankweave.bundle.canonical import utf8_key
 from hankweave.bundle.lock import sha256_hex
 from hankweave.bundle.tar import Mode, Quotas
-
-if TYPE_CHECKING:
-    import pathspec
 
 __all__ = ["DEFAULT_IGNORE_PATTERNS", "DEFAULT_QUOTAS", "Closure", "Finding", "compute_closure"]
 
@@ -406,12 +403,15 @@ def _entries(count: int) -> str:
     return f"{count} entr{'y' if count == 1 else 'ies'}"
 
 
-@dataclass(frozen=True)
 class _IgnoreRules:
-    """The gitignore rules copied directories are filtered by."""
+    """The gitignore rules copied directories are filtered by: the hank's root ``.gitignore``
+    when there is one, else :data:`DEFAULT_IGNORE_PATTERNS` (``source`` says which)."""
 
-    lines: tuple[str, ...]
-    source: str
+    def __init__(self, lines: tuple[str, ...], source: str) -> None:
+        import pathspec
+
+        self.source = source
+        self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
 
     @classmethod
     def for_hank(cls, hank_dir: Path) -> _IgnoreRules:
@@ -424,13 +424,4 @@ class _IgnoreRules:
     def ignored(self, relative: str, *, is_dir: bool) -> bool:
         if any(part.lower() == ".git" for part in relative.split("/")):
             return True
-        return self._spec().match_file(relative + ("/" if is_dir else ""))
-
-    def _spec(self) -> pathspec.GitIgnoreSpec:
-        import pathspec
-
-        spec = getattr(self, "_compiled", None)
-        if spec is None:
-            spec = pathspec.GitIgnoreSpec.from_lines(self.lines)
-            object.__setattr__(self, "_compiled", spec)
-        return spec
+        return bool(self._spec.match_file(relative + ("/" if is_dir else "")))
