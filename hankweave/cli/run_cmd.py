@@ -94,9 +94,12 @@ def run_command(ctx: click.Context, hank: str | None, data: str | None, config: 
                 replay: str | None, mock_provider: str | None, no_mock_provider: bool,
                 replay_speed: str, allow_commands: bool | None, wait_for_answers: bool,
                 **options: Any) -> None:
-    """Run HANK (a hank.json, or a directory holding one) on DATA (default: the current
-    directory; - reads stdin). A single argument is DATA unless it ends in .json (then it is
-    HANK); the hank is then DATA's hank.json, else ./hank.json.
+    """Run HANK (a hank.json, a directory holding one, a .hank bundle, or a git repository
+    address such as https://github.com/OWNER/REPO#v1/path) on DATA (default: the current
+    directory; - reads stdin). A single argument is DATA unless it ends in .json or .hank or
+    is a repository address (then it is HANK); the hank is then DATA's hank.json, else
+    ./hank.json. A bundle is checked file by file against its hank.lock, and a remote hank
+    fetched into the cache, before anything runs (docs/bundles.md, docs/remote-hanks.md).
 
     An execution directory that holds state is resumed: a crashed or failed run is rolled back
     to its last successful codon and continues from there; completed codons never run again.

@@ -91,8 +91,9 @@ def validate_command(
     offline: bool,
     as_json: bool,
 ) -> None:
-    """Check HANK (a hank.json, or a directory holding one) against DATA (default: the current
-    directory) without running or creating anything.
+    """Check HANK (a hank.json, a directory holding one, a .hank bundle or a repository address)
+    against DATA (default: the current directory) without running or creating anything (a
+    bundle is verified and a remote hank fetched into the cache first).
 
     Prints a summary: codons with their resolved models and harnesses, loops, prompt files, rig
     operations, checkpointed files, the budget each plan entry would start with (its dollar,
