@@ -573,3 +573,29 @@ def test_validate_names_the_bundle_it_verified(project: Project):
     assert report["valid"] and report["hankPath"].endswith(f"{lock['bundleHash']}/hank.json")
     shown = " ".join(summary.stdout.split())  # the console folds long lines
     assert f"from bundle {bundle}, verified (bundleHash {lock['bundleHash']})" in shown
+
+
+def test_a_resume_gets_the_bundle_back_when_the_cache_was_deleted(project: Project):
+    import shutil
+
+    bundle = _bundle_project(project)
+    first = hankweave("run", bundle, project.data, "-e", project.exec_dir, "--headless",
+                      cwd=project.root, env=project.env)
+    assert first.returncode == 0, first.stderr
+    shutil.rmtree(project.root / "home/.cache")
+
+    again = hankweave("run", "-e", project.exec_dir, "--headless", cwd=project.root,
+                      env=project.env)
+
+    assert again.returncode == 0, again.stderr
+    assert "verified against its hank.lock" in again.stdout + again.stderr
+    meta = json.loads((project.hankweave_dir / "execution-meta.json").read_text())
+    assert Path(meta["hankPath"]).is_file()
+
+    shutil.rmtree(project.root / "home/.cache")
+    (project.hank_dir / "prompts/a.md").write_text("Changed.\n")
+    pack_hank(project.hank_dir, output=Path("bundled.hank"), cwd=project.root)
+    changed = hankweave("run", "-e", project.exec_dir, "--headless", cwd=project.root,
+                        env=project.env)
+    assert changed.returncode == 2 and "Traceback" not in changed.stderr
+    assert f"this execution ran bundle {meta['bundleHash'][:12]}" in changed.stderr

@@ -306,3 +306,19 @@ def test_an_annotated_tag_resolves_to_its_commit(project: Project, repo: Repo):
 
     assert result.returncode == 0, result.stderr
     assert f"v2 at {first[:12]}" in result.stdout + result.stderr
+
+
+def test_a_resume_fetches_the_same_commit_again_when_the_cache_was_deleted(
+        project: Project, repo: Repo):
+    import shutil
+
+    first = repo.commit("One.")
+    assert run(project, f"file://{repo.bare}#main/sub/hank", "e").returncode == 0
+    repo.commit("Two.")  # the branch moved: a resume still runs the commit it started with
+    shutil.rmtree(project.root / "home/.cache")
+
+    again = hankweave(project, "run", "-e", project.root / "e", "--headless")
+
+    assert again.returncode == 0, again.stderr
+    assert f"commit {first[:12]}" in again.stdout + again.stderr
+    assert read_prompt(recorded(project, "e")) == "One."

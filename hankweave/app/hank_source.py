@@ -68,8 +68,11 @@ class HankSource:
 
 
 def resolve_hank_source(argument: str | None, *, cwd: Path, env: Mapping[str, str],
-                        notify: Callable[[str], None] | None = None) -> HankSource:
-    """The local hank ``argument`` names (see the module docstring).
+                        notify: Callable[[str], None] | None = None,
+                        execution: str | None = None) -> HankSource:
+    """The local hank ``argument`` names (see the module docstring). With no ``argument``, a
+    resume of ``execution`` whose bundle extraction or remote checkout is gone from the cache
+    gets it back from where it came (the cache may be deleted at any time).
 
     Raises:
         hankweave.config.errors.ConfigError: the remote cannot be fetched or the bundle does
@@ -79,7 +82,7 @@ def resolve_hank_source(argument: str | None, *, cwd: Path, env: Mapping[str, st
     from hankweave.remote import is_remote_address
 
     if argument is None:
-        return HankSource(None)
+        return _recovered(cwd, env, notify, execution)
     remote = None
     local = Path(cwd, argument)
     notices: list[str] = []
@@ -100,6 +103,36 @@ def resolve_hank_source(argument: str | None, *, cwd: Path, env: Mapping[str, st
     notices.append(f"bundle {local.name}: {len(opened.lock.files)} files verified against its"
                    f" hank.lock (bundleHash {opened.bundle_hash[:12]}); {how} {opened.hank_dir}")
     return _told(HankSource(str(opened.hank_path), opened, remote, notices), notify)
+
+
+def _recovered(cwd: Path, env: Mapping[str, str], notify: Callable[[str], None] | None,
+               execution: str | None) -> HankSource:
+    """The hank a resumed execution ran, fetched or extracted again when the cache lost it."""
+    from hankweave.config.errors import ConfigError
+    from hankweave.execution.layout import ExecutionLayout
+    from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
+
+    if execution is None or (cwd / "hank.json").is_file():
+        return HankSource(None)
+    try:
+        meta = load_execution_meta(ExecutionLayout(Path(cwd, execution)).meta_file)
+    except ExecutionMetaError:
+        return HankSource(None)
+    if not meta.hank_path or Path(meta.hank_path).is_file():
+        return HankSource(None)
+    if meta.remote:
+        remote, path = meta.remote, meta.remote.get("path")
+        address = f"{remote['url']}#{remote['commit']}" + (f"/{path}" if path else "")
+        return resolve_hank_source(address, cwd=cwd, env=env, notify=notify)
+    if not (meta.bundle_hash and meta.bundle_path):
+        return HankSource(None)
+    source = resolve_hank_source(meta.bundle_path, cwd=cwd, env=env, notify=notify)
+    if source.bundle is None or source.bundle.bundle_hash != meta.bundle_hash:
+        found = source.bundle.bundle_hash[:12] if source.bundle else "not a bundle"
+        raise ConfigError(f"{meta.bundle_path}: this execution ran bundle"
+                          f" {meta.bundle_hash[:12]}, but the file is now {found}; give the"
+                          " hank it should continue with as HANK")
+    return source
 
 
 def _told(source: HankSource, notify: Callable[[str], None] | None) -> HankSource:

@@ -219,7 +219,7 @@ def _locate(request: LaunchRequest, source: RunSource) -> tuple[ResolvedPaths, H
 
     hank_arg, data_arg = source.hank_and_data(request)
     hank_source = resolve_hank_source(hank_arg, cwd=request.cwd, env=request.env,
-                                      notify=request.notify)
+                                      notify=request.notify, execution=request.execution)
     hank_arg = hank_source.argument
     paths = resolve_data_and_hank_paths(
         cwd=request.cwd, hank_arg=hank_arg, data_arg=data_arg,
