@@ -368,3 +368,22 @@ def test_a_dieted_execution_reads_as_it_did(served: Dashboard, finished: Path) -
                 if len(seqs) == 3:
                     break
     assert seqs == [1, 2, 3]
+
+
+def test_a_bundle_run_says_where_its_hank_came_from(project: Project, tmp_path: Path) -> None:
+    from hankweave.api import pack_hank
+
+    hank = project.hank("bundled", {"only": {"messages": 1}})
+    packed = pack_hank(hank, output=Path("bundled.hank"), cwd=tmp_path)
+    assert packed.output is not None and packed.lock is not None
+    execution = project.executions / "from-bundle"
+    done = subprocess.run([sys.executable, "-m", "hankweave", "run", str(packed.output),
+                           str(project.data("b")), "-e", str(execution), "--headless"],
+                          env=project.env, cwd=project.root, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    with dashboard(project) as served:
+        page = get(served, f"/api/executions/{the_id(served, 'from-bundle')}").json()
+    assert page["execution"]["hankSource"] == {
+        "bundleHash": packed.lock.bundle_hash, "bundlePath": str(packed.output),
+        "remote": None}

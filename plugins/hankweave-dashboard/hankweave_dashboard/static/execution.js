@@ -89,7 +89,20 @@ function renderSummary() {
     fact("Runs", String(runs.length)),
     fact("Time", seconds(spent.seconds), "the runs' time, as the budget counts it (not the time between runs)"),
     fact("Data", execution.dataPath || "–", execution.dataPath || ""),
+    ...(execution.hankSource ? [hankSourceFact(execution.hankSource, fact)] : []),
   );
+}
+
+// Where the hank came from when it is not a hank directory: a verified bundle, or a remote
+// repository at a commit (docs/bundles.md, docs/remote-hanks.md).
+function hankSourceFact(source, fact) {
+  if (source.remote) {
+    const remote = source.remote;
+    return fact("Hank from", `${remote.ref || "commit"} @ ${remote.commit.slice(0, 12)}`,
+      `${remote.url}${remote.path ? ` · ${remote.path}` : ""}`);
+  }
+  return fact("Hank from", `bundle ${source.bundleHash.slice(0, 12)}`,
+    `${source.bundlePath} · bundleHash ${source.bundleHash}`);
 }
 
 // What to do next when nothing runs the execution: the command to paste, with what it does.
