@@ -162,11 +162,11 @@ def fetch_remote_hank(given: str, cache_root: Path, *,
                 f"{address.shown}: the remote cannot be reached ({reach_error}) and commit"
                 f" {commit[:12]} is not in the cache ({cache.root})")
         checkout = cache.store(git, address.clone_url, _full_ref(ref, listed), commit)
-        notice = notice or f"fetched {commit[:12]}"
-        commit = checkout.name
-    names = {ref or ""} | ({""} if not address.ref_and_path else set())
-    for name in names - {n for n in names if n and _COMMIT.match(n)}:
-        cache.remember(name, commit, fresh=reach_error is None)
+    if reach_error is None:  # what each named ref points at now, for when it cannot be asked
+        if ref is not None and _full_ref(ref, listed) is not None:
+            cache.remember(ref, commit)
+        if not address.ref_and_path:
+            cache.remember("", commit)  # the default branch
     safe_path = _safe_subpath(address, path)
     _refuse_links(address, checkout, safe_path)
     return RemoteHank(address, ref, commit, safe_path, checkout,
@@ -183,9 +183,9 @@ def _resolve(address: RemoteAddress, listed: dict[str, str] | None, reach_error:
             if head is None:
                 raise RemoteHankError(f"{address.shown}: the remote has no default branch; give"
                                       " one as #REF")
-            branch = listed.get(_HEAD_BRANCH, "")
-            return (branch or None, "", head,
-                    f"default branch {branch} at {head[:12]}".replace("  ", " "))
+            branch = listed.get(_HEAD_BRANCH)
+            shown = f"default branch {branch}" if branch else "default branch"
+            return branch, "", head, f"{shown} at {head[:12]}"
         ref = _longest_ref(rest, listed)
         if ref is not None:
             commit = listed[f"refs/tags/{ref}^{{}}"] if f"refs/tags/{ref}^{{}}" in listed \
@@ -250,16 +250,18 @@ def _refuse_links(address: RemoteAddress, checkout: Path, path: str) -> None:
     make a "remote" hank read this machine's files."""
     current = checkout
     steps = [part for part in path.split("/") if part]
-    for index, part in enumerate([*steps, "hank.json"]):
+    for part in steps:
         current = current / part
-        if index == len(steps) and not (checkout / path).is_dir():
-            return  # the path named a file, checked as the last step
-        if current.is_symlink():
-            shown = current.relative_to(checkout).as_posix()
-            raise RemoteHankError(f"{address.shown}: {shown} is a symlink in the repository;"
-                                  " a remote hank may not link out of its checkout")
-        if not current.exists():
-            return  # the launch says what is missing
+        _refuse_link(address, checkout, current)
+    if current.is_dir():
+        _refuse_link(address, checkout, current / "hank.json")
+
+
+def _refuse_link(address: RemoteAddress, checkout: Path, step: Path) -> None:
+    if step.is_symlink():
+        shown = step.relative_to(checkout).as_posix()
+        raise RemoteHankError(f"{address.shown}: {shown} is a symlink in the repository;"
+                              " a remote hank may not link out of its checkout")
 
 
 def _age(timestamp: str) -> str:
@@ -356,9 +358,8 @@ class _RepoCache:
         path = self.trees / commit
         return path if path.is_dir() and not path.is_symlink() else None
 
-    def remember(self, ref: str, commit: str, *, fresh: bool) -> None:
-        if not fresh:
-            return
+    def remember(self, ref: str, commit: str) -> None:
+        """``ref`` (``""``: the default branch) pointed at ``commit`` just now."""
         refs = self._refs()
         refs[ref] = {"commit": commit, "checkedAt": utc_now_iso()}
         atomic_write_bytes(self.refs_file, (json.dumps(refs, indent=2) + "\n").encode())

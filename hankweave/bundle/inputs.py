@@ -11,6 +11,8 @@ it). Derived from the files alone, so a reader can recompute it; Hankweave 0.12'
 from __future__ import annotations
 
 import copy
+import json
+import posixpath
 from typing import Any
 
 from hankweave.bundle.canonical import canonical_json, utf8_key
@@ -96,16 +98,8 @@ def _sentinel(closure: Closure, entry: dict[str, Any]) -> None:
     config = entry.get("sentinelConfig")
     if isinstance(config, str):
         record = _record(closure, "", config)
-        base = record.path.rpartition("/")[0]
-        refs = {}
-        for label, base_key in (("systemPromptFile", "systemPromptFile"),
-                                ("userPromptFile", "userPromptFile"),
-                                ("schemaFile", "schemaFile")):
-            hashes = [r.sha256 for (b, _), r in closure.refs.items()
-                      if b == base and _names(closure, record.path, base_key, r)]
-            if hashes:
-                refs[label] = hashes
-        entry["sentinelConfig"] = {"path": record.path, "sha256": record.sha256, "refs": refs}
+        entry["sentinelConfig"] = {"path": record.path, "sha256": record.sha256,
+                                   "refs": _config_file_refs(closure, record.path)}
     elif isinstance(config, dict):
         node = copy.deepcopy(config)
         for key in ("systemPromptFile", "userPromptFile"):
@@ -118,15 +112,21 @@ def _sentinel(closure: Closure, entry: dict[str, Any]) -> None:
         entry["sentinelConfig"] = node
 
 
-def _names(closure: Closure, config_path: str, key: str, record: RefRecord) -> bool:
-    """Whether the sentinel config file at ``config_path`` names ``record`` under ``key``."""
-    import json
-    import posixpath
-
+def _config_file_refs(closure: Closure, config_path: str) -> dict[str, list[str]]:
+    """The hashes of the files a sentinel config file names, by field, in its order (they
+    resolve from the file's own folder, as the closure recorded them)."""
     config = json.loads(closure.files[config_path].data)
-    value = config.get(key) if key != "schemaFile" else (
-        config.get("structuredOutput") or {}).get("schemaFile")
-    values = value if isinstance(value, list) else [value]
     base = posixpath.dirname(config_path)
-    return any(isinstance(v, str) and v and posixpath.normpath(posixpath.join(base, v))
-               == record.path for v in values)
+    structured = config.get("structuredOutput")
+    fields = {"systemPromptFile": config.get("systemPromptFile"),
+              "userPromptFile": config.get("userPromptFile"),
+              "schemaFile": structured.get("schemaFile") if isinstance(structured, dict)
+              else None}
+    refs = {}
+    for label, value in fields.items():
+        values = value if isinstance(value, list) else [value]
+        hashes = [_record(closure, base, raw).sha256 for raw in values
+                  if isinstance(raw, str) and raw]
+        if hashes:
+            refs[label] = hashes
+    return refs

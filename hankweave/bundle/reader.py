@@ -18,6 +18,7 @@ import posixpath
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -39,7 +40,7 @@ from hankweave.bundle.lock import (
 )
 from hankweave.bundle.tar import BundleFormatError, Member, read_tar
 from hankweave.config.errors import ConfigError
-from hankweave.fsutil import write_fully
+from hankweave.fsutil import private_dir, write_fully
 
 __all__ = ["MAX_ARCHIVE_BYTES", "BundleError", "OpenedBundle", "is_bundle_path", "open_bundle"]
 
@@ -199,8 +200,6 @@ def _compare(lock: HankLock, members: list[Member]) -> None:
 
 
 def _extract(path: Path, lock: HankLock, members: list[Member], root: Path) -> OpenedBundle:
-    from hankweave.fsutil import private_dir
-
     target = root / lock.bundle_hash
     existed = os.path.lexists(target)
     if existed and _still_matches(target, lock):
@@ -219,6 +218,9 @@ def _extract(path: Path, lock: HankLock, members: list[Member], root: Path) -> O
         if target.exists() and _still_matches(target, lock):  # a concurrent extraction won
             return OpenedBundle(path, target, lock, "reused")
         raise _Refused(f"cannot extract it into {target}: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return OpenedBundle(path, target, lock, "repaired" if existed else "fresh")
 
 
@@ -231,8 +233,6 @@ def _remove(target: Path) -> None:
 
 def _sweep_staging(root: Path) -> None:
     """Staging folders an interrupted extraction left (over an hour old: not in progress)."""
-    import time
-
     for leftover in root.glob(".staging-*"):
         with contextlib.suppress(OSError):
             if time.time() - leftover.lstat().st_mtime > 3600:

@@ -114,7 +114,7 @@ def validate_command(
         )
     env = dict(os.environ)
     cwd = Path.cwd()
-    source = _local_hank(hank, cwd, env, quiet=as_json)
+    source = _hank_source(hank, cwd, env, quiet=as_json)
     hank = source.argument
     paths = resolve_data_and_hank_paths(
         cwd=cwd, hank_arg=hank, data_arg=data, execution_arg=execution, env=env
@@ -148,7 +148,7 @@ def validate_command(
         raise SystemExit(EXIT_USAGE)
 
 
-def _local_hank(hank: str | None, cwd: Path, env: dict[str, str], *,
+def _hank_source(hank: str | None, cwd: Path, env: dict[str, str], *,
                 quiet: bool) -> HankSource:
     """HANK as a local hank file: a bundle verified and extracted, a remote hank fetched (the
     cache is the only thing validate writes)."""

@@ -256,7 +256,7 @@ def _manifest(events_dir: Path) -> dict[str, Any] | None:
 # ----- diet, restore, read -----
 
 
-_TEMP = re.compile(r"\.tmp(?:-(\d+))?$|\.tmp-(\d+)$")
+_TEMP = re.compile(r"\.tmp(?:-(\d+))?$")
 
 
 def _sweep(events_dir: Path) -> None:
@@ -273,7 +273,7 @@ def _sweep(events_dir: Path) -> None:
             ours = folder != events_dir or path.name.startswith((JOURNAL, MANIFEST))
             if match is None or not ours:
                 continue
-            pid = match.group(1) or match.group(2)
+            pid = match.group(1)
             if pid is None or not pid_alive(int(pid)):
                 with contextlib.suppress(OSError):
                     path.unlink()
