@@ -31,13 +31,9 @@ def utf8_key(text: str) -> bytes:
 
 def canonical_json(value: Any) -> str:
     """``value`` as canonical JSON text (see the module docstring)."""
-    return "".join(_parts(value))
-
-
-def _parts(value: Any) -> list[str]:
     out: list[str] = []
     _emit(value, out)
-    return out
+    return "".join(out)
 
 
 def _emit(value: Any, out: list[str]) -> None:
