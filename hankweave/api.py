@@ -27,6 +27,12 @@ if TYPE_CHECKING:
     from hankweave.app.answers import GivenAnswer as GivenAnswer
     from hankweave.app.answers import RecordedAnswer as RecordedAnswer
     from hankweave.app.answers import answer_interruption as answer_interruption
+    from hankweave.app.compare import CompareError as CompareError
+    from hankweave.app.compare import Comparison as Comparison
+    from hankweave.app.compare import compare_executions as compare_executions
+    from hankweave.app.fork import ForkError as ForkError
+    from hankweave.app.fork import ForkResult as ForkResult
+    from hankweave.app.fork import fork_execution as fork_execution
     from hankweave.app.launch import launch as launch
     from hankweave.app.launch import prepare as prepare
     from hankweave.app.launch import warm_up as warm_up
@@ -48,6 +54,7 @@ if TYPE_CHECKING:
     from hankweave.checkpoints import CheckpointStore as CheckpointStore
     from hankweave.checkpoints import FileChange as FileChange
     from hankweave.checkpoints import RetentionPolicy as RetentionPolicy
+    from hankweave.checkpoints import StoredFile as StoredFile
     from hankweave.checkpoints import checkpoint_message as checkpoint_message
     from hankweave.checkpoints import run_branch as run_branch
     from hankweave.cli.errors import CLIError as CLIError
@@ -106,6 +113,8 @@ if TYPE_CHECKING:
     from hankweave.events.sink import SinkConfig as SinkConfig
     from hankweave.execution.document import ExecutionDocument as ExecutionDocument
     from hankweave.execution.document import document_of as document_of
+    from hankweave.execution.family import Family as Family
+    from hankweave.execution.family import family_of as family_of
     from hankweave.execution.layout import ExecutionLayout as ExecutionLayout
     from hankweave.execution.layout import codon_log_name as codon_log_name
     from hankweave.execution.meta import ExecutionMetaError as ExecutionMetaError

@@ -38,7 +38,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal, TypeVar
@@ -95,6 +95,22 @@ class Checkpoint:
 class FileChange:
     path: str  # relative to agentRoot, "/"-separated
     change: Literal["added", "modified", "deleted"]
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One file of a checkpoint, as :meth:`CheckpointStore.manifest` lists it.
+
+    ``digest`` identifies the content: ``"<algorithm>:<hex>"`` (``git-blob:…``, ``sha256:…``).
+    Two files with the same digest have the same bytes, within a backend and across two stores
+    of the same backend; digests of different algorithms say nothing, so a reader compares the
+    bytes then.  A symlink's digest and size are those of its target text.
+    """
+
+    digest: str
+    size: int
+    executable: bool = False
+    symlink: bool = False
 
 
 @dataclass(frozen=True)
@@ -362,6 +378,100 @@ class CheckpointStore(abc.ABC):
         rather than open the store.
         """
         return None
+
+    def fork_into(self, target_execution_dir: Path, keep: Collection[str]) -> None:
+        """Create the checkpoint store of ``target_execution_dir``, a new execution forked from
+        this one, holding the checkpoints ``keep`` (ids, the initial checkpoint among them) under
+        the same ids.
+
+        The source is read as :meth:`list_read_only` reads it: never initialized, repaired,
+        locked or written, so forking is safe while a runtime writes it.  What is immutable may
+        be shared (a hard link) and everything else is copied, so no later write to either store
+        changes a byte of the other.  Afterwards :meth:`initialize` of the target's store returns
+        the same initial checkpoint, and every kept id resolves, restores, materializes and
+        lists as it did here; checkpoints not kept may be absent.  The target's work tree is
+        not touched (the caller restores the checkpoint it forks at).
+
+        Backends override this; the default says that the backend cannot fork.
+        """
+        raise CheckpointError(
+            f"the {self.name!r} checkpoint backend cannot fork an execution (it does not "
+            "implement fork_into); fork with a backend that does, such as git or snapshot")
+
+    @staticmethod
+    def _refuse_existing_store(target_execution_dir: Path) -> None:
+        """For :meth:`fork_into`: raise :class:`CheckpointError` unless the target's
+        ``.hankweave/checkpoints`` is missing or empty, so a fork never mixes its checkpoints
+        into a store that exists."""
+        checkpoints_dir = Path(target_execution_dir) / ".hankweave" / "checkpoints"
+        if not os.path.lexists(checkpoints_dir):
+            return
+        if checkpoints_dir.is_dir() and not checkpoints_dir.is_symlink():
+            with os.scandir(checkpoints_dir) as entries:
+                if not any(True for _ in entries):
+                    return
+        raise CheckpointError(
+            f"cannot fork checkpoints into {checkpoints_dir}: a checkpoint store is already "
+            "there; fork into a new execution directory")
+
+    def manifest(self, checkpoint_id: str) -> dict[str, StoredFile]:
+        """Every file of the checkpoint by relative ("/"-separated) path, read without
+        changing anything, as :meth:`list_read_only` reads (safe while a runtime writes the
+        store).
+
+        Backends override this with a direct read; the default materializes the checkpoint
+        into a scratch directory and hashes what it wrote.
+        """
+        import hashlib
+
+        found: dict[str, StoredFile] = {}
+        with tempfile.TemporaryDirectory(prefix="hankweave-checkpoint-manifest-") as scratch:
+            root = Path(scratch) / "files"
+            for rel in self.materialize(checkpoint_id, root):
+                path = root / rel
+                if path.is_symlink():
+                    data = os.readlink(path).encode("utf-8", "surrogateescape")
+                    found[rel] = StoredFile(f"sha256:{hashlib.sha256(data).hexdigest()}",
+                                            len(data), symlink=True)
+                    continue
+                data = path.read_bytes()
+                found[rel] = StoredFile(f"sha256:{hashlib.sha256(data).hexdigest()}",
+                                        len(data), executable=os.access(path, os.X_OK))
+        return found
+
+    def differing_files(self, checkpoint_id: str, other: CheckpointStore, other_id: str
+                        ) -> dict[str, tuple[StoredFile | None, StoredFile | None]]:
+        """The files of this store's checkpoint and of ``other``'s (another store, of any
+        backend) that may differ, by path: this one's entry and the other's, None where a side
+        has no such file.  A path whose entries are equal (digest, mode, kind) is left out, so
+        when both use one digest algorithm the result is exactly what differs; entries of
+        different algorithms are listed and the caller compares their bytes.  Read as
+        :meth:`manifest` reads.
+
+        Backends override this to skip what two checkpoints share without listing it (equal
+        subtrees, a shared base); the default compares the two manifests.
+        """
+        mine, theirs = self.manifest(checkpoint_id), other.manifest(other_id)
+        return {path: (mine.get(path), theirs.get(path))
+                for path in sorted(mine.keys() | theirs.keys())
+                if mine.get(path) != theirs.get(path)}
+
+    def read_file(self, checkpoint_id: str, path: str) -> bytes:
+        """The bytes of one file of the checkpoint (a symlink: its target text), read as
+        :meth:`manifest` reads.  Raises :class:`CheckpointNotFoundError` when the checkpoint
+        holds no such file.
+
+        Backends override this; the default materializes the checkpoint.
+        """
+        with tempfile.TemporaryDirectory(prefix="hankweave-checkpoint-read-") as scratch:
+            root = Path(scratch) / "files"
+            if path not in self.materialize(checkpoint_id, root):
+                raise CheckpointNotFoundError(
+                    f"checkpoint {checkpoint_id[:12]} holds no file {path!r}")
+            target = root / path
+            if target.is_symlink():
+                return os.readlink(target).encode("utf-8", "surrogateescape")
+            return target.read_bytes()
 
     def checkpoint_data(self) -> dict[str, dict[str, str]]:
         """``{id: {message, timestamp, branch}}`` for execution-thread validation."""

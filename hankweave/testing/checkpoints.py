@@ -471,6 +471,306 @@ class CheckpointStoreContract(_StoreFixtures):
             store.files(unknown)
         assert not (tmp_path / "out").exists()
 
+    # ----- reading a checkpoint's files (hankweave compare) -----
+
+    def test_manifest_lists_exactly_what_materialize_writes(self, store, work, tmp_path):
+        first, first_tree, second, second_tree = self.two_checkpoints(
+            store, work, tmp_path / "outside.txt")
+        for made, tree in ((first, first_tree), (second, second_tree)):
+            manifest = store.manifest(made.id)
+            written = store.materialize(made.id, tmp_path / f"export-{made.id[:12]}")
+            assert sorted(manifest) == written == sorted(tree)
+            for path, held in tree.items():
+                stored = manifest[path]
+                algorithm, _, digest = stored.digest.partition(":")
+                assert algorithm and digest, stored
+                if held[0] == "link":
+                    assert stored.symlink, path
+                    assert stored.size == len(os.fsencode(held[1])), path
+                else:
+                    assert not stored.symlink, path
+                    assert (stored.size, stored.executable) == (len(held[1]), held[2]), path
+
+    def test_manifest_digests_are_equal_exactly_when_contents_are(self, store, work):
+        write_tree(work, {"a.txt": "same", "dir/b.txt": "same", "run.sh": Executable(b"same"),
+                          "other.txt": "other", "changes.txt": "before"})
+        first = self.snap(store, "first")
+        write_tree(work, {"changes.txt": "after"})
+        second = self.snap(store, "second")
+        one, two = store.manifest(first.id), store.manifest(second.id)
+        assert one["a.txt"].digest == one["dir/b.txt"].digest == one["run.sh"].digest
+        assert one["a.txt"].digest != one["other.txt"].digest
+        assert one["a.txt"] == two["a.txt"] and one["other.txt"] == two["other.txt"]
+        assert one["changes.txt"].digest != two["changes.txt"].digest
+
+    def test_read_file_returns_the_stored_bytes_and_link_targets(self, store, work, tmp_path):
+        first, first_tree, second, second_tree = self.two_checkpoints(
+            store, work, tmp_path / "outside.txt")
+        for made, tree in ((first, first_tree), (second, second_tree)):
+            for path, held in tree.items():
+                expected = os.fsencode(held[1]) if held[0] == "link" else held[1]
+                assert store.read_file(made.id, path) == expected, path
+
+    def test_manifest_and_read_file_write_nothing_and_need_no_initialize(
+            self, store, work, execution_dir, tmp_path):
+        first, first_tree, second, _ = self.two_checkpoints(
+            store, work, tmp_path / "outside.txt")
+        store.restore(first.id)
+        expected = {made.id: store.manifest(made.id) for made in (first, second)}
+        # A second instance that is never initialized, as `hankweave compare` has.
+        reader = self.make_store(execution_dir)
+        before = file_stats(execution_dir)
+        assert reader.manifest(second.id) == expected[second.id]
+        assert reader.manifest(first.id[:12]) == expected[first.id]
+        assert reader.read_file(first.id, "change.txt") == b"old"
+        assert reader.read_file(second.id, "change.txt") == b"new"
+        assert file_stats(execution_dir) == before
+        assert read_tree(work) == first_tree
+        reader.close()
+
+    def test_read_file_and_manifest_of_what_is_not_there_raise(self, store, work):
+        write_tree(work, {"dir/a.txt": "a"})
+        made = self.snap(store, "one")
+        unknown = "f" * 40 if not made.id.startswith("f") else "0" * 40
+        for missing in ("missing.txt", "dir", "dir/a.txt/deeper", ""):
+            with pytest.raises(CheckpointNotFoundError):
+                store.read_file(made.id, missing)
+        with pytest.raises(CheckpointNotFoundError):
+            store.read_file(unknown, "dir/a.txt")
+        with pytest.raises(CheckpointNotFoundError):
+            store.manifest(unknown)
+
+    def test_manifest_of_a_checkpoint_of_20000_files(self, store, work):
+        for folder in range(100):
+            (work / f"d{folder}").mkdir()
+        for number in range(20000):
+            (work / f"d{number % 100}" / f"f{number}.txt").write_bytes(b"%d\n" % number)
+        made = self.snap(store, "large")
+        manifest = store.manifest(made.id)
+        assert len(manifest) == 20000
+        assert (manifest["d7/f1207.txt"].size, manifest["d7/f1207.txt"].executable) == (5, False)
+        assert store.read_file(made.id, "d7/f1207.txt") == b"1207\n"
+
+    # ----- forking (hankweave fork) -----
+
+    def fork(self, source_dir: Path, target_dir: Path, keep: set[str]) -> CheckpointStore:
+        """Fork as ``hankweave fork`` does, from an instance never initialized into a new
+        execution directory; return the target's store (not yet initialized)."""
+        (target_dir / "agentRoot").mkdir(parents=True)
+        (target_dir / ".hankweave").mkdir()
+        forker = self.make_store(source_dir)
+        try:
+            forker.fork_into(target_dir, keep)
+        finally:
+            forker.close()
+        return self.make_store(target_dir)
+
+    def history(self, store: CheckpointStore, work: Path) -> tuple[
+            dict[str, Checkpoint], dict[str, dict[str, Any]]]:
+        """Three checkpoints on two runs, by codon name, and the tree of each."""
+        steps: list[tuple[str, str, Tree]] = [
+            ("one", "r1", {"a.txt": "a1", "run.sh": Executable(b"#!/bin/sh\n"),
+                           "link": Symlink("a.txt"), "dir/b.txt": "b1"}),
+            ("two", "r2", {"a.txt": "a2", "dir/b.txt": None, "c.txt": "c"}),
+            ("three", "r1", {"a.txt": "a3", "link": Symlink("c.txt")}),
+        ]
+        made: dict[str, Checkpoint] = {}
+        trees: dict[str, dict[str, Any]] = {}
+        for codon, run, files in steps:
+            write_tree(work, files)
+            made[codon] = self.snap(store, codon, run=run)
+            trees[codon] = read_tree(work)
+        return made, trees
+
+    @staticmethod
+    def store_contents(execution_dir: Path) -> dict[str, tuple[Any, ...]]:
+        """Every file and link of the execution's checkpoint store, with its bytes."""
+        root = execution_dir / ".hankweave" / "checkpoints"
+        return read_tree(root) if root.exists() else {}
+
+    def test_a_fork_holds_the_kept_checkpoints_under_the_same_ids(
+            self, store, work, execution_dir, tmp_path):
+        initial = store.initialize()
+        made, trees = self.history(store, work)
+        kept = {initial, made["one"].id, made["two"].id}
+        source_before = file_stats(execution_dir)
+        target = self.fork(execution_dir, tmp_path / "fork", kept)
+        assert file_stats(execution_dir) == source_before
+        try:
+            assert target.initialize() == initial
+            listed = {c.id: c for c in target.list()}
+            for ident in kept:
+                assert listed[ident] == target.resolve(ident) == store.resolve(ident)
+                assert target.manifest(ident) == store.manifest(ident)
+                ours = tmp_path / "ours" / ident
+                theirs = tmp_path / "theirs" / ident
+                assert target.materialize(ident, ours) == store.materialize(ident, theirs)
+                assert read_tree(ours) == read_tree(theirs)
+            fork_work = tmp_path / "fork" / "agentRoot"
+            for codon in ("two", "one"):
+                target.restore(made[codon].id)
+                assert read_tree(fork_work) == trees[codon]
+            target.restore(initial)
+            assert read_tree(fork_work) == {}
+        finally:
+            target.close()
+
+    def test_a_fork_and_its_source_never_change_each_other(
+            self, store, work, execution_dir, tmp_path):
+        initial = store.initialize()
+        made, trees = self.history(store, work)
+        kept = {initial, made["one"].id, made["two"].id}
+        target = self.fork(execution_dir, tmp_path / "fork", kept)
+        target.initialize()
+        source_store, source_work = self.store_contents(execution_dir), read_tree(work)
+        listed = store.list()
+
+        # The fork goes its own way: restores, new checkpoints, a prune.
+        fork_work = tmp_path / "fork" / "agentRoot"
+        target.restore(made["one"].id)
+        write_tree(fork_work, {"a.txt": "the fork's", "new.txt": "new"})
+        self.snap(target, "fork-one", run="f1")
+        target.restore(made["two"].id)
+        self.snap(target, "fork-two", run="f1")
+        target.prune(RetentionPolicy(keep_last_per_run=0, keep_ids=frozenset(kept)))
+        assert self.store_contents(execution_dir) == source_store
+        assert read_tree(work) == source_work and store.list() == listed
+
+        # And the source goes its own: the fork's kept checkpoints stay whole.
+        write_tree(work, {"a.txt": "the source's", "later.txt": "later"})
+        self.snap(store, "later")
+        store.restore(made["two"].id)
+        store.prune(RetentionPolicy(keep_last_per_run=0, keep_ids=frozenset({initial})))
+        for codon in ("one", "two"):
+            target.restore(made[codon].id)
+            assert read_tree(fork_work) == trees[codon]
+        target.close()
+
+    def test_a_fork_copies_what_the_file_system_cannot_link(
+            self, store, work, execution_dir, tmp_path, monkeypatch):
+        import errno
+
+        initial = store.initialize()
+        made, trees = self.history(store, work)
+
+        def cross_device(*args: Any, **kwargs: Any) -> None:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+        monkeypatch.setattr(os, "link", cross_device)
+        target = self.fork(execution_dir, tmp_path / "fork", {initial, made["two"].id})
+        monkeypatch.undo()
+        assert not self.shared_inodes(execution_dir, tmp_path / "fork")
+        source_store = self.store_contents(execution_dir)
+        assert target.initialize() == initial
+        target.restore(made["two"].id)
+        assert read_tree(tmp_path / "fork" / "agentRoot") == trees["two"]
+        self.snap(target, "fork-one", run="f1")
+        assert self.store_contents(execution_dir) == source_store
+        target.close()
+
+    @staticmethod
+    def shared_inodes(one: Path, other: Path) -> set[tuple[int, int]]:
+        """The files the two executions' checkpoint stores share (hard links)."""
+        def inodes(execution_dir: Path) -> set[tuple[int, int]]:
+            found = set()
+            for dirpath, _, filenames in os.walk(execution_dir / ".hankweave" / "checkpoints"):
+                for name in filenames:
+                    st = os.lstat(os.path.join(dirpath, name))
+                    found.add((st.st_dev, st.st_ino))
+            return found
+
+        return inodes(one) & inodes(other)
+
+    def test_differing_files_lists_what_the_manifests_say_differs(
+            self, store, work, execution_dir, tmp_path):
+        """Within the store, against a fork of it (after each went on), and against a store
+        of another backend (the default's manifest comparison): exactly the paths whose
+        entries differ, each side's entry as its manifest lists it."""
+        from hankweave.testing.memory_checkpoints import MemoryCheckpointStore
+
+        initial = store.initialize()
+        made, _ = self.history(store, work)
+        fork = self.fork(execution_dir, tmp_path / "fork", {initial, made["two"].id})
+        fork.initialize()
+        fork.restore(made["two"].id)
+        write_tree(tmp_path / "fork" / "agentRoot",
+                   {"c.txt": "c, changed in the fork", "new/d.txt": "d", "a.txt": None})
+        forked = self.snap(fork, "four", run="r3")
+        other = MemoryCheckpointStore(tmp_path / "elsewhere")
+        other.initialize()
+        write_tree(other.work_tree, {"a.txt": "a3", "c.txt": "c", "x.txt": "x"})
+        foreign = other.create(kind="completed", run_id="r9", codon_id="x", codon_name="x",
+                               patterns=["**"])
+
+        def expected(one: CheckpointStore, first: str, two: CheckpointStore, second: str
+                     ) -> dict[str, tuple[Any, Any]]:
+            mine, theirs = one.manifest(first), two.manifest(second)
+            return {path: (mine.get(path), theirs.get(path))
+                    for path in sorted(mine.keys() | theirs.keys())
+                    if mine.get(path) != theirs.get(path)}
+
+        for one, first, two, second in (
+                (store, made["one"].id, store, made["three"].id),
+                (store, made["three"].id, fork, forked.id),
+                (fork, forked.id, store, made["two"].id)):
+            found = one.differing_files(first, two, second)
+            assert found == expected(one, first, two, second)
+            assert found  # each pair differs somewhere
+        assert store.differing_files(made["two"].id, fork, made["two"].id) == {}
+        assert set(store.differing_files(made["three"].id, other, foreign.id)) >= {"x.txt"}
+        fork.close()
+
+    def test_a_fork_of_a_fork(self, store, work, execution_dir, tmp_path):
+        initial = store.initialize()
+        made, trees = self.history(store, work)
+        first = self.fork(execution_dir, tmp_path / "first",
+                          {initial, made["one"].id, made["two"].id})
+        assert first.initialize() == initial
+        first.restore(made["two"].id)
+        write_tree(tmp_path / "first" / "agentRoot", {"x.txt": "x"})
+        added = self.snap(first, "added", run="f1")
+        added_tree = read_tree(tmp_path / "first" / "agentRoot")
+        first.close()
+
+        second = self.fork(tmp_path / "first", tmp_path / "second",
+                           {initial, made["one"].id, added.id})
+        assert second.initialize() == initial
+        assert second.resolve(added.id) == added
+        second_work = tmp_path / "second" / "agentRoot"
+        second.restore(added.id)
+        assert read_tree(second_work) == added_tree
+        second.restore(made["one"].id)
+        assert read_tree(second_work) == trees["one"]
+        second.close()
+
+    def test_forking_into_an_existing_store_is_refused(self, store, work, execution_dir,
+                                                       tmp_path):
+        initial = store.initialize()
+        self.snap(store, "one")
+        target_dir = tmp_path / "fork"
+        (target_dir / "agentRoot").mkdir(parents=True)
+        (target_dir / ".hankweave").mkdir()
+        existing = self.make_store(target_dir)
+        theirs = existing.initialize()
+        listed = existing.list()
+        existing.close()
+        forker = self.make_store(execution_dir)
+        with pytest.raises(CheckpointError):
+            forker.fork_into(target_dir, {initial})
+        forker.close()
+        again = self.make_store(target_dir)
+        assert again.initialize() == theirs and again.list() == listed
+        again.close()
+
+    def test_forking_an_unknown_checkpoint_is_refused(self, store, work, execution_dir,
+                                                      tmp_path):
+        initial = store.initialize()
+        made = self.snap(store, "one")
+        unknown = "f" * 40 if not made.id.startswith("f") else "0" * 40
+        with pytest.raises(CheckpointError):
+            self.fork(execution_dir, tmp_path / "fork", {initial, made.id, unknown})
+        assert self.read_only_listing(self.make_store(tmp_path / "fork")) == []
+
     # ----- patterns -----
 
     def test_only_files_matching_the_patterns_are_captured(self, store, work):

@@ -12,7 +12,7 @@ import hashlib
 import itertools
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,11 +20,13 @@ from typing import Any, ClassVar
 from hankweave.checkpoints import (
     AmbiguousCheckpointError,
     Checkpoint,
+    CheckpointError,
     CheckpointKind,
     CheckpointNotFoundError,
     CheckpointStore,
     FileChange,
     RetentionPolicy,
+    StoredFile,
     checkpoint_message,
     run_branch,
 )
@@ -126,6 +128,30 @@ class MemoryCheckpointStore(CheckpointStore):
         """The snapshot's paths, sorted."""
         return sorted(self._find(checkpoint_id).files)
 
+    def manifest(self, checkpoint_id: str) -> dict[str, StoredFile]:
+        """The snapshot's files with ``sha256:`` digests."""
+        return {rel: _stored(entry) for rel, entry in self._find(checkpoint_id).files.items()}
+
+    def read_file(self, checkpoint_id: str, path: str) -> bytes:
+        entry = self._find(checkpoint_id).files.get(path)
+        if entry is None:
+            raise CheckpointNotFoundError(f"checkpoint {checkpoint_id[:12]} holds no file {path!r}")
+        return _content(entry)
+
+    def fork_into(self, target_execution_dir: Path, keep: Collection[str]) -> None:
+        """Give the target directory's store the kept snapshots (and the initial one); a
+        snapshot never changes, so they are shared."""
+        target = self._stores.setdefault(Path(target_execution_dir).resolve(), [])
+        if target:
+            raise CheckpointError(f"{target_execution_dir} already has a checkpoint store")
+        wanted = set(keep)
+        kept = [s for s in self._snapshots
+                if s.checkpoint.id in wanted or s.checkpoint.kind == "initial"]
+        unknown = wanted.difference(s.checkpoint.id for s in kept)
+        if unknown:
+            raise CheckpointNotFoundError(f"no checkpoint {', '.join(sorted(unknown))}")
+        target.extend(kept)
+
     def changed_files(self, from_id: str, to_id: str) -> builtins.list[FileChange]:
         a, b = self._find(from_id).files, self._find(to_id).files
         changes = [FileChange(p, "deleted") for p in a if p not in b]
@@ -153,6 +179,19 @@ def _read(path: Path) -> Entry:
     if path.is_symlink():
         return ("link", os.readlink(path))
     return ("file", (path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR)))
+
+
+def _content(entry: Entry) -> bytes:
+    """A file's bytes, or a link's target."""
+    kind, payload = entry
+    return os.fsencode(payload) if kind == "link" else bytes(payload[0])
+
+
+def _stored(entry: Entry) -> StoredFile:
+    data = _content(entry)
+    return StoredFile(f"sha256:{hashlib.sha256(data).hexdigest()}", len(data),
+                      executable=entry[0] == "file" and bool(entry[1][1]),
+                      symlink=entry[0] == "link")
 
 
 def _write(path: Path, entry: Entry) -> None:

@@ -27,7 +27,8 @@ command-line configuration of every git process), :mod:`.commands` (running git)
 :mod:`.records` (checkpoints parsed from commits), :mod:`.objects` (trees and commits written
 in-process), :mod:`.coverage` (the index's paths and every path ever held), :mod:`.checkout`
 (bringing the work tree to a checkpoint), :mod:`.worktree` (files git may store, removals),
-:mod:`.retention` (what a prune keeps).
+:mod:`.retention` (what a prune keeps), :mod:`.reading` (a checkpoint's files read without
+opening the store), :mod:`.fork` (a new execution's repository holding some checkpoints).
 """
 
 from __future__ import annotations

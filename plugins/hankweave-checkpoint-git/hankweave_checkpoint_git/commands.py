@@ -133,8 +133,9 @@ class GitRunner(GitCommands):
 
 
 class GitReader(GitCommands):
-    """Runs read-only git commands with the ``git`` executable alone, for
-    :meth:`GitCheckpointStore.list_read_only`.
+    """Runs read-only git commands with the ``git`` executable alone, for what reads a
+    repository without opening the store: :meth:`GitCheckpointStore.list_read_only`,
+    ``manifest``, ``read_file``, and a fork (its source, and checking the new repository).
 
     GitPython is not imported: ``hankweave inspect`` must not import ``git``.  The executable
     is the one GitPython would run (``GIT_PYTHON_GIT_EXECUTABLE``, else ``git`` on ``PATH``),

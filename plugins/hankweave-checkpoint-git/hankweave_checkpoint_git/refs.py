@@ -26,6 +26,15 @@ STALE_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "sh
                "logs/HEAD.lock")
 
 
+def read_loose_ref(git_dir: Path, name: str) -> str | None:
+    """The value of a loose ref (or HEAD) read straight from its file; None when there is no
+    such file (the ref may still be packed)."""
+    try:
+        return (git_dir / name).read_text().strip()
+    except OSError:
+        return None
+
+
 def point_head_at(git_dir: Path, branch: str) -> None:
     """Make HEAD the symbolic ref of ``branch`` (unless it already is)."""
     with contextlib.suppress(OSError):

@@ -6,7 +6,7 @@ import builtins
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -15,10 +15,12 @@ from hankweave.api import (
     ChangeHint,
     Checkpoint,
     CheckpointKind,
+    CheckpointNotFoundError,
     CheckpointStorageError,
     CheckpointStore,
     FileChange,
     RetentionPolicy,
+    StoredFile,
     WorkspaceScan,
     checkpoint_message,
     kill_point,
@@ -37,8 +39,10 @@ from hankweave_checkpoint_git.checkout import (
 from hankweave_checkpoint_git.commands import GitReader, GitRunner
 from hankweave_checkpoint_git.coverage import CoveredPaths, IndexPaths
 from hankweave_checkpoint_git.environment import NO_PROGRAMS_IN_DIFFS
+from hankweave_checkpoint_git.fork import fork_repository, kept_records
 from hankweave_checkpoint_git.objects import ObjectDatabase
 from hankweave_checkpoint_git.owned import OwnedFiles
+from hankweave_checkpoint_git.reading import StoredFiles, differing, file_bytes
 from hankweave_checkpoint_git.records import (
     HEX,
     TRAILER_PREFIX,
@@ -51,8 +55,10 @@ from hankweave_checkpoint_git.records import (
 from hankweave_checkpoint_git.refs import (
     CHECKPOINT_REFS,
     GIT_DIR_NAME,
+    INITIAL_REF,
     LEGACY_GIT_DIR_NAME,
     point_head_at,
+    read_loose_ref,
     write_ref,
 )
 from hankweave_checkpoint_git.repository import find_initial, open_or_build
@@ -103,6 +109,7 @@ class GitCheckpointStore(CheckpointStore):
         self._base: _Base | None = None
         self._object_db: ObjectDatabase | None = None
         self._scan = WorkspaceScan(self.work_tree, self.checkpoints_dir / "fs-clock")
+        self._stored = StoredFiles()
 
     # ----- lifecycle -----
 
@@ -141,6 +148,7 @@ class GitCheckpointStore(CheckpointStore):
         self._base = None
         self._object_db = None
         self._scan.forget()
+        self._stored.forget()
 
     # ----- creating -----
 
@@ -257,13 +265,37 @@ class GitCheckpointStore(CheckpointStore):
         moved, re-configured or repaired, lock files stay (reading takes no lock), and a
         repository of Hankweave 0.10.0 or older is read where it is, without adopting it.
         """
-        places = (self.git_dir, self.checkpoints_dir / LEGACY_GIT_DIR_NAME)
-        git_dir = next((place for place in places if place.is_dir()), None)
-        if git_dir is None:
+        reader = self._reader()
+        if reader is None:
             return []
-        reader = GitReader(git_dir, self.checkpoints_dir, self.execution_dir)
         initial = recorded_initial(reader) or original_initial(reader)
         return [r.checkpoint for r in read_records(reader, initial)]
+
+    def manifest(self, checkpoint_id: str) -> dict[str, StoredFile]:
+        """The checkpoint's files from ``git ls-tree``, read as :meth:`list_read_only` reads.
+
+        Digests are ``git-blob:<blob sha>``.  Sizes come from the blobs' headers, and what is
+        learnt of a blob is kept, so later manifests of the same store read only new blobs.
+        """
+        reader, sha = self._read_only(checkpoint_id)
+        return self._stored.manifest(reader, sha)
+
+    def differing_files(self, checkpoint_id: str, other: CheckpointStore, other_id: str
+                        ) -> dict[str, tuple[StoredFile | None, StoredFile | None]]:
+        """Tree by tree when ``other`` is a git store too (a fork and its source share their
+        history's trees, so only what changed is listed): :func:`.reading.differing`."""
+        if not isinstance(other, GitCheckpointStore):
+            return super().differing_files(checkpoint_id, other, other_id)
+        reader, sha = self._read_only(checkpoint_id)
+        other_reader, other_sha = other._read_only(other_id)
+        return differing((reader, self._stored), f"{sha}^{{tree}}",
+                         (other_reader, other._stored), f"{other_sha}^{{tree}}")
+
+    def read_file(self, checkpoint_id: str, path: str) -> bytes:
+        """The blob at ``path`` in the checkpoint (``git cat-file``), read as
+        :meth:`list_read_only` reads."""
+        reader, sha = self._read_only(checkpoint_id)
+        return file_bytes(reader, sha, path)
 
     def resolve(self, id_or_prefix: str) -> Checkpoint:
         return self._resolve_record(id_or_prefix).checkpoint
@@ -355,6 +387,36 @@ class GitCheckpointStore(CheckpointStore):
         git, _ = self._ready()
         return tree_paths(git, self._resolve_record(checkpoint_id).checkpoint.id)
 
+    # ----- forking -----
+
+    def fork_into(self, target_execution_dir: Path, keep: Collection[str]) -> None:
+        """Build the target's repository holding the ``keep`` checkpoints (and the initial).
+
+        This repository is read as :meth:`list_read_only` reads it; its object files are
+        hard-linked (copied across file systems) and the refs of the kept checkpoints written
+        anew (:mod:`hankweave_checkpoint_git.fork`).  Refused when the target already has a
+        checkpoint store.
+        """
+        target = GitCheckpointStore(target_execution_dir)
+        self._refuse_existing_store(target_execution_dir)
+        reader = self._reader()
+        if reader is None:
+            raise CheckpointNotFoundError(
+                f"cannot fork {self.execution_dir}: it has no checkpoint repository")
+        initial = recorded_initial(reader) or original_initial(reader)
+        if initial is None:
+            raise CheckpointStorageError(
+                f"cannot fork the checkpoint repository {reader.git_dir}: it has no initial "
+                "checkpoint")
+        kept = kept_records(read_records(reader, initial), keep, initial, reader.git_dir)
+        try:
+            private_dir(target.checkpoints_dir, tighten=True)
+            config = OwnedFiles(target.git_dir).config  # probes the target's disk
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"cannot create the checkpoint store {target.checkpoints_dir}: {exc}") from exc
+        fork_repository(reader, target.git_dir, target.execution_dir, kept, initial, config)
+
     # ----- retention -----
 
     def prune(self, policy: RetentionPolicy) -> builtins.list[str]:
@@ -397,6 +459,30 @@ class GitCheckpointStore(CheckpointStore):
         assert self._git is not None and self._initial is not None
         return self._git, self._initial
 
+    def _reader(self) -> GitReader | None:
+        """A reader of the repository where it is (adopted or not), or None when there is
+        none: what reads without opening the store use."""
+        places = (self.git_dir, self.checkpoints_dir / LEGACY_GIT_DIR_NAME)
+        git_dir = next((place for place in places if place.is_dir()), None)
+        if git_dir is None:
+            return None
+        return GitReader(git_dir, self.checkpoints_dir, self.execution_dir)
+
+    def _read_only(self, id_or_prefix: str) -> tuple[GitReader, str]:
+        """A reader and the sha of the checkpoint with this id or unique id prefix, found
+        without opening the store: a full id from its loose ref, anything else by listing."""
+        reader = self._reader()
+        if reader is None:
+            raise CheckpointNotFoundError(f'no checkpoint has the id "{id_or_prefix}"')
+        sha = id_or_prefix.strip().lower()
+        if len(sha) == 40 and sha in (read_loose_ref(reader.git_dir, f"{CHECKPOINT_REFS}{sha}"),
+                                      read_loose_ref(reader.git_dir, INITIAL_REF)):
+            return reader, sha
+        initial = recorded_initial(reader) or original_initial(reader)
+        record = self._by_id_prefix(
+            id_or_prefix, lambda: {r.checkpoint.id: r for r in read_records(reader, initial)})
+        return reader, record.checkpoint.id
+
     def _records(self) -> builtins.list[Record]:
         git, initial = self._ready()
         return read_records(git, initial)
@@ -415,12 +501,8 @@ class GitCheckpointStore(CheckpointStore):
         _, initial = self._ready()
         if len(sha) != 40 or not set(sha) <= HEX:
             return None
-        if sha != initial:
-            try:
-                if (self.git_dir / CHECKPOINT_REFS / sha).read_text().strip() != sha:
-                    return None
-            except OSError:
-                return None
+        if sha != initial and read_loose_ref(self.git_dir, f"{CHECKPOINT_REFS}{sha}") != sha:
+            return None
         commit = self._objects().read_commit(sha)
         if commit is None:
             return None

@@ -40,7 +40,8 @@ durability), :mod:`.manifests` (the checkpoints and the current one), :mod:`.tre
 checkpoint's tree), :mod:`.treetext` (the last tree's JSON, kept between checkpoints),
 :mod:`.statcache`, :mod:`.capture` (reading the work tree), :mod:`.restore` (what differs,
 and writing it), :mod:`.worktree` (writing into a directory without following links),
-:mod:`.retention` (what a prune removes).  The entry point is the separate module
+:mod:`.retention` (what a prune removes), :mod:`.fork` (a new execution's store holding some
+checkpoints).  The entry point is the separate module
 :mod:`hankweave_checkpoint_snapshot_plugin`, which imports none of this until the backends are
 collected.
 """

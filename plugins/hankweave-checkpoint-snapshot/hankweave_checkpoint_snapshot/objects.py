@@ -169,6 +169,30 @@ class ObjectStore:
         for fd, tmp in pending.values():
             close_and_unlink(fd, tmp)
 
+    def adopt(self, source: ObjectStore, digest: str, what: str) -> None:
+        """Make ``source``'s object ``digest`` one of this store's: a hard link (an object is
+        never written again, and a prune only unlinks its own name), or a verified copy where
+        the file system cannot link.  Durable after :meth:`sync`; ``what`` names it in
+        errors."""
+        if self.has(digest):
+            return
+        path = self.path(digest)
+        fan = os.path.dirname(path)
+        if not os.path.isdir(fan):
+            private_dir(fan)
+            self._unsynced_dirs.add(str(self.objects_dir))
+        try:
+            os.link(source.path(digest), path)
+        except FileNotFoundError:
+            raise object_error(what, digest, "is missing") from None
+        except FileExistsError:
+            pass
+        except OSError:  # another file system, or hard links refused
+            self._write(digest, source.chunks(digest, what))
+            return
+        self.known.add(digest)
+        self._unsynced_dirs.add(fan)
+
     def put_bytes(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
         if not self.has(digest):
@@ -233,17 +257,19 @@ class ObjectStore:
                 contents[entry.hash] = None
         return contents
 
-    def unreferenced(self, referenced: set[str]) -> list[tuple[str, str]]:
-        """``(digest, path)`` of every object on disk that is not in ``referenced``."""
-        garbage: list[tuple[str, str]] = []
+    def on_disk(self) -> Iterator[tuple[str, str]]:
+        """``(digest, path)`` of every object on disk (a writer's temp file is none)."""
         for fan in os.scandir(self.objects_dir):
             if not (fan.is_dir(follow_symlinks=False) and len(fan.name) == 2):
                 continue
             for obj in os.scandir(fan.path):
                 digest = fan.name + obj.name
-                if HASH.fullmatch(digest) and digest not in referenced:
-                    garbage.append((digest, obj.path))
-        return garbage
+                if HASH.fullmatch(digest):
+                    yield digest, obj.path
+
+    def unreferenced(self, referenced: set[str]) -> list[tuple[str, str]]:
+        """``(digest, path)`` of every object on disk that is not in ``referenced``."""
+        return [(digest, path) for digest, path in self.on_disk() if digest not in referenced]
 
     def delete(self, garbage: Sequence[tuple[str, str]]) -> None:
         """Remove these objects (``(digest, path)``) and every fan-out directory they empty."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hankweave.api import RetentionPolicy
-from hankweave_checkpoint_snapshot.formats import FileEntry, Manifest
+from hankweave_checkpoint_snapshot.formats import Manifest
 from hankweave_checkpoint_snapshot.manifests import Manifests
 from hankweave_checkpoint_snapshot.objects import ObjectStore
 from hankweave_checkpoint_snapshot.statcache import StatCache
@@ -28,15 +28,7 @@ def expired(manifests: Iterable[Manifest], policy: RetentionPolicy) -> list[Mani
 def collect_garbage(manifests: Manifests, trees: Trees, objects: ObjectStore,
                     stat_cache: StatCache) -> None:
     """Delete every object that no manifest's tree refers to."""
-    referenced: set[str] = set()
-    for manifest in manifests.loaded().values():
-        tree = trees.tree(manifest.tree, manifest.id)
-        referenced.update(e.hash for e in tree.values() if isinstance(e, FileEntry))
-        digest: str | None = manifest.tree
-        while digest is not None and digest not in referenced:  # the tree and its bases
-            referenced.add(digest)
-            digest = trees.delta_bases.get(digest)
-    garbage = objects.unreferenced(referenced)
+    garbage = objects.unreferenced(trees.referenced(manifests.loaded().values()))
     if not garbage:
         return
     doomed = {digest for digest, _ in garbage}

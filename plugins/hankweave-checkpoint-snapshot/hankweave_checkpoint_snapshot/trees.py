@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
 from collections import OrderedDict
 from collections.abc import Iterable
 
 from pydantic import ValidationError
 
-from hankweave.api import CheckpointStorageError
+from hankweave.api import CheckpointStorageError, StoredFile
 from hankweave_checkpoint_snapshot.formats import (
     MAX_DELTA_CHAIN,
     TREE,
+    FileEntry,
+    Manifest,
+    SymlinkEntry,
     Tree,
     TreeDelta,
     is_safe_path,
@@ -72,9 +78,27 @@ class Trees:
             self._keep(digest, tree)
         return tree
 
+    def referenced(self, manifests: Iterable[Manifest]) -> set[str]:
+        """Every object the checkpoints of ``manifests`` need: each one's tree, the bases of
+        a delta tree, and the content of every file."""
+        referenced: set[str] = set()
+        for manifest in manifests:
+            tree = self.tree(manifest.tree, manifest.id)
+            referenced.update(e.hash for e in tree.values() if isinstance(e, FileEntry))
+            digest: str | None = manifest.tree
+            while digest is not None and digest not in referenced:  # the tree and its bases
+                referenced.add(digest)
+                digest = self.delta_bases.get(digest)
+        return referenced
+
     def _tree_object(self, digest: str, checkpoint_id: str) -> Tree | TreeDelta:
         data = self.objects.read(digest, f"checkpoint {checkpoint_id}: its file list")
         try:
+            # A whole tree parsed and checked in one pass: half the time of the two below,
+            # which read what pydantic's parser refuses (a delta tree; a name that is not
+            # UTF-8, kept as a lone surrogate escape).
+            with contextlib.suppress(ValidationError):
+                return TREE.validate_json(data)
             value = json.loads(data)
             if isinstance(value, dict) and isinstance(value.get("format"), str):
                 return TreeDelta.model_validate(value)
@@ -98,3 +122,19 @@ class Trees:
         self._trees[digest] = tree
         while len(self._trees) > 8:
             self._trees.popitem(last=False)
+
+
+def stored_files(tree: Tree) -> dict[str, StoredFile]:
+    """A tree's entries as :meth:`~hankweave.checkpoints.CheckpointStore.manifest` lists them:
+    a file's digest is ``sha256:<its object>`` (objects are named by the SHA-256 of their
+    bytes), a symlink's the SHA-256 of its target."""
+    return {path: stored_file(entry) for path, entry in tree.items()}
+
+
+def stored_file(entry: FileEntry | SymlinkEntry) -> StoredFile:
+    """One entry as :func:`stored_files` lists it."""
+    if isinstance(entry, FileEntry):
+        return StoredFile(f"sha256:{entry.hash}", entry.size, entry.executable)
+    target = os.fsencode(entry.target)
+    return StoredFile(f"sha256:{hashlib.sha256(target).hexdigest()}", len(target),
+                      symlink=True)

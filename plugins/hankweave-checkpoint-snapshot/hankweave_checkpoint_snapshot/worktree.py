@@ -8,6 +8,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from hankweave.api import DATA_LINK
 from hankweave_checkpoint_snapshot.objects import OPEN_CREATE
 
 OPEN_REWRITE = (os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -20,6 +21,14 @@ class WorkTree:
     def __init__(self, root: Path) -> None:
         self.root = str(root)
         self._dirs: dict[str, bool] = {"": True}  # relative dir -> is a real directory
+
+    def holds_anything(self) -> bool:
+        """Whether the work tree has an entry besides the data link (a missing one: no)."""
+        try:
+            with os.scandir(self.root) as entries:
+                return any(entry.name != DATA_LINK for entry in entries)
+        except FileNotFoundError:
+            return False
 
     def full(self, path: str) -> str:
         return f"{self.root}/{path}" if path else self.root  # not os.path.join: once per file
