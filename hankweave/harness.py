@@ -475,5 +475,22 @@ class Harness(abc.ABC):
         before the iterator finishes closing.
         """
 
+    @classmethod
+    def fork_state(cls, source: Path, target: Path, *, source_work_dir: Path,
+                   target_work_dir: Path) -> None:
+        """Copy this harness's folder of an execution (``.hankweave/harnesses/<name>/``: its
+        sessions) into a fork of it (``hankweave fork``, docs/fork.md), so the fork's agents
+        continue the conversations as they were, and never write to the source's.
+
+        ``target`` does not exist yet.  The fork's work directory is ``target_work_dir``
+        where the source's was ``source_work_dir``: a harness whose state names it moves that
+        too.  Default: a copy of the folder (the Claude CLI resumes a session of its config
+        folder from any working directory; pi's sessions are files by id).  The source may be
+        in use: copy what is there, never write to it.
+        """
+        import shutil
+
+        shutil.copytree(source, target, symlinks=True)
+
     async def aclose(self) -> None:  # noqa: B027 - optional: most harnesses hold nothing
         """Release what the attempt holds (clients, processes), once, after its last pass."""

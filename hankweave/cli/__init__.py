@@ -41,7 +41,9 @@ def _register_commands() -> None:
     from hankweave.cli.answer_cmd import answer_command
     from hankweave.cli.attach_cmd import attach_command
     from hankweave.cli.cleanup_cmd import cleanup_command
+    from hankweave.cli.compare_cmd import compare_command
     from hankweave.cli.ctl_cmd import ctl_group
+    from hankweave.cli.fork_cmd import fork_command
     from hankweave.cli.init_cmd import init_command
     from hankweave.cli.inspect import inspect_group
     from hankweave.cli.inspect_budget import inspect_budget
@@ -58,7 +60,7 @@ def _register_commands() -> None:
     for command in (run_command, replay_command, validate_command, init_command, inspect_group,
                     journal_command, rollback_command, attach_command, ctl_group,
                     cleanup_command, schema_command, plugins_command, mock_provider_group,
-                    answer_command, pack_command):
+                    answer_command, pack_command, fork_command, compare_command):
         cli.add_command(command)
     # `inspect budget` has its own module (it needs the allocation rules), which uses the
     # group's helpers: added here, so neither module imports the other back.

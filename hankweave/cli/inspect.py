@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from hankweave.cli.tables import FitTable
     from hankweave.execution.document import DocumentHankSource
+    from hankweave.execution.family import Family
     from hankweave.execution.result import ExecutionResult
     from hankweave.state.thread import CheckpointData, ExecutionThread
     from hankweave.state.types import CodonExecution, HankweaveState, Interruption, Run
@@ -84,6 +85,7 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool,
     holds: the store of the checkpoints.backend setting (hankweave.json in the current
     directory, HANKWEAVE_RUNTIME_CHECKPOINTS_BACKEND; default git), only read.
     """
+    from hankweave.execution.family import family_of
     from hankweave.state.thread import analyze_execution_thread
 
     state = _as_found(execution_dir, load_execution_state(execution_dir))
@@ -94,10 +96,17 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool,
         )
     stored = _stored_checkpoints(execution_dir, state)
     thread = analyze_execution_thread(state, checkpoint_data=stored, target_run_id=run_id)
+    family = family_of(execution_dir.resolve())
     if as_json:
-        click.echo(json.dumps(thread_to_json(thread), indent=2))
+        shown = thread_to_json(thread)
+        if not family.empty:
+            shown["family"] = family.model_dump(mode="json")
+        click.echo(json.dumps(shown, indent=2))
         return
-    _render_thread(thread, make_console(wide))
+    console = make_console(wide)
+    for line in family_lines(family):
+        console.print(line, highlight=False)
+    _render_thread(thread, console)
 
 
 def thread_to_json(thread: ExecutionThread) -> dict[str, Any]:
@@ -463,6 +472,9 @@ def inspect_execution(execution_dir: Path, as_json: bool, print_schema: bool) ->
                f"{f'  started by {execution.user}' if execution.user else ''}")
     if execution.hank_source is not None:
         click.echo(f"  {_hank_source_line(execution.hank_source)}")
+    if execution.family is not None:
+        for line in family_lines(execution.family):
+            click.echo(f"  {line}")
     for run in document.runs:
         click.echo(f"  run {run.run_id}  {run.status}  ${run.cost:.4f}"
                    f"{f'  by {run.user}' if run.user else ''}  "
@@ -541,6 +553,21 @@ def _render_interruptions(items: list[Interruption], console: Console) -> None:
 
 
 __all__ = ["inspect_group", "thread_to_json"]
+
+
+def family_lines(family: Family) -> list[str]:
+    """The fork family in words: where this execution's history comes from, and its forks,
+    each with the command that compares them."""
+    lines = []
+    for depth, member in enumerate(family.ancestors):
+        whose = "forked" if depth == 0 else "  which was forked"
+        gone = "" if member.exists else " (gone)"
+        lines.append(f"{whose} from {member.path}{gone} after codon {member.codon}"
+                     f" (checkpoint {_short(member.checkpoint)})")
+    for member in family.forks:
+        lines.append(f"fork {member.path} after codon {member.codon}"
+                     f" (checkpoint {_short(member.checkpoint)})")
+    return lines
 
 
 def _hank_source_line(source: DocumentHankSource) -> str:

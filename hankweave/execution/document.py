@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from hankweave.execution.family import Family
 from hankweave.execution.result import ExecutionResult, read_result
 from hankweave.state.costs import codon_cost, codon_cost_complete, total_cost, total_sentinel_cost
 from hankweave.state.interruptions import resumable_run
@@ -112,6 +113,9 @@ class DocumentExecution(_Document):
     result: ExecutionResult | None = None
     """The stored result (``.hankweave/result.json``) of the newest run that ended completed,
     failed, cancelled or timeout; None before any did."""
+    family: Family | None = None
+    """The executions this one was forked from and its forks (docs/fork.md); None when it
+    has neither."""
 
 
 class ExecutionDocument(_Document):
@@ -129,7 +133,8 @@ class ExecutionDocument(_Document):
 def execution_document(state: HankweaveState, *, path: str, hank_path: str | None,
                        data_path: str | None,
                        result: ExecutionResult | None = None,
-                       hank_source: DocumentHankSource | None = None) -> ExecutionDocument:
+                       hank_source: DocumentHankSource | None = None,
+                       family: Family | None = None) -> ExecutionDocument:
     """The document of the execution whose state is ``state``."""
     thread = analyze_execution_thread(state)
     thread_codons = [DocumentThreadCodon(codon_id=item.codon.codon_id, run_id=item.run_id,
@@ -145,7 +150,7 @@ def execution_document(state: HankweaveState, *, path: str, hank_path: str | Non
             pending_interruptions=waiting,
             finished_codons=sum(1 for c in thread_codons if c.status in ("completed",
                                                                          "skipped")),
-            result=result),
+            result=result, family=family if family is not None and not family.empty else None),
         thread=DocumentThread(codons=thread_codons, next_codon_id=thread.next_codon_id,
                               failed=thread.failed),
         runs=[_run(run) for run in state.runs],
@@ -196,10 +201,12 @@ def document_of(execution_dir: Path, state: HankweaveState) -> ExecutionDocument
                                         bundle_path=meta.bundle_path, remote=meta.remote)
     except ExecutionMetaError:
         hank_path = data_path = None
+    from hankweave.execution.family import family_of
+
     return execution_document(state, path=str(execution_dir.resolve()), hank_path=hank_path,
                               data_path=data_path,
                               result=read_result(ExecutionLayout(execution_dir).result_file),
-                              hank_source=source)
+                              hank_source=source, family=family_of(execution_dir.resolve()))
 
 
 def _status(state: HankweaveState, next_codon: str | None, waiting: int) -> ExecutionStatus:

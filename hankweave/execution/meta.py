@@ -50,6 +50,24 @@ class MetaEnvironment(_MetaModel):
     runtime: str = ""
 
 
+class ForkOrigin(_MetaModel):
+    """Where a fork came from (``hankweave fork``, docs/fork.md): its history up to and
+    including ``codon`` is that of ``execution``."""
+
+    execution: str
+    """The source execution directory (absolute)."""
+    codon: str
+    """The codon the fork continues after (a loop iteration's runtime id: ``review#2``)."""
+    run_id: str
+    """The source run whose record of the codon the fork keeps."""
+    checkpoint: str
+    """That record's end checkpoint: the fork's workspace as it started."""
+    forked_at: str
+    changed_history: list[str] | None = None
+    """Codons up to ``codon`` whose inputs the fork's hank changed, kept by
+    ``--allow-changed-history`` (``id: why``)."""
+
+
 class ExecutionMeta(_MetaModel):
     """The content of `.hankweave/execution-meta.json`."""
 
@@ -82,6 +100,8 @@ class ExecutionMeta(_MetaModel):
     repository. `hankPath` is then the verified extraction's `hank.json`."""
     remote: dict[str, str] | None = None
     """A remote hank: `url` (no password), `ref`, `commit` and `path` (docs/remote-hanks.md)."""
+    forked_from: ForkOrigin | None = None
+    """A fork: the execution, codon, run and checkpoint it continues from (docs/fork.md)."""
 
     def to_json_bytes(self) -> bytes:
         """The file content: 2-space JSON and a trailing newline, `None` fields left out."""

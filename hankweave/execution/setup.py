@@ -663,6 +663,7 @@ def _prepare(
         environment=current_environment(request.invocation_method),
         recording=recording,
         recording_source=recording_source,
+        forked_from=previous.forked_from if previous is not None else None,
     )
     meta = meta.model_copy(update=_hank_source(request, previous, hank_path))
     save_execution_meta(layout.meta_file, meta)
