@@ -36,7 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hankweave.api import host_allowed, host_name
-from hankweave_dashboard import actions, pages
+from hankweave_dashboard import actions, compare, pages
 from hankweave_dashboard.budgets import BudgetCache
 from hankweave_dashboard.catalog import BadRequest, Catalog, NotFound
 from hankweave_dashboard.diffs import Busy, Differ, DiffError
@@ -71,7 +71,7 @@ class Forbidden(Exception):
 
 _STATUS: dict[type[Exception], int] = {
     BadRequest: 400, Forbidden: 403, NotFound: 404, Busy: 409, actions.ActionRefused: 409,
-    actions.NoRuntime: 409, DiffError: 500,
+    actions.NoRuntime: 409, DiffError: 500, compare.CannotCompare: 400,
 }
 
 
@@ -101,7 +101,9 @@ class Endpoints:
         return [
             Route("/", self._page("index.html")),
             Route("/executions/{ident}", self._page("execution.html")),
+            Route("/compare", self.compare_page),
             Route("/api/executions", _api(self.list_executions)),
+            Route("/api/compare", _api(self.show_comparison)),
             Route(base, _api(self.show_execution)),
             Route(base + "/budget", _api(self.show_budget)),
             Route(base + "/events", _api(self.stream_events)),
@@ -129,10 +131,26 @@ class Endpoints:
                     await _run_blocking(self._execution, request)
                 except (BadRequest, NotFound) as exc:
                     return not_found_page(str(exc))
-            response = FileResponse(str(self.static / name), media_type="text/html")
-            response.headers.update(SECURITY_HEADERS)
-            return response
+            return self._html(name)
         return serve
+
+    def _html(self, name: str) -> Response:
+        response = FileResponse(str(self.static / name), media_type="text/html")
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    async def compare_page(self, request: Request) -> Response:
+        """The compare page, once both ids name executions this dashboard serves (its script
+        then asks ``/api/compare``, which can take a moment)."""
+        try:
+            a, b = compare.idents(dict(request.query_params))
+            await _run_blocking(self.catalog.path_of, a)
+            await _run_blocking(self.catalog.path_of, b)
+        except BadRequest as exc:
+            return problem_page(400, "Cannot compare", str(exc))
+        except NotFound as exc:
+            return not_found_page(str(exc))
+        return self._html("compare.html")
 
     def _execution(self, request: Request) -> tuple[str, Path]:
         ident = request.path_params["ident"]
@@ -151,9 +169,13 @@ class Endpoints:
 
     async def show_execution(self, request: Request) -> Any:
         ident, path = self._execution(request)
-        data = await _run_blocking(pages.execution_page, ident, path)
+        data = await _run_blocking(pages.execution_page, ident, path, self.catalog.served_id)
         data["controlAvailable"] = self.settings.control_key is not None
         return data
+
+    async def show_comparison(self, request: Request) -> Any:
+        a, b = compare.idents(dict(request.query_params))
+        return await _run_blocking(compare.comparison, self.catalog, a, b)
 
     async def show_budget(self, request: Request) -> Any:
         _, path = self._execution(request)
@@ -237,16 +259,22 @@ def _wants_html(request: Request) -> bool:
 
 def not_found_page(message: str) -> Response:
     """A 404 a person reads: what is not here, and the way back to the list."""
+    return problem_page(404, "Not found", message)
+
+
+def problem_page(status: int, heading: str, message: str) -> Response:
+    """An error page a person reads: what went wrong, and the way back to the list."""
     from html import escape
 
     body = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<title>hankweave · not found</title><link rel=\"icon\" href=\"data:,\">"
+            f"<title>hankweave · {escape(heading.lower())}</title>"
+            "<link rel=\"icon\" href=\"data:,\">"
             "<link rel=\"stylesheet\" href=\"/static/app.css\"></head><body>"
             "<header class=\"bar\"><a class=\"brand\" href=\"/\">hankweave</a></header>"
-            "<main class=\"not-found\"><h1>Not found</h1>"
-            f"<p class=\"error\" id=\"not-found\">{escape(message)}</p>"
+            f"<main class=\"not-found\"><h1>{escape(heading)}</h1>"
+            f"<p class=\"error\" id=\"problem\">{escape(message)}</p>"
             "<p><a href=\"/\">Back to the list of executions</a></p></main></body></html>")
-    return Response(body, status_code=404, media_type="text/html", headers=SECURITY_HEADERS)
+    return Response(body, status_code=status, media_type="text/html", headers=SECURITY_HEADERS)
 
 
 class HostCheck:

@@ -93,6 +93,21 @@ class Catalog:
             raise NotFound(f"no execution {ident} under {', '.join(map(str, self.roots))}")
         return path
 
+    def served_id(self, path: Path) -> str | None:
+        """The id of the execution in ``path`` if this dashboard serves it (it is a root, or
+        an execution in one), else None: a path named by an execution's files (a fork's
+        source) is linked only when the dashboard would serve it anyway."""
+        resolved = path.resolve()
+        ident = execution_id(resolved)
+        if ident in self._paths:
+            return ident
+        if not is_execution(resolved):
+            return None
+        for root in self.roots:  # the rule of scan(), without listing every root
+            if resolved == root or (resolved.parent == root and not is_execution(root)):
+                return ident
+        return None
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per execution, the most recently active first."""
         rows = [self.row(ident, path) for ident, path in self.scan().items()]

@@ -9,11 +9,13 @@ from their files.  Large texts are cut (``MAX_TEXT``) and say so.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hankweave.api import (
     ExecutionLayout,
+    Family,
     HankweaveState,
     StateLoadError,
     codon_cost,
@@ -66,7 +68,10 @@ def cut(text: str, limit: int = MAX_TEXT) -> str:
 # ----- the page -----
 
 
-def execution_page(ident: str, path: Path) -> dict[str, Any]:
+def execution_page(ident: str, path: Path,
+                   served_id: Callable[[Path], str | None]) -> dict[str, Any]:
+    """The page's data; ``served_id`` gives the dashboard's id of a related execution it
+    serves (a fork's source, a fork), None for one it does not."""
     state = load(path)
     layout = ExecutionLayout(path)
     document = document_of(path, state)
@@ -98,7 +103,24 @@ def execution_page(ident: str, path: Path) -> dict[str, Any]:
         "plan": entries,
         "tokens": tokens,
         "interruptions": document.interruptions,
+        "family": family(document.execution.family, served_id),
     }
+
+
+def family(found: Family | None, served_id: Callable[[Path], str | None],
+           ) -> dict[str, Any] | None:
+    """The fork family (``execution.family``) with each member's ``id`` on this dashboard
+    (None: not served, so named, not linked) and its directory's ``name``; None when the
+    execution has no relations."""
+    if found is None or found.empty:
+        return None
+
+    def member(item: Any) -> dict[str, Any]:  # a FamilyMember
+        ident = served_id(Path(item.path)) if item.exists else None
+        return {**item.model_dump(mode="json"), "id": ident, "name": Path(item.path).name}
+
+    return {"ancestors": [member(item) for item in found.ancestors],
+            "forks": [member(item) for item in found.forks]}
 
 
 _TOKEN_KEYS = ("input", "output", "cacheRead", "cacheWrite")

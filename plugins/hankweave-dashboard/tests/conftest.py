@@ -35,3 +35,14 @@ def finished(project: Project) -> Path:
 def served(project: Project, finished: Path) -> Iterator[Dashboard]:
     with dashboard(project) as running:
         yield running
+
+
+@pytest.fixture
+def forked(project: Project, finished: Path) -> Path:
+    """A fork of ``finished`` after ``write`` whose ``edit`` writes other notes and answers
+    otherwise: the two share ``write`` and diverge at ``edit``."""
+    fork = project.fork(finished, "write", "finished-fork", {
+        "edit": {"messages": 3, "writeFiles": {"notes.md": "first line\nanother line\n"},
+                 "cost": 0.015}})
+    assert project.codon_status(fork, "edit") == "completed"
+    return fork

@@ -96,6 +96,22 @@ class Project:
         process.wait(timeout=WAIT_S * 2)
         return execution
 
+    def fork(self, source: Path, codon_id: str, name: str,
+             codons: dict[str, dict[str, Any]]) -> Path:
+        """``hankweave fork -e SOURCE --at CODON`` into the executions' folder, run to its end
+        with the fake agent scripted by ``codons`` (the codons after CODON: their attempts)."""
+        fork = self.executions / name
+        script = self.root / f"{name}-script.json"
+        script.write_text(json.dumps({"codons": codons}))
+        env = {**self.env, "HANKWEAVE_FAKE_SCRIPT": str(script)}
+        done = subprocess.run(
+            [sys.executable, "-m", "hankweave", "fork", "-e", str(source), "--at", codon_id,
+             "-o", str(fork), "--headless"],
+            env=env, cwd=self.root, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=WAIT_S * 2, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return fork
+
     def state(self, execution: Path) -> Any:
         return load_state(ExecutionLayout(execution).hankweave_dir)[0]
 

@@ -251,3 +251,56 @@ def test_an_unknown_execution_or_page_says_not_found(served: Dashboard, page: An
             screenshot(page)
         page.click("text=Back to the list of executions")
         page.wait_for_selector("#executions")
+
+
+def test_the_fork_family_links_to_the_compare_page(project: Project, finished: Path,
+                                                    forked: Path, page: Any) -> None:
+    with dashboard(project) as served:
+        open_execution(page, served, "finished")
+        family = page.locator("#family-section")
+        family.wait_for()
+        fork = page.locator("#family li.fork")
+        assert "finished-fork" in fork.inner_text() and "after codon write" in fork.inner_text()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        family.screenshot(path=str(ARTIFACTS / f"{page.shot_name}-family.png"))
+
+        page.click("#family li.fork a.compare-link")
+        page.wait_for_selector("body[data-ready='1']")
+        rows = page.locator("#codons tbody tr")
+        assert rows.count() == 2
+        assert "same (shared)" in rows.first.inner_text()
+        first = page.locator("#codons tr.first-divergence")
+        assert first.get_attribute("data-codon") == "edit"
+        assert "first divergence" in first.inner_text() and "1 file differs" in first.inner_text()
+        assert "B is a fork of A after codon write" in page.inner_text("#relation")
+        diff = page.locator("#codon-2 .file[data-path='notes.md'] pre.diff")
+        assert "+another line" in diff.locator("span.add").all_inner_texts()[-1]
+        assert diff.locator("span.del").all_inner_texts()[-1].startswith("-second line")
+        screenshot(page)
+
+        page.click(".side[data-side=B] .side-head a")  # the fork's own page names its source
+        page.wait_for_selector("body[data-ready='1']")
+        source = page.locator("#family .relative.source")
+        assert source.inner_text().startswith("Forked from finished after codon write")
+        link = source.locator("a").first
+        assert link.get_attribute("href") == f"/executions/{_id_of(served, 'finished')}"
+        page.locator("#family-section").screenshot(
+            path=str(ARTIFACTS / f"{page.shot_name}-fork-family.png"))
+
+
+def test_the_compare_page_says_why_it_cannot_compare(project: Project, finished: Path,
+                                                     page: Any) -> None:
+    import shutil
+
+    hank = project.hank("again", {"write": {"messages": 1, "writeFiles": {"notes.md": "x\n"}}})
+    lost = project.run(hank, project.data("set-s"), "store-lost")
+    shutil.rmtree(lost / ".hankweave" / "checkpoints")
+    with dashboard(project) as served:
+        page.goto(served.api(f"/compare?a={_id_of(served, 'finished')}"
+                             f"&b={_id_of(served, 'store-lost')}"))
+        page.wait_for_selector("body[data-ready='1']")
+        assert "Cannot compare these executions" in page.inner_text("#error")
+        assert "no installed checkpoint backend" in page.inner_text("#error")
+        assert page.is_hidden("#table-section") and page.is_hidden("#loading")
+        page.click("text=Back to the list of executions")
+        page.wait_for_selector("#executions")

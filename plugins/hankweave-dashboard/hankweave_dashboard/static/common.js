@@ -43,6 +43,24 @@ function seconds(value) {
   return `${Math.floor(minutes / 60)}h ${minutes % 60}m`;
 }
 
+function bytes(count) {
+  if (count === null || count === undefined) return "–";
+  if (count < 1024) return `${count} B`;
+  if (count < 1024 * 1024) return `${(count / 1024).toFixed(1)} KiB`;
+  return `${(count / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+// A unified diff as preformatted text, each line a span whose class says what it is: added
+// (add), removed (del), a hunk header (hunk) or a file header (head).
+function diffBlock(text) {
+  const lines = text.split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  const kind = (line) => line.startsWith("+++ ") || line.startsWith("--- ") ? "head"
+    : line.startsWith("+") ? "add" : line.startsWith("-") ? "del"
+    : line.startsWith("@@") ? "hunk" : "";
+  return el("pre", {class: "diff"}, ...lines.map((line) => el("span", {class: kind(line), text: `${line}\n`})));
+}
+
 function span(start, end) {
   if (!start) return null;
   const finish = end ? Date.parse(end) : Date.now();

@@ -67,6 +67,7 @@ function render() {
   byId("unlock").hidden = !data.controlAvailable;
   byId("unlock").textContent = controlKey() ? "Lock control" : "Unlock control";
   renderSummary();
+  renderFamily();
   renderNextStep();
   renderControls();
   renderInterruptions();
@@ -91,6 +92,41 @@ function renderSummary() {
     fact("Data", execution.dataPath || "–", execution.dataPath || ""),
     ...(execution.hankSource ? [hankSourceFact(execution.hankSource, fact)] : []),
   );
+}
+
+// The fork family (docs/fork.md): the execution this one was forked from (and its sources),
+// and its forks, each linked when the dashboard serves it, with a link that compares it with
+// this one.
+function renderFamily() {
+  const family = page.data.family;
+  byId("family-section").hidden = !family;
+  if (!family) return;
+  const sources = family.ancestors.map((member, index) => el("div", {class: "relative source", dataset: {path: member.path}},
+    index === 0 ? "Forked from " : "which was forked from ", relative(member), forkPoint(member),
+    index === 0 && member.id ? compareLink(member.id, ident, "compare with it") : null));
+  const forks = family.forks.length ? [el("div", {class: "relative-head", text: family.forks.length === 1 ? "1 fork" : `${family.forks.length} forks`}),
+    el("ul", {class: "forks"}, ...family.forks.map((member) => el("li", {class: "relative fork", dataset: {path: member.path}},
+      relative(member), forkPoint(member),
+      el("span", {class: "muted", text: ` · ${when(member.forkedAt)}`}),
+      member.id ? compareLink(ident, member.id, "compare") : null)))] : [];
+  byId("family").replaceChildren(...sources, ...forks);
+}
+
+// A relative by its directory's name, linked to its page when the dashboard serves it, else
+// its path as plain text; one that was deleted or moved is "(gone)".
+function relative(member) {
+  const name = member.id ? el("a", {href: `/executions/${member.id}`, title: member.path, text: member.name})
+    : el("span", {class: "mono", title: member.path, text: member.path});
+  return [name, member.exists ? null : el("span", {class: "gone muted", text: " (gone)"})];
+}
+
+function forkPoint(member) {
+  return [" after codon ", el("code", {text: member.codon}),
+    " (checkpoint ", el("code", {title: member.checkpoint, text: member.checkpoint.slice(0, 12)}), ")"];
+}
+
+function compareLink(a, b, text) {
+  return [" ", el("a", {class: "compare-link", href: `/compare?${new URLSearchParams({a, b})}`, text})];
 }
 
 // Where the hank came from when it is not a hank directory: a verified bundle, or a remote
@@ -322,7 +358,7 @@ function renderFiles(diff) {
     el("div", {class: "file-head"}, el("span", {class: `change ${file.change}`, text: file.change}), el("span", {class: "mono", text: file.path})),
     file.binary ? el("p", {class: "muted", text: "binary file"}) :
       file.tooLarge ? el("p", {class: "muted", text: "too large to show"}) :
-        el("pre", {class: "diff"}, ...file.diff.split("\n").map((line) => el("span", {class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : "", text: `${line}\n`})))));
+        diffBlock(file.diff)));
 }
 
 function renderSentinels(data) {
