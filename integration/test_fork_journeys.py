@@ -45,6 +45,8 @@ SCRIPT = {"rules": [
     write_rule("outline", "Step outline", "outline.txt", "1. intro\n2. body\n", "Outlined."),
     write_rule("draft", "Step draft", "draft.txt", "The draft.\n", "Drafted."),
     write_rule("loud", "Step review loudly", "review.txt", LOUD_REVIEW, "REVIEWED."),
+    write_rule("hostile", "Step review hostilely", "[bold]\x1b[2Jx.txt",
+               "\x1b[31mred\x1b]0;title\x07\n", "\x1b[2JDone."),
     write_rule("review", "Step review", "review.txt", REVIEW, "Reviewed."),
     write_rule("ship", "Step ship", "ship.txt", "shipped\n", "Shipped."),
     write_rule("iterate", "Step iterate", "iterations.txt", "another\n", "Iterated."),
@@ -63,7 +65,8 @@ class Place:
 
     def __init__(self, root: Path, backend: str = "git") -> None:
         self.root = root
-        for name, content in (("hank", hank()), ("hank2", hank("Step review loudly please."))):
+        for name, content in (("hank", hank()), ("hank2", hank("Step review loudly please.")),
+                              ("hank3", hank("Step review hostilely please."))):
             (root / name).mkdir(parents=True, exist_ok=True)
             (root / name / "hank.json").write_text(json.dumps(content, indent=2))
         (root / "data").mkdir(exist_ok=True)
@@ -361,3 +364,18 @@ def test_a_killed_fork_is_never_half_an_execution(source: Place, point: str) -> 
     ran = source.hw("run", "-e", target, "--headless")
     assert ran.returncode == 0, ran.stderr
     assert source.work(target) == source.work("src")
+
+
+def test_compare_shows_an_agent_s_names_and_text_without_running_them(source: Place) -> None:
+    """File names and contents are the agent's: the terminal gets them escaped, never as
+    control sequences or rich markup."""
+    forked = source.fork("-e", "src", "--at", "draft", "-o", "hostile", "--hank", "hank3",
+                         "--mock-provider", str(source.script))
+    assert forked.returncode == 0, forked.stderr
+
+    shown = source.hw("compare", "src", "hostile")
+
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    assert "[bold]\\x1b[2Jx.txt" in shown.stdout  # the name, escaped, markup not applied
+    assert "+\\x1b[31mred" in shown.stdout

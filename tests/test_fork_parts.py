@@ -173,3 +173,19 @@ def test_a_long_diff_is_cut_and_says_so() -> None:
     assert cut and diff.count("\n") == 200
     assert _text_diff("no newline", "no newline at all", "f")[0].endswith(
         "\\ No newline at end of file\n")
+
+
+def test_a_fork_s_result_counts_its_time_from_its_own_first_run(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from hankweave.runtime.result import _own_first_run
+
+    inherited, own = fresh_run("r1", completed("a")), fresh_run("r2", completed("b"))
+    own = own.model_copy(update={"start_time": ts(60)})
+    ctx = SimpleNamespace(layout=ExecutionLayout(tmp_path))
+    _execution(tmp_path, None)
+    assert _own_first_run(ctx, [own, inherited]) is inherited  # type: ignore[arg-type]
+    save_execution_meta(ExecutionLayout(tmp_path).meta_file, ExecutionMeta(
+        read_only_source_data_path="/data", data_hash="h", created_at=ts(0), last_used=ts(0),
+        forked_from=_origin(tmp_path / "source", "a", 50)))
+    assert _own_first_run(ctx, [own, inherited]) is own  # type: ignore[arg-type]

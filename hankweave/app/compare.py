@@ -273,9 +273,7 @@ def _workspace_diff(left: _Execution, a: str, right: _Execution, b: str
     found: list[FileDifference] = []
     for path, (one, other) in differing.items():
         if one is None or other is None:
-            found.append(FileDifference(path=path, change="added" if one is None else "removed",
-                                        size_a=one.size if one else None,
-                                        size_b=other.size if other else None))
+            found.append(_one_sided(path, left, a, one, right, b, other))
             continue
         same_kind = (one.executable, one.symlink) == (other.executable, other.symlink)
         if _algorithm(one) == _algorithm(other) and one.digest == other.digest:
@@ -287,6 +285,24 @@ def _workspace_diff(left: _Execution, a: str, right: _Execution, b: str
         if data_a == data_b and same_kind:
             continue  # another digest algorithm, the same bytes
         found.append(_content_change(path, one, other, data_a, data_b))
+    return found
+
+
+def _one_sided(path: str, left: _Execution, a: str, one: StoredFile | None,
+               right: _Execution, b: str, other: StoredFile | None) -> FileDifference:
+    """A file only one side has: its text as the whole diff (from or to ``/dev/null``, as
+    ``git diff`` shows a new file), or its size."""
+    change: Literal["added", "removed"] = "added" if one is None else "removed"
+    entry = other if one is None else one
+    assert entry is not None
+    data = right.read(b, path, entry) if one is None else left.read(a, path, entry)
+    text = _text(data) if not entry.symlink else None
+    found = FileDifference(path=path, change=change, size_a=one.size if one else None,
+                           size_b=other.size if other else None, binary=text is None)
+    if text is not None:
+        before, after = ("", text) if one is None else (text, "")
+        found.diff, found.truncated = _text_diff(
+            before, after, path, absent="a" if one is None else "b")
     return found
 
 
@@ -323,9 +339,12 @@ def _text(data: bytes) -> str | None:
         return None
 
 
-def _text_diff(a: str, b: str, name: str) -> tuple[str, bool]:
+def _text_diff(a: str, b: str, name: str, *, absent: str | None = None) -> tuple[str, bool]:
+    """A unified diff, cut at :data:`DIFF_LINES` lines (and whether it was); ``absent``: the
+    side (``a`` or ``b``) that has no such file, named ``/dev/null``."""
+    old, new = ("/dev/null" if absent == side else f"{side}/{name}" for side in ("a", "b"))
     lines = list(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
-                                      f"a/{name}", f"b/{name}"))
+                                      old, new))
     cut = len(lines) > DIFF_LINES
     shown = lines[:DIFF_LINES]
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"

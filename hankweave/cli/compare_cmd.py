@@ -57,11 +57,12 @@ def _show(comparison: Comparison, only: set[str], *, stat: bool, wide: bool) -> 
 
     from hankweave.cli.tables import wide_console
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, markup=False)  # names and diffs are the agents' text
     if wide:
         wide_console(console)
-    console.print(_header("A", comparison.a))
-    console.print(_header("B", comparison.b))
+    related = comparison.relation is not None
+    console.print(_header("A", comparison.a, related))
+    console.print(_header("B", comparison.b, related))
     if comparison.relation:
         console.print(f"  {comparison.relation}")
     console.print(_table(comparison))
@@ -79,11 +80,12 @@ def _show(comparison: Comparison, only: set[str], *, stat: bool, wide: bool) -> 
             shown = row
 
 
-def _header(name: str, side: ExecutionSummary) -> str:
+def _header(name: str, side: ExecutionSummary, related: bool) -> str:
+    """``related``: the relation line below says how the two are forks."""
     from hankweave.cli.tables import money
 
     fork = (f"; a fork of {side.forked_from.execution} after {side.forked_from.codon}"
-            if side.forked_from else "")
+            if side.forked_from and not related else "")
     return (f"{name}  {side.path}\n   {side.status}, {side.codons} codons, {money(side.cost)},"
             f" tokens in {side.input_tokens} out {side.output_tokens}{fork}")
 
@@ -148,7 +150,7 @@ def _details(console: Console, row: CodonComparison, *, stat: bool,
     console.print(Text(f"\n── {row.position}. {row.codon_id}: {', '.join(row.differences)}",
                        style="bold"))
     if row.files and like is not None and like.files == row.files:
-        changes = ", ".join(f"{change.path} {change.change}" for change in row.files[:5])
+        changes = ", ".join(f"{_shown(change.path)} {change.change}" for change in row.files[:5])
         more = f" and {len(row.files) - 5} more" if len(row.files) > 5 else ""
         console.print(f"  the same difference as at {like.codon_id} (#{like.position}):"
                       f" {changes}{more}")
@@ -169,7 +171,7 @@ def _files(console: Console, row: CodonComparison, *, stat: bool) -> None:
                  else f"{change.size_b if change.change == 'added' else change.size_a} bytes")
         what = "binary, " if change.binary else ""
         mode = f", now {change.mode}" if change.mode else ""
-        console.print(f"  {change.change:<8} {change.path} ({what}{sizes}{mode})")
+        console.print(f"  {change.change:<8} {_shown(change.path)} ({what}{sizes}{mode})")
         if change.diff and not stat:
             _diff(console, change.diff, cut=change.truncated)
 
@@ -181,6 +183,13 @@ def _diff(console: Console, diff: str, *, cut: bool) -> None:
         style = ("green" if line.startswith("+") and not line.startswith("+++") else
                  "red" if line.startswith("-") and not line.startswith("---") else
                  "cyan" if line.startswith("@@") else None)
-        console.print(Text("    " + line, style=style or ""), soft_wrap=True)
+        console.print(Text("    " + _shown(line), style=style or ""), soft_wrap=True)
     if cut:
         console.print("    … (cut; the whole file differs further: see --json or the checkpoints)")
+
+
+def _shown(text: str) -> str:
+    """``text`` safe for a terminal: control and bidi characters escaped, tabs kept."""
+    from hankweave.bundle.closure import printable
+
+    return "\t".join(printable(part) for part in text.split("\t"))

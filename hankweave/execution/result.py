@@ -51,7 +51,8 @@ class ExecutionResult(_Result):
     input_tokens: int
     output_tokens: int
     duration_ms: int
-    """From the execution's first run's start to this run's end."""
+    """From the execution's first run's start (a fork's: its own first run's) to this run's
+    end."""
     outputs: list[ResultOutput]
     """The files the codons' ``outputFiles`` name, as they are in ``agentRoot/`` now."""
     final_text: str | None = None

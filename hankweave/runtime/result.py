@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 from hankweave.codonlog import summarize_log
+from hankweave.execution.meta import ExecutionMetaError, load_execution_meta
 from hankweave.execution.result import (
     RESULT_TEXT_LIMIT,
     ExecutionResult,
@@ -37,7 +38,7 @@ def build_result(ctx: RunContext, run: Run) -> ExecutionResult:
         newest.setdefault(item.codon.codon_id, item.codon)
     records = list(newest.values())
     tokens = [run_tokens(each) for each in state.runs]
-    first_start = parse_iso(state.runs[-1].start_time)
+    first_start = parse_iso(_own_first_run(ctx, state.runs).start_time)
     end = parse_iso(run.end_time or run.start_time)
     failed = next((r for r in records if r.status == "failed"), None)
     reason = getattr(failed, "failure_reason", None)
@@ -53,6 +54,20 @@ def build_result(ctx: RunContext, run: Run) -> ExecutionResult:
         final_text=_final_text(ctx, next((r for r in records if r.status == "completed"), None)),
         failure=f"{failed.codon_id}: {reason.message}" if failed is not None and reason
         is not None and reason.message else None)
+
+
+def _own_first_run(ctx: RunContext, runs: list[Run]) -> Run:
+    """The execution's first run (runs are newest first); a fork's first own run, not the
+    source's that it keeps (docs/fork.md), or the fork would seem to have taken since then."""
+    try:
+        origin = load_execution_meta(ctx.layout.meta_file).forked_from
+    except ExecutionMetaError:
+        origin = None
+    if origin is not None:
+        own = [run for run in runs if run.start_time >= origin.forked_at]
+        if own:
+            return own[-1]
+    return runs[-1]
 
 
 def _outputs(ctx: RunContext) -> list[ResultOutput]:
