@@ -99,19 +99,20 @@ class PassPlan:
 
     def command(self) -> list[str]:
         """The command line: the flags the Claude Agent SDK passes for the same options (a test
-        compares the two), in stream-json mode both ways."""
+        compares the two), in stream-json mode both ways.  A value is given in the ``=`` form,
+        as the SDK does since 0.2.190, so no value (a prompt, a session id) can be a flag."""
         command = [self.cli_path, "--output-format", "stream-json", "--verbose"]
         if self.append_system_prompt:
-            command += ["--append-system-prompt", self.append_system_prompt]
+            command.append(f"--append-system-prompt={self.append_system_prompt}")
         if self.allowed_tools:
-            command += ["--allowedTools", ",".join(self.allowed_tools)]
+            command.append(f"--allowedTools={','.join(self.allowed_tools)}")
         if self.max_turns:
-            command += ["--max-turns", str(self.max_turns)]
+            command.append(f"--max-turns={self.max_turns}")
         if self.disallowed_tools:
-            command += ["--disallowedTools", ",".join(self.disallowed_tools)]
-        command += ["--model", self.model, "--permission-mode", self.permission_mode]
+            command.append(f"--disallowedTools={','.join(self.disallowed_tools)}")
+        command += [f"--model={self.model}", f"--permission-mode={self.permission_mode}"]
         if self.resume:
-            command.append(f"--resume={self.resume}")  # = form: the id can never be a flag
+            command.append(f"--resume={self.resume}")
         command += ["--settings", self.settings_json]
         if self.sdk_mcp_servers:
             command += ["--mcp-config", self.mcp_config_json]
@@ -119,7 +120,7 @@ class PassPlan:
             command.append("--fork-session")
         command.append(f"--setting-sources={','.join(self.setting_sources)}")
         if self.effort:
-            command += ["--effort", self.effort]
+            command.append(f"--effort={self.effort}")
         command += ["--input-format", "stream-json"]
         return command
 

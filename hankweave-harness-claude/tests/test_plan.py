@@ -66,7 +66,8 @@ def test_every_pass_offers_ask_human_and_approves_it(tmp_path: Path, mode: str |
 
     declared = json.loads(command[command.index("--mcp-config") + 1])
     assert declared == {"mcpServers": {"hankweave": {"type": "sdk", "name": "hankweave"}}}
-    approved = command[command.index("--allowedTools") + 1].split(",")
+    [allowed] = [part for part in command if part.startswith("--allowedTools=")]
+    approved = allowed.removeprefix("--allowedTools=").split(",")
     assert "mcp__hankweave__ask_human" in approved and "Write" in approved
 
 
