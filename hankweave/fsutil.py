@@ -59,6 +59,12 @@ def private_dir(path: Path | str, *, tighten: bool = False) -> Path:
     return path
 
 
+def skip_symlinks(directory: str, names: list[str]) -> set[str]:
+    """A ``shutil.copytree`` ``ignore`` that leaves symbolic links out: a tree copied out of
+    an execution (a fork's) must not carry a link back into it, or anywhere else."""
+    return {name for name in names if os.path.islink(os.path.join(directory, name))}
+
+
 def private_tree(root: Path | str) -> None:
     """Narrow a tree copied into ``.hankweave/`` (a recording kept for a replay): directories
     0700, regular files 0600; symbolic links are not followed (their own modes mean nothing)."""

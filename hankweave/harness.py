@@ -486,11 +486,13 @@ class Harness(abc.ABC):
         where the source's was ``source_work_dir``: a harness whose state names it moves that
         too.  Default: a copy of the folder (the Claude CLI resumes a session of its config
         folder from any working directory; pi's sessions are files by id).  The source may be
-        in use: copy what is there, never write to it.
+        in use: copy what is there, never write to it; a symbolic link is not copied.
         """
         import shutil
 
-        shutil.copytree(source, target, symlinks=True)
+        from hankweave.fsutil import skip_symlinks
+
+        shutil.copytree(source, target, ignore=skip_symlinks)  # never a link into the source
 
     async def aclose(self) -> None:  # noqa: B027 - optional: most harnesses hold nothing
         """Release what the attempt holds (clients, processes), once, after its last pass."""

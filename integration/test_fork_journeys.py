@@ -354,8 +354,8 @@ def test_a_killed_fork_is_never_half_an_execution(source: Place, point: str) -> 
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     if point == "fork.copied":
         # Not an execution a resume takes; the next fork into it starts over.
-        refused = source.hw("run", "-e", target, "--headless")
-        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        refused = source.hw("run", "hank", "data", "-e", target, "--headless")
+        assert refused.returncode == 2 and "stopped while it was being made" in refused.stderr
     again = source.fork("-e", "src", "--at", "draft", "-o", target, "--no-start")
     if point == "fork.copied":
         assert again.returncode == 0, again.stderr
@@ -379,3 +379,61 @@ def test_compare_shows_an_agent_s_names_and_text_without_running_them(source: Pl
     assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
     assert "[bold]\\x1b[2Jx.txt" in shown.stdout  # the name, escaped, markup not applied
     assert "+\\x1b[31mred" in shown.stdout
+
+
+def _hostile_copy(source: Place, name: str) -> Path:
+    """A copy of the source whose state can be edited (its log folded away)."""
+    import shutil
+
+    copy = source.root / name
+    shutil.copytree(source.root / "src", copy, symlinks=True)
+    for log in (copy / ".hankweave").glob("state.wal*"):
+        log.unlink()
+    return copy
+
+
+def test_a_hostile_source_cannot_make_a_fork_write_outside_it(source: Place) -> None:
+    """Names from a source's files (a run id, a planted symlink) never lead a fork outside its
+    directory, and a directory that merely has a fork's marker is never removed."""
+    hostile = _hostile_copy(source, "hostile-src")
+    state = json.loads((hostile / ".hankweave/state.json").read_text())
+    old_id = state["runs"][0]["runId"]
+    state["runs"][0]["runId"] = state["currentRunId"] = "../../../loot"
+    (hostile / ".hankweave/state.json").write_text(
+        json.dumps(state).replace(f'"runId": "{old_id}"', '"runId": "../../../loot"'))
+    (hostile / ".hankweave/harnesses/pi").mkdir(parents=True, exist_ok=True)
+    (hostile / ".hankweave/harnesses/pi/escape").symlink_to(source.root / "src")
+    (source.root / "loot").mkdir()
+    (source.root / "loot/outline-claude.log").write_text("x")
+
+    forked = source.fork("-e", "hostile-src", "--at", "draft", "-o", "deep/fork", "--no-start")
+
+    assert forked.returncode == 0, forked.stderr
+    assert not (source.root / "deep/loot").exists() and not (source.root / "loot").joinpath(
+        "draft-claude.log").exists()
+    assert not (source.root / "deep/fork/.hankweave/harnesses/pi/escape").exists()
+
+    (source.root / "mine/.hankweave").mkdir(parents=True)
+    (source.root / "mine/notes.txt").write_text("important")
+    (source.root / "mine/.hankweave/forking").write_text("999999")
+    refused = source.fork("-e", "src", "--at", "draft", "-o", "mine", "--no-start")
+    assert refused.returncode == 2 and "not an empty directory" in refused.stderr
+    assert (source.root / "mine/notes.txt").read_text() == "important"
+
+
+def test_a_fork_of_copied_data_copies_it_and_a_hank_with_other_codons_is_refused(
+        source: Place) -> None:
+    ran = source.run("copied", "hank", "--copy")
+    assert ran.returncode == 0, ran.stderr
+    forked = source.fork("-e", "copied", "--at", "draft", "-o", "copied-fork", "--no-start")
+    assert forked.returncode == 0, forked.stderr
+    data = source.root / "copied-fork/agentRoot/read_only_data_source/input.txt"
+    assert data.read_text() == "input\n" and data.stat().st_nlink == 1  # not shared
+
+    (source.root / "hank5").mkdir(exist_ok=True)
+    more = hank()
+    more["hank"].insert(2, codon("polish", "Step polish please."))
+    (source.root / "hank5/hank.json").write_text(json.dumps(more))
+    refused = source.fork("-e", "src", "--at", "draft", "--hank", "hank5", "--no-start")
+    assert refused.returncode == 2, refused.stderr
+    assert "other codons than the source's (added: polish)" in refused.stderr

@@ -189,3 +189,44 @@ def test_a_fork_s_result_counts_its_time_from_its_own_first_run(tmp_path: Path) 
         read_only_source_data_path="/data", data_hash="h", created_at=ts(0), last_used=ts(0),
         forked_from=_origin(tmp_path / "source", "a", 50)))
     assert _own_first_run(ctx, [own, inherited]) is own  # type: ignore[arg-type]
+
+
+def test_the_journal_cut_keeps_a_retry_and_a_skipped_codon_s_end(tmp_path: Path) -> None:
+    layout = ExecutionLayout(tmp_path)
+    layout.events_dir.mkdir(parents=True)
+    lines = [
+        _event(1, "codon.started", "r1", codonId="b"),
+        _event(2, "codon.completed", "r1", codonId="b", success=False),  # failed, retried
+        _event(3, "codon.started", "r1", codonId="b"),
+        _event(4, "codon.completed", "r1", codonId="b", success=True),
+        _event(5, "codon.started", "r1", codonId="c"),
+        _event(6, "codon.completed", "r1", codonId="c", success=False),  # skipped
+        _event(7, "codon.started", "r1", codonId="d"),
+    ]
+    layout.events_file.write_bytes(b"".join(lines))
+
+    assert b"".join(journal_prefix(layout, ForkPoint("b", "r1", "s", ts(4)))) == \
+        b"".join(lines[:4])
+    assert b"".join(journal_prefix(layout, ForkPoint("c", "r1", "s", ts(6)))) == \
+        b"".join(lines[:6])
+
+
+def test_a_fifo_beside_an_execution_is_no_fork_and_never_blocks(tmp_path: Path) -> None:
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    root = _execution(tmp_path / "exec", None)
+    (tmp_path / "trap" / ".hankweave").mkdir(parents=True)
+    os.mkfifo(tmp_path / "trap" / ".hankweave" / "execution-meta.json")
+
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(family_of, root).result(timeout=10).forks == []
+
+
+def test_a_family_line_is_printed_as_text(tmp_path: Path) -> None:
+    from hankweave.cli.inspect import family_lines
+
+    root = _execution(tmp_path / "exec", None)
+    fork = _execution(tmp_path / "fork", _origin(root, "draft\x1b[41m[/]", 1))
+    [line] = family_lines(family_of(fork))
+    assert "\x1b" not in line and "draft\\x1b[41m[/]" in line

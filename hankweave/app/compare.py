@@ -28,7 +28,7 @@ from pydantic.alias_generators import to_camel
 
 from hankweave.checkpoints import CheckpointError, CheckpointStore, StoredFile
 from hankweave.execution.document import as_found
-from hankweave.execution.layout import ExecutionLayout
+from hankweave.execution.layout import ExecutionLayout, codon_log_name, plain_name
 from hankweave.execution.meta import ExecutionMetaError, ForkOrigin, load_execution_meta
 from hankweave.fsutil import parse_iso
 from hankweave.registry import Registry
@@ -272,20 +272,31 @@ def _workspace_diff(left: _Execution, a: str, right: _Execution, b: str
                            f"{b[:12]} of {right.layout.path}: {exc}") from None
     found: list[FileDifference] = []
     for path, (one, other) in differing.items():
-        if one is None or other is None:
-            found.append(_one_sided(path, left, a, one, right, b, other))
-            continue
-        same_kind = (one.executable, one.symlink) == (other.executable, other.symlink)
-        if _algorithm(one) == _algorithm(other) and one.digest == other.digest:
-            if not same_kind:
-                found.append(FileDifference(path=path, change="changed", size_a=one.size,
-                                            size_b=other.size, mode=_kind(other)))
-            continue
-        data_a, data_b = left.read(a, path, one), right.read(b, path, other)
-        if data_a == data_b and same_kind:
-            continue  # another digest algorithm, the same bytes
-        found.append(_content_change(path, one, other, data_a, data_b))
+        change = _file_change(path, left, a, one, right, b, other)
+        if change is not None:
+            change.path = _json_safe(path)
+            found.append(change)
     return found
+
+
+def _file_change(path: str, left: _Execution, a: str, one: StoredFile | None,
+                 right: _Execution, b: str, other: StoredFile | None
+                 ) -> FileDifference | None:
+    """How the file at ``path`` differs (None: it does not, in bytes and kind)."""
+    if one is None or other is None:
+        return _one_sided(path, left, a, one, right, b, other)
+    same_kind = (one.executable, one.symlink) == (other.executable, other.symlink)
+    comparable = _algorithm(one) == _algorithm(other)
+    if comparable and one.digest == other.digest:
+        return None if same_kind else FileDifference(
+            path=path, change="changed", size_a=one.size, size_b=other.size, mode=_kind(other))
+    if comparable and max(one.size, other.size) > TEXT_LIMIT:
+        return FileDifference(path=path, change="changed", binary=True, size_a=one.size,
+                              size_b=other.size, mode=None if same_kind else _kind(other))
+    data_a, data_b = left.read(a, path, one), right.read(b, path, other)
+    if data_a == data_b and same_kind:
+        return None  # another digest algorithm, the same bytes
+    return _content_change(path, one, other, data_a, data_b)
 
 
 def _one_sided(path: str, left: _Execution, a: str, one: StoredFile | None,
@@ -295,15 +306,22 @@ def _one_sided(path: str, left: _Execution, a: str, one: StoredFile | None,
     change: Literal["added", "removed"] = "added" if one is None else "removed"
     entry = other if one is None else one
     assert entry is not None
-    data = right.read(b, path, entry) if one is None else left.read(a, path, entry)
-    text = _text(data) if not entry.symlink else None
+    text = None
+    if not entry.symlink and entry.size <= TEXT_LIMIT:
+        text = _text(right.read(b, path, entry) if one is None else left.read(a, path, entry))
     found = FileDifference(path=path, change=change, size_a=one.size if one else None,
                            size_b=other.size if other else None, binary=text is None)
     if text is not None:
         before, after = ("", text) if one is None else (text, "")
         found.diff, found.truncated = _text_diff(
-            before, after, path, absent="a" if one is None else "b")
+            before, after, _json_safe(path), absent="a" if one is None else "b")
     return found
+
+
+def _json_safe(name: str) -> str:
+    """A file name as JSON can carry it: bytes that are not UTF-8 (kept by the file system as
+    lone surrogates) written as ``\\xNN``."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _algorithm(entry: StoredFile) -> str:
@@ -325,7 +343,7 @@ def _content_change(path: str, one: StoredFile, other: StoredFile, data_a: bytes
     if text_a is None or text_b is None:
         return FileDifference(path=path, change="changed", binary=True, size_a=one.size,
                               size_b=other.size, mode=mode)
-    diff, cut = _text_diff(text_a, text_b, path)
+    diff, cut = _text_diff(text_a, text_b, _json_safe(path))
     return FileDifference(path=path, change="changed", size_a=one.size, size_b=other.size,
                           mode=mode, diff=diff, truncated=cut)
 
@@ -353,6 +371,8 @@ def _text_diff(a: str, b: str, name: str, *, absent: str | None = None) -> tuple
 
 def _final_answer(layout: ExecutionLayout, run_id: str, codon_id: str) -> str | None:
     """The agent's final answer in the codon's log (its last ``result`` record's text)."""
+    if not plain_name(run_id) or not plain_name(codon_log_name(codon_id)):
+        return None  # a name from the state that would lead out of the execution
     path = layout.codon_log_path(run_id, codon_id)
     try:
         lines = path.read_bytes().splitlines()

@@ -24,16 +24,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from hankweave.checkpoints import CheckpointError, CheckpointStore
 from hankweave.events.journal import encode_event, read_journal
-from hankweave.execution.layout import ExecutionLayout, codon_log_name, codon_stderr_name
+from hankweave.execution.layout import (
+    ExecutionLayout,
+    codon_log_name,
+    codon_stderr_name,
+    plain_name,
+)
 from hankweave.execution.meta import (
     ExecutionMeta,
     ExecutionMetaError,
@@ -47,6 +51,7 @@ from hankweave.fsutil import (
     atomic_write_bytes,
     pid_alive,
     private_dir,
+    skip_symlinks,
     utc_now_iso,
 )
 from hankweave.state.loading import StateLoadError, read_state_strict
@@ -135,39 +140,52 @@ def cut_state(state: HankweaveState, point: ForkPoint) -> HankweaveState:
 
 
 def journal_prefix(source: ExecutionLayout, point: ForkPoint) -> Iterator[bytes]:
-    """The source journal's lines up to the ``codon.completed`` event of the fork point.
+    """The source journal's lines up to the ``codon.completed`` event of the fork point's
+    record: the last one of its codon in its run before the run starts another codon (a
+    failed attempt's comes before its retry's; a skipped codon's is not a success).
 
-    A plain journal is copied line by line as it is (only ``codon.completed`` lines are
-    parsed); a dieted one is read whole through :func:`read_journal` and written again.
-    The newest line may be torn while a runtime writes: it is never part of the prefix.
+    A plain journal is copied as it is (two passes: only ``codon.*`` lines are parsed, and
+    the file is never held whole); a dieted one is read through :func:`read_journal` and
+    written again.  The newest line may be torn while a runtime writes: it is never copied.
     """
     path = source.events_file
     if not path.exists():
         if (source.events_dir / "events.jsonl.zst").exists():
-            for event in read_journal(path):
-                line = encode_event(event)
-                yield line
-                if _completes(json.loads(line), point):
-                    return
+            lines = [encode_event(event) for event in read_journal(path)]
+            yield from lines[:_cut(lines, point)]
         return
     with open(path, "rb") as handle:
-        for line in handle:
-            if not line.endswith(b"\n"):
-                return
+        count = _cut(_complete_lines(handle), point)
+    with open(path, "rb") as handle:
+        for _, line in zip(range(count), _complete_lines(handle), strict=False):
             yield line
-            if b'"codon.completed"' in line:
-                with contextlib.suppress(ValueError):
-                    if _completes(json.loads(line), point):
-                        return
 
 
-def _completes(event: object, point: ForkPoint) -> bool:
-    if not isinstance(event, dict) or event.get("type") != "codon.completed":
-        return False
-    data = event.get("data") or {}
-    return (isinstance(data, dict) and data.get("codonId") == point.codon_id
-            and data.get("success") is True
-            and event.get("runId") in (None, point.run_id))
+def _complete_lines(handle: BinaryIO) -> Iterator[bytes]:
+    for line in handle:
+        if not line.endswith(b"\n"):
+            return
+        yield line
+
+
+def _cut(lines: Iterable[bytes], point: ForkPoint) -> int:
+    """How many of ``lines`` the fork keeps (all complete ones when the point's completion is
+    not there, as in a journal older than ``runId``)."""
+    kept, count = None, 0
+    for count, line in enumerate(lines, start=1):
+        if b'"codon.' not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            kind, data = event.get("type"), event.get("data") or {}
+            if event.get("runId") not in (None, point.run_id) or not isinstance(data, dict):
+                continue
+            if kind == "codon.completed" and data.get("codonId") == point.codon_id:
+                kept = count
+            elif kind == "codon.started" and kept is not None and \
+                    data.get("codonId") != point.codon_id:
+                return kept
+    return kept if kept is not None else count
 
 
 def default_target(source: Path) -> Path:
@@ -186,7 +204,11 @@ def detect_backend(layout: ExecutionLayout, state: HankweaveState,
     checkpoint (an execution does not record its backend; each lists its store read-only)."""
     initial = state.initial_checkpoint
     for backend in registry.checkpoint_backends().values():
-        listed = backend(layout.path).list_read_only()
+        store = backend(layout.path)
+        try:
+            listed = store.list_read_only()
+        finally:
+            store.close()
         if listed and (initial is None or any(c.id == initial for c in listed)):
             return backend
     installed = ", ".join(registry.checkpoint_backends()) or "none"
@@ -214,12 +236,13 @@ def fork_execution(source_dir: Path, target_dir: Path | None, codon_id: str, *,
     if real_target.is_relative_to(real_source) or real_source.is_relative_to(real_target):
         raise ForkError(f"cannot fork {source.path} into {target.path}: one lies inside the "
                         "other, and the source is never written; give a directory beside it")
-    _claim(target.path)
+    backend = detect_backend(source, state, registry)
+    made = _claim(target.path)
     try:
-        _populate(source, target, state, meta, point, registry,
-                  hank_path=hank_path, changed=changed)
+        _populate(source, target, state, meta, point, backend,
+                  registry=registry, hank_path=hank_path, changed=changed)
     except BaseException:
-        shutil.rmtree(target.path, ignore_errors=True)
+        _undo(target.path, made)
         raise
     return ForkResult(target.path, point, changed)
 
@@ -240,32 +263,57 @@ def _source_meta(source: ExecutionLayout) -> ExecutionMeta:
         raise ForkError(str(exc)) from None
 
 
-FORKING_MARKER = "forking"
-"""``.hankweave/forking``: the pid of the ``hankweave fork`` making the directory, removed
-once its metadata is written.  A directory that still has it after that process is gone is
-what a killed fork left, and the next fork into it starts over."""
+_FORK_ENTRIES = frozenset({".hankweave", "agentRoot", "rigArchive"})
+"""What a fork makes at the top of its directory: a leftover holding anything else is not
+only a fork's, and is never removed."""
 
 
-def _claim(target: Path) -> None:
-    """Create the fork's directory: new, empty, or left by a killed fork."""
+def _claim(target: Path) -> bool:
+    """Create the fork's directory: new, empty, or left by a killed fork (removed first).
+    Returns whether the directory was made here (a failed fork removes it; an empty one the
+    user made is emptied instead)."""
     layout = ExecutionLayout(target)
-    marker = layout.hankweave_dir / FORKING_MARKER
-    if marker.is_file() and not layout.meta_file.exists():
+    marker = layout.fork_marker
+    if (marker.is_file() and not marker.is_symlink() and not layout.meta_file.exists()
+            and {entry.name for entry in os.scandir(target)} <= _FORK_ENTRIES):
         maker = marker.read_text(encoding="utf-8", errors="replace").strip()
         if maker.isdigit() and pid_alive(int(maker)):
             raise ForkError(f"{target} is being made by another hankweave fork (pid {maker})")
         shutil.rmtree(target)  # what a killed fork left: never an execution, nothing to keep
-    if os.path.lexists(target) and (
-            not target.is_dir() or target.is_symlink() or any(target.iterdir())):
-        raise ForkError(f"{target} already exists and is not an empty directory; give a "
-                        "new directory with -o")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(target, 0o700)
+        made = True
+    except FileExistsError:
+        if not target.is_dir() or target.is_symlink() or any(target.iterdir()):
+            raise ForkError(f"{target} already exists and is not an empty directory; give a "
+                            "new directory with -o") from None
+        made = False
+    except OSError as exc:
+        raise ForkError(f"cannot make the fork's directory {target}: {exc.strerror or exc}"
+                        ) from None
     private_dir(layout.hankweave_dir)
     atomic_write_bytes(marker, str(os.getpid()).encode(), mode=PRIVATE_FILE_MODE)
+    return made
+
+
+def _undo(target: Path, made: bool) -> None:
+    """Remove what a failed fork wrote: the directory it made, or the contents of the empty
+    one it was given."""
+    if made:
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    for entry in list(os.scandir(target)):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
 
 
 def _populate(source: ExecutionLayout, target: ExecutionLayout, state: HankweaveState,
-              meta: ExecutionMeta, point: ForkPoint, registry: Registry, *,
-              hank_path: Path | None, changed: list[str]) -> None:
+              meta: ExecutionMeta, point: ForkPoint, backend: type[CheckpointStore], *,
+              registry: Registry, hank_path: Path | None, changed: list[str]) -> None:
     cut = cut_state(state, point)
     atomic_write_bytes(target.state_file, dump_state(_moved_paths(cut, source, target)),
                        mode=PRIVATE_FILE_MODE)
@@ -280,9 +328,12 @@ def _populate(source: ExecutionLayout, target: ExecutionLayout, state: Hankweave
     target.agent_root.mkdir()
     target.rig_archive.mkdir(exist_ok=True)
     _place_data(source, target)
-    backend = detect_backend(source, state, registry)
     try:
-        backend(source.path).fork_into(target.path, referenced_checkpoint_ids(cut))
+        forker = backend(source.path)
+        try:
+            forker.fork_into(target.path, referenced_checkpoint_ids(cut))
+        finally:
+            forker.close()
         store = backend(target.path)
         try:
             store.initialize()
@@ -294,7 +345,7 @@ def _populate(source: ExecutionLayout, target: ExecutionLayout, state: Hankweave
     save_execution_meta(target.meta_file, _fork_meta(source, target, meta, point, hank_path,
                                                      changed))
     kill_point("fork.meta-written")  # test-only (docs/crash-testing.md)
-    (target.hankweave_dir / FORKING_MARKER).unlink()
+    target.fork_marker.unlink()
 
 
 def _moved_paths(state: HankweaveState, source: ExecutionLayout,
@@ -326,26 +377,28 @@ def _copy_execution_files(source: ExecutionLayout, target: ExecutionLayout,
             private_dir(_moved(path, source, target).parent)
             shutil.copy2(path, _moved(path, source, target))
     for folder in (source.recording_dir, source.sentinels_dir, source.rig_archive):
-        if folder.is_dir():
-            shutil.copytree(folder, _moved(folder, source, target), symlinks=True,
+        if folder.is_dir() and not folder.is_symlink():
+            # A recording is never written again (shared); the others are copies.
+            shutil.copytree(folder, _moved(folder, source, target), ignore=skip_symlinks,
                             copy_function=_link_or_copy if folder == source.recording_dir
                             else shutil.copy2)
     for run in cut.runs:
         names = {name for record in run.codons
                  for name in (codon_log_name(record.codon_id), codon_stderr_name(record.codon_id))}
         folder = source.run_folder(run.run_id)
-        if not folder.is_dir():
+        if not plain_name(run.run_id) or folder.is_symlink() or not folder.is_dir():
             continue
         copy = private_dir(target.run_folder(run.run_id))
         for entry in folder.iterdir():
-            if entry.is_file() and (run.run_id != point.run_id or entry.name in names):
+            if entry.is_file() and not entry.is_symlink() and (
+                    run.run_id != point.run_id or entry.name in names):
                 shutil.copy2(entry, copy / entry.name)
 
 
 def _copy_harness_state(source: ExecutionLayout, target: ExecutionLayout,
                         registry: Registry) -> None:
     """Each harness's folder, through the harness (it knows what names the work directory)."""
-    if not source.harnesses_dir.is_dir():
+    if not source.harnesses_dir.is_dir() or source.harnesses_dir.is_symlink():
         return
     harnesses = registry.harnesses()
     private_dir(target.harnesses_dir)
@@ -354,7 +407,7 @@ def _copy_harness_state(source: ExecutionLayout, target: ExecutionLayout,
             continue
         harness = harnesses.get(folder.name)
         if harness is None:
-            shutil.copytree(folder, target.harnesses_dir / folder.name, symlinks=True)
+            shutil.copytree(folder, target.harnesses_dir / folder.name, ignore=skip_symlinks)
         else:
             harness.fork_state(folder, target.harness_state_dir(folder.name),
                                source_work_dir=source.agent_root,
@@ -362,16 +415,17 @@ def _copy_harness_state(source: ExecutionLayout, target: ExecutionLayout,
 
 
 def _place_data(source: ExecutionLayout, target: ExecutionLayout) -> None:
-    """The data as the source has it: the same link, or a copy (hard links: it is read-only
-    data)."""
+    """The data as the source has it: the same link, or a copy of the copy (never hard links:
+    an agent that writes into its copy would write into the source's)."""
     link = source.data_link
     if link.is_symlink():
         pointed = os.readlink(link)
-        if os.path.isabs(pointed) and Path(pointed).is_relative_to(source.path):
-            pointed = str(target.path / Path(pointed).relative_to(source.path))  # a replay's
+        where = Path(os.path.normpath(pointed))
+        if where.is_absolute() and where.is_relative_to(source.path):
+            pointed = str(target.path / where.relative_to(source.path))  # a replay's data
         os.symlink(pointed, target.data_link)
     elif link.is_dir():
-        shutil.copytree(link, target.data_link, symlinks=True, copy_function=_link_or_copy)
+        shutil.copytree(link, target.data_link, symlinks=True)
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -389,11 +443,12 @@ def _fork_meta(source: ExecutionLayout, target: ExecutionLayout, meta: Execution
                point: ForkPoint, hank_path: Path | None, changed: list[str]) -> ExecutionMeta:
     """The source's metadata with its paths inside the source moved to the fork, the fork's
     hank, and where it came from."""
-    inside = re.compile(re.escape(str(source.path)) + r"(?=/|$)")
     data = json.loads(meta.to_json_bytes())
     for key, value in data.items():
-        if isinstance(value, str) and inside.match(value):
-            data[key] = inside.sub(lambda _: str(target.path), value, count=1)
+        if isinstance(value, str) and os.path.isabs(value):
+            where = Path(os.path.normpath(value))
+            if where.is_relative_to(source.path):
+                data[key] = str(target.path / where.relative_to(source.path))
     if data.get("readOnlySourceDataPath") != meta.read_only_source_data_path:
         # A replay's data is in its recording, now the fork's copy: the resume key is its hash.
         from hankweave.execution.datahash import hash_data_source
@@ -424,7 +479,7 @@ def _history_changes(meta: ExecutionMeta, hank_path: Path | None, state: Hankwea
     if hank_path is None:
         return []
     from hankweave.bundle.closure import compute_closure
-    from hankweave.bundle.inputs import codon_inputs
+    from hankweave.bundle.inputs import codon_inputs, codon_keys
 
     after = compute_closure(hank_path)
     if not after.ok:
@@ -434,6 +489,7 @@ def _history_changes(meta: ExecutionMeta, hank_path: Path | None, state: Hankwea
     if before is None or not before.ok:
         return [f"(the source's hank {meta.hank_path or '(not recorded)'} cannot be read "
                 "any more, so nothing says whether they changed)"]
+    _refuse_other_codons(codon_keys(before), codon_keys(after))
     old, new = codon_inputs(before), codon_inputs(after)
     changed: dict[str, str] = {}
     for item in reversed(analyze_execution_thread(cut_state(state, point)).codons):
@@ -445,6 +501,22 @@ def _history_changes(meta: ExecutionMeta, hank_path: Path | None, state: Hankwea
         elif old.get(key) != new[key]:
             changed[key] = "its prompt, settings or files differ"
     return [f"{key}: {why}" for key, why in changed.items()]
+
+
+def _refuse_other_codons(before: list[str], after: list[str]) -> None:
+    """A fork runs its source's plan: a hank that adds, removes or reorders codons is not
+    one it can continue (the runtime would skip the new codons or stop at a missing one)."""
+    if before == after:
+        return
+    added = [key for key in after if key not in before]
+    removed = [key for key in before if key not in after]
+    what = "; ".join(part for part in (
+        f"added: {', '.join(added)}" if added else "", f"removed: {', '.join(removed)}"
+        if removed else "", "" if added or removed else "the same codons in another order")
+        if part)
+    raise ForkError(f"the fork's hank has other codons than the source's ({what}). A fork "
+                    "continues the source's plan with changed prompts, models and codon "
+                    "settings; to run other codons, start a new execution of that hank")
 
 
 def _inputs_key(item: ThreadCodon) -> str:

@@ -40,6 +40,12 @@ def codon_inputs(closure: Closure) -> dict[str, str]:
     return {key: inputs[key] for key in sorted(inputs, key=utf8_key)}
 
 
+def codon_keys(closure: Closure) -> list[str]:
+    """The closure's codons in execution order, keyed as in ``codonInputs`` (``id``, a loop
+    child ``loop/child``)."""
+    return [key for key, _, _ in _flattened((closure.raw or {}).get("hank") or [])]
+
+
 def _flattened(items: list[Any]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
     out: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
     for item in items:

@@ -44,6 +44,11 @@ def compare_command(a: Path, b: Path, as_json: bool, codon_ids: tuple[str, ...],
         comparison = compare_executions(a.resolve(), b.resolve(), registry=get_registry())
     except CompareError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
+    unknown = set(codon_ids) - {row.codon_id for row in comparison.codons}
+    if unknown:
+        known = ", ".join(dict.fromkeys(row.codon_id for row in comparison.codons)) or "none"
+        raise CLIError(f"--codon {', '.join(sorted(unknown))}: not a codon of either "
+                       f"execution (their codons: {_shown(known)})", EXIT_USAGE)
     if as_json:
         click.echo(comparison.model_dump_json(indent=2))
     else:
@@ -64,14 +69,14 @@ def _show(comparison: Comparison, only: set[str], *, stat: bool, wide: bool) -> 
     console.print(_header("A", comparison.a, related))
     console.print(_header("B", comparison.b, related))
     if comparison.relation:
-        console.print(f"  {comparison.relation}")
+        console.print(f"  {_shown(comparison.relation)}")
     console.print(_table(comparison))
     first = comparison.first_divergence
     if first is None:
         console.print("No difference: every codon has the same status, workspace and output.")
         return
     row = comparison.codons[first - 1]
-    console.print(f"First divergence: codon {row.codon_id} (#{first}): "
+    console.print(f"First divergence: codon {_shown(row.codon_id)} (#{first}): "
                   f"{', '.join(row.differences)}")
     shown: CodonComparison | None = None
     for row in comparison.codons:
@@ -86,8 +91,9 @@ def _header(name: str, side: ExecutionSummary, related: bool) -> str:
 
     fork = (f"; a fork of {side.forked_from.execution} after {side.forked_from.codon}"
             if side.forked_from and not related else "")
-    return (f"{name}  {side.path}\n   {side.status}, {side.codons} codons, {money(side.cost)},"
-            f" tokens in {side.input_tokens} out {side.output_tokens}{fork}")
+    return _shown(f"{name}  {side.path}\n   {side.status}, {side.codons} codons,"
+                  f" {money(side.cost)}, tokens in {side.input_tokens} out"
+                  f" {side.output_tokens}{fork}")
 
 
 def _table(comparison: Comparison) -> FitTable:
@@ -105,7 +111,7 @@ def _table(comparison: Comparison) -> FitTable:
     ])
     for row in comparison.codons:
         a, b = row.a, row.b
-        table.add_row(str(row.position), row.codon_id, _pair(a, b, lambda s: s.status),
+        table.add_row(str(row.position), _shown(row.codon_id), _pair(a, b, lambda s: s.status),
                       _workspace(row), _cost(a), _cost(b), _output(row), _tokens(a), _tokens(b),
                       _pair(a, b, lambda s: "-" if s.seconds is None else f"{s.seconds:.1f}s"),
                       _pair(a, b, lambda s: "-" if s.turns is None else str(s.turns)))
@@ -147,12 +153,13 @@ def _details(console: Console, row: CodonComparison, *, stat: bool,
     before (a change carried on through the codons after it) are named, not shown again."""
     from rich.text import Text
 
-    console.print(Text(f"\n── {row.position}. {row.codon_id}: {', '.join(row.differences)}",
+    console.print(Text(f"\n── {row.position}. {_shown(row.codon_id)}: "
+                       f"{', '.join(row.differences)}",
                        style="bold"))
     if row.files and like is not None and like.files == row.files:
         changes = ", ".join(f"{_shown(change.path)} {change.change}" for change in row.files[:5])
         more = f" and {len(row.files) - 5} more" if len(row.files) > 5 else ""
-        console.print(f"  the same difference as at {like.codon_id} (#{like.position}):"
+        console.print(f"  the same difference as at {_shown(like.codon_id)} (#{like.position}):"
                       f" {changes}{more}")
     else:
         _files(console, row, stat=stat)
@@ -189,7 +196,9 @@ def _diff(console: Console, diff: str, *, cut: bool) -> None:
 
 
 def _shown(text: str) -> str:
-    """``text`` safe for a terminal: control and bidi characters escaped, tabs kept."""
+    """``text`` safe for a terminal: control and bidi characters escaped, tabs and line
+    breaks kept."""
     from hankweave.bundle.closure import printable
 
-    return "\t".join(printable(part) for part in text.split("\t"))
+    return "\n".join("\t".join(printable(part) for part in line.split("\t"))
+                     for line in text.split("\n"))

@@ -3,9 +3,12 @@ changes (docs/fork.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +73,10 @@ def fork_command(ctx: click.Context, execution_dir: Path, codon_id: str, target:
         raise click.UsageError("--mock-provider and --no-mock-provider contradict each other")
     hank_file = _hank_file(hank) if hank is not None else None
     try:
-        made = fork_execution(execution_dir.resolve(), target.resolve() if target else None,
-                              codon_id, registry=get_registry(), hank_path=hank_file,
-                              allow_changed_history=allow_changed_history)
+        with _stopped_cleanly():
+            made = fork_execution(execution_dir.resolve(), target.resolve() if target else None,
+                                  codon_id, registry=get_registry(), hank_path=hank_file,
+                                  allow_changed_history=allow_changed_history)
     except ForkError as exc:
         raise CLIError(str(exc), EXIT_USAGE) from None
     source, fork = execution_dir.resolve(), made.target
@@ -90,6 +94,21 @@ def fork_command(ctx: click.Context, execution_dir: Path, codon_id: str, target:
                      wait_for_answers=wait_for_answers, options=options)
     click.echo(f"Compare with the source: {compare}", err=True)
     ctx.exit(code)
+
+
+@contextlib.contextmanager
+def _stopped_cleanly() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the fork as Ctrl-C does: what it made is removed (exit 143,
+    129), instead of the process dying with half a directory."""
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _hank_file(hank: Path) -> Path:

@@ -105,7 +105,7 @@ def inspect_thread(execution_dir: Path, run_id: str | None, as_json: bool,
         return
     console = make_console(wide)
     for line in family_lines(family):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
     _render_thread(thread, console)
 
 
@@ -556,8 +556,10 @@ __all__ = ["inspect_group", "thread_to_json"]
 
 
 def family_lines(family: Family) -> list[str]:
-    """The fork family in words: where this execution's history comes from, and its forks,
-    each with the command that compares them."""
+    """The fork family in words: where this execution's history comes from, and its forks
+    (other executions' metadata: what they say is escaped for the terminal)."""
+    from hankweave.bundle.closure import printable
+
     lines = []
     for depth, member in enumerate(family.ancestors):
         whose = "forked" if depth == 0 else "  which was forked"
@@ -567,7 +569,7 @@ def family_lines(family: Family) -> list[str]:
     for member in family.forks:
         lines.append(f"fork {member.path} after codon {member.codon}"
                      f" (checkpoint {_short(member.checkpoint)})")
-    return lines
+    return [printable(line) for line in lines]
 
 
 def _hank_source_line(source: DocumentHankSource) -> str:

@@ -8,7 +8,9 @@ execution's forks by looking at the executions beside it and beside each ancesto
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -50,6 +52,10 @@ class Family(BaseModel):
 
 
 def _origin(execution: Path) -> ForkOrigin | None:
+    meta = execution / HANKWEAVE_DIR / META_FILE
+    with contextlib.suppress(OSError):
+        if not stat.S_ISREG(os.stat(meta).st_mode):
+            return None  # as in _cached_origin
     try:
         return load_execution_meta(execution / HANKWEAVE_DIR / META_FILE).forked_from
     except ExecutionMetaError:
@@ -89,6 +95,8 @@ def _cached_origin(execution: str) -> ForkOrigin | None:
         info = os.stat(meta)
     except OSError:
         return None
+    if not stat.S_ISREG(info.st_mode):
+        return None  # a FIFO would block the read, a directory fail it: no execution's
     stamp = f"{info.st_mtime_ns}:{info.st_size}"
     cached = _ORIGINS.get(execution)
     if cached is None or cached[0] != stamp:

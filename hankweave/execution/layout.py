@@ -39,6 +39,13 @@ CODON_LOG_SUFFIX = "-claude.log"
 STDERR_LOG_SUFFIX = "-stderr.log"
 
 
+def plain_name(name: str) -> bool:
+    """Whether ``name`` (a run id, a codon id read from a state file) is one path component
+    that stays where it is joined: not empty, ``.`` or ``..``, no separator, no NUL.  A reader
+    of another execution's files (fork, compare) joins only such names."""
+    return name not in ("", ".", "..") and "/" not in name and "\0" not in name
+
+
 def codon_log_name(codon_id: str) -> str:
     """The log file name of a codon run: `review#1` -> `review-1-claude.log`."""
     return f"{codon_id.replace('#', '-')}{CODON_LOG_SUFFIX}"
@@ -179,6 +186,13 @@ class ExecutionLayout:
     @property
     def socket_log(self) -> Path:
         return self.logs_dir / "websocket.log"
+
+    @property
+    def fork_marker(self) -> Path:
+        """`.hankweave/forking`: the pid of the `hankweave fork` making this directory, removed
+        once its metadata is written; a directory that still has it after that process is gone
+        is what a killed fork left (docs/fork.md), and no run takes it."""
+        return self.hankweave_dir / "forking"
 
     @property
     def meta_file(self) -> Path:

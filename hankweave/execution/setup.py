@@ -464,6 +464,12 @@ def _choose_explicit(
             "created if missing)."
         )
 
+    if layout.fork_marker.is_file() and not layout.meta_file.is_file():
+        raise ExecutionSetupError(
+            f"{path} is a fork that was stopped while it was being made (docs/fork.md): it is "
+            "no execution yet. Make it again with `hankweave fork -e SRC --at CODON -o "
+            f"{shlex.quote(str(path))}` (it starts over), or remove the directory."
+        )
     if request.start_new:
         return _choose_fresh_start(request, layout)
     if not path.exists():

@@ -53,6 +53,8 @@ only links what the previous ones did not)."""
 _FAN_OUT = re.compile(r"[0-9a-f]{2}")
 _LOOSE = re.compile(r"[0-9a-f]{38}")
 _PACK = re.compile(r"pack-[0-9a-f]{40}\.pack")
+_RUN_BRANCH = re.compile(r"run-[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+"""A run branch as :func:`~hankweave.checkpoints.run_branch` names one."""
 
 
 
@@ -122,7 +124,10 @@ def _refs(build: Path, kept: Sequence[Record], initial: str) -> None:
             write_ref(build, f"{CHECKPOINT_REFS}{sha}", sha)
             tips.setdefault(record.checkpoint.branch, sha)
     for branch, sha in tips.items():
-        write_ref(build, f"refs/heads/{branch}", sha)
+        if _RUN_BRANCH.fullmatch(branch) and ".." not in branch:
+            write_ref(build, f"refs/heads/{branch}", sha)
+        # else: a name read from a commit message that is no branch this store makes (a
+        # planted one could name a path outside); the checkpoint's own ref keeps it.
 
 
 def share_objects(source: Path, target: Path) -> None:

@@ -475,8 +475,9 @@ class GitCheckpointStore(CheckpointStore):
         if reader is None:
             raise CheckpointNotFoundError(f'no checkpoint has the id "{id_or_prefix}"')
         sha = id_or_prefix.strip().lower()
-        if len(sha) == 40 and sha in (read_loose_ref(reader.git_dir, f"{CHECKPOINT_REFS}{sha}"),
-                                      read_loose_ref(reader.git_dir, INITIAL_REF)):
+        if len(sha) == 40 and set(sha) <= HEX and sha in (
+                read_loose_ref(reader.git_dir, f"{CHECKPOINT_REFS}{sha}"),
+                read_loose_ref(reader.git_dir, INITIAL_REF)):
             return reader, sha
         initial = recorded_initial(reader) or original_initial(reader)
         record = self._by_id_prefix(

@@ -1046,3 +1046,35 @@ def test_a_full_disk_while_writing_objects_in_process_is_a_storage_error(tmp_pat
         made = store.create(kind="completed", run_id="r", codon_id="c", codon_name="c",
                             patterns=ALL, changes=watcher.drain())
         assert shadow(tmp_path / "exec", "show", f"{made.id}:a.txt") == "changed\n"
+
+
+def test_a_fork_writes_no_branch_a_planted_commit_message_names(tmp_path):
+    """The run branch of a fork's refs comes from the checkpoint's message: one that names a
+    path out of the repository (a planted commit) is not written; the checkpoint's own ref
+    keeps it."""
+    execution_dir = tmp_path / "exec"
+    (execution_dir / "agentRoot").mkdir(parents=True)
+    store = GitCheckpointStore(execution_dir)
+    store.initialize()
+    (execution_dir / "agentRoot" / "a.txt").write_text("a")
+    made = store.create(kind="completed", run_id="r1", codon_id="a", codon_name="A",
+                        patterns=ALL)
+    store.close()
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    commit = shadow(execution_dir, "cat-file", "commit", made.id)
+    planted = commit.replace("[run:r1]", f"[run:x/{'../' * 12}{str(victim)[1:]}]")
+    assert planted != commit
+    with open(tmp_path / "planted", "w") as handle:
+        handle.write(planted)
+    sha = shadow(execution_dir, "hash-object", "-t", "commit", "-w",
+                 str(tmp_path / "planted")).strip()
+    (shadow_dir(execution_dir) / "refs/hankweave/checkpoints" / sha).write_text(sha + "\n")
+
+    GitCheckpointStore(execution_dir).fork_into(tmp_path / "fork", {sha})
+
+    assert victim.read_text() == "precious"
+    fork = GitCheckpointStore(tmp_path / "fork")
+    fork.initialize()
+    assert fork.resolve(sha).id == sha
+    fork.close()
