@@ -136,6 +136,11 @@ def prompts_sent(requests: list[dict[str, Any]]) -> set[str]:
             if step in text}
 
 
+ONE_BACKEND = pytest.mark.parametrize("source", ["git"], indirect=True)
+"""For what does not depend on the checkpoint backend: the git source only (both backends run
+the fork and compare journeys above it)."""
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def source(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Place:
     place = Place(tmp_path_factory.mktemp(f"fork-{request.param}"), request.param)
@@ -205,6 +210,7 @@ def test_a_fork_of_a_fork_and_an_unchanged_fork_compares_equal(source: Place) ->
     assert f"which was forked from {source.root / 'src'}" in shown.stdout
 
 
+@ONE_BACKEND
 def test_at_a_codon_that_never_finished_is_refused_with_the_choices(source: Place) -> None:
     refused = source.fork("-e", "src", "--at", "publish")
     assert refused.returncode == 2
@@ -217,6 +223,7 @@ def test_at_a_codon_that_never_finished_is_refused_with_the_choices(source: Plac
     assert tree_digest(source.root / "src") == before
 
 
+@ONE_BACKEND
 def test_a_changed_history_is_refused_unless_allowed(source: Place) -> None:
     refused = source.fork("-e", "src", "--at", "ship", "--hank", "hank2", "--no-start")
     assert refused.returncode == 2
@@ -346,6 +353,7 @@ def test_a_claude_conversation_forks_and_a_fork_continues_on_a_pi_model(tmp_path
     assert place.work("pi") == place.work("src")
 
 
+@ONE_BACKEND
 @pytest.mark.parametrize("point", ["fork.copied", "fork.meta-written"])
 def test_a_killed_fork_is_never_half_an_execution(source: Place, point: str) -> None:
     target = f"killed-{point}"
@@ -366,6 +374,7 @@ def test_a_killed_fork_is_never_half_an_execution(source: Place, point: str) -> 
     assert source.work(target) == source.work("src")
 
 
+@ONE_BACKEND
 def test_compare_shows_an_agent_s_names_and_text_without_running_them(source: Place) -> None:
     """File names and contents are the agent's: the terminal gets them escaped, never as
     control sequences or rich markup."""
@@ -392,6 +401,7 @@ def _hostile_copy(source: Place, name: str) -> Path:
     return copy
 
 
+@ONE_BACKEND
 def test_a_hostile_source_cannot_make_a_fork_write_outside_it(source: Place) -> None:
     """Names from a source's files (a run id, a planted symlink) never lead a fork outside its
     directory, and a directory that merely has a fork's marker is never removed."""
@@ -421,6 +431,7 @@ def test_a_hostile_source_cannot_make_a_fork_write_outside_it(source: Place) -> 
     assert (source.root / "mine/notes.txt").read_text() == "important"
 
 
+@ONE_BACKEND
 def test_a_fork_of_copied_data_copies_it_and_a_hank_with_other_codons_is_refused(
         source: Place) -> None:
     ran = source.run("copied", "hank", "--copy")

@@ -15,8 +15,10 @@ may be running and is never written:
   recording, and the execution metadata with ``forkedFrom``: the source, the codon, its run and
   its checkpoint.
 
-The metadata is written last: until then the directory is no execution a resume would take,
-and a fork that fails removes what it made.
+Nothing read from the source leads out of the fork: symbolic links are left out of the
+copies, run ids that are not plain names are not used as folders, and copied data is copied,
+never linked.  The metadata is written last, behind ``.hankweave/forking``: until then the
+directory is no execution a run takes, and a fork that fails removes what it made.
 """
 
 from __future__ import annotations
