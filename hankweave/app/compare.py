@@ -178,12 +178,10 @@ def _open(path: Path, registry: Registry) -> _Execution:
         forked_from = None
 
     def open_store() -> CheckpointStore | None:
-        from hankweave.app.fork import ForkError, detect_backend
+        from hankweave.app.backends import detect_backend
 
-        try:
-            return detect_backend(layout, state, registry)(layout.path)
-        except ForkError:
-            return None
+        backend = detect_backend(layout, state, registry)
+        return backend(layout.path) if backend is not None else None
 
     thread = list(reversed(analyze_execution_thread(state).codons))
     return _Execution(layout, state, thread, forked_from, open_store)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from hankweave.app.backends import detect_backend
 from hankweave.checkpoints import CheckpointError, CheckpointStore
 from hankweave.events.journal import encode_event, read_journal
 from hankweave.execution.layout import (
@@ -200,24 +201,6 @@ def default_target(source: Path) -> Path:
         number += 1
 
 
-def detect_backend(layout: ExecutionLayout, state: HankweaveState,
-                   registry: Registry) -> type[CheckpointStore]:
-    """The installed checkpoint backend whose store in ``layout`` holds the state's initial
-    checkpoint (an execution does not record its backend; each lists its store read-only)."""
-    initial = state.initial_checkpoint
-    for backend in registry.checkpoint_backends().values():
-        store = backend(layout.path)
-        try:
-            listed = store.list_read_only()
-        finally:
-            store.close()
-        if listed and (initial is None or any(c.id == initial for c in listed)):
-            return backend
-    installed = ", ".join(registry.checkpoint_backends()) or "none"
-    raise ForkError(f"no installed checkpoint backend holds the checkpoints of {layout.path} "
-                    f"(installed: {installed}); install the backend it ran with")
-
-
 def fork_execution(source_dir: Path, target_dir: Path | None, codon_id: str, *,
                    registry: Registry, hank_path: Path | None = None,
                    allow_changed_history: bool = False) -> ForkResult:
@@ -239,6 +222,11 @@ def fork_execution(source_dir: Path, target_dir: Path | None, codon_id: str, *,
         raise ForkError(f"cannot fork {source.path} into {target.path}: one lies inside the "
                         "other, and the source is never written; give a directory beside it")
     backend = detect_backend(source, state, registry)
+    if backend is None:
+        installed = ", ".join(registry.checkpoint_backends()) or "none"
+        raise ForkError(f"no installed checkpoint backend holds the checkpoints of "
+                        f"{source.path} (installed: {installed}); install the backend it ran "
+                        "with")
     made = _claim(target.path)
     try:
         _populate(source, target, state, meta, point, backend,

@@ -1,8 +1,9 @@
 """Forking a store: a new execution's store holding some of this one's checkpoints.
 
 Objects and manifests are never written again once in place (a prune only deletes), so the
-new store hard-links the objects its checkpoints need (verified copies where the file system
-cannot link) and copies the kept checkpoints' manifests, the initial one among them (its kind
+new store hard-links every object on disk (verified copies where the file system cannot
+link; listing them is cheaper than reading the kept file lists to find the needed ones, and
+the rest go at the fork's first prune) and copies the kept checkpoints' manifests, the initial one among them (its kind
 marks it).  The source is only read, as ``list_read_only`` reads it.  Neither ``refs.json``
 (the current checkpoint: the fork's caller restores one) nor the stat cache (of another work
 tree) is taken.  As when a checkpoint is written, the objects are made durable before any
