@@ -322,6 +322,11 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "spentDollars": 1.5,
         "elapsedSeconds": 120.5,
     },
+    "budget.warning": {
+        "codonId": "draft", "scope": "run", "currency": "cost", "limit": 10, "used": 8.02,
+        "source": "run ceiling", "fraction": 0.8,
+        "message": "80% of the run's $10.00 ceiling used ($8.02; run ceiling)",
+    },
     "interruption.created": {
         "interruptionId": "int-1796150000000-ab12c", "runId": "r1", "codonId": "deploy",
         "kind": "approval", "question": "Deploy to production?",
@@ -362,14 +367,14 @@ def test_sample_payload_validates_and_round_trips_through_json(event_type: str) 
     assert json.loads(line)["data"] == payload
 
 
-def test_category_sets_hold_the_36_original_types_plus_five_of_ours() -> None:
-    ours = {"sink.failed", "budget.limits", "interruption.created", "interruption.answered",
-            "run.crashed"}
-    assert len(SERVER_STATE_EVENTS) == 25
+def test_category_sets_hold_the_36_original_types_plus_six_of_ours() -> None:
+    ours = {"sink.failed", "budget.limits", "budget.warning", "interruption.created",
+            "interruption.answered", "run.crashed"}
+    assert len(SERVER_STATE_EVENTS) == 26
     assert len(AGENTIC_BACKBONE_EVENTS) == 7
     assert len(SENTINEL_EVENTS) == 5
     assert len(CONNECTION_EVENTS) == 4
-    assert len(ALL_EVENT_TYPES) == 41
+    assert len(ALL_EVENT_TYPES) == 42
     assert len(ALL_EVENT_TYPES - ours) == 36
     assert ours <= SERVER_STATE_EVENTS
 

@@ -70,6 +70,8 @@ def _forward(layout: ExecutionLayout, interruption_id: str, given: GivenAnswer,
     data: dict[str, Any] = {"interruptionId": interruption_id, "answeredBy": who}
     if given.approve or given.reject:
         data["approve" if given.approve else "reject"] = True
+    elif given.extend is not None:
+        data["extend"] = given.extend
     else:
         data["answer"] = given.text if given.text is not None else json.loads(
             given.json_text or "null")

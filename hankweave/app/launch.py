@@ -575,8 +575,14 @@ def _waiting(state: HankweaveState, layout: ExecutionLayout,
 
 
 def answer_placeholder(item: Interruption) -> str:
-    """The answer part of an ``answer`` hint: an approval's ``--approve``, a question's first
-    option, or a placeholder for free text (quoted: it pastes as one argument)."""
+    """The answer part of an ``answer`` hint: an approval's ``--approve``, a budget ceiling's
+    ``--extend`` by half the ceiling again, a question's first option, or a placeholder for
+    free text (quoted: it pastes as one argument)."""
+    if item.kind == "budget" and item.budget is not None:
+        from hankweave.links import suggested_extensions
+
+        amount = suggested_extensions(item.budget.currency, item.budget.limit)[0]
+        return f"--extend {amount:g}{'s' if item.budget.currency == 'duration' else ''}"
     if item.kind != "question":
         return "--approve"
     answer = item.options[0] if item.options else "<your answer>"

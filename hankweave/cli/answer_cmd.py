@@ -23,8 +23,11 @@ from hankweave.exitcodes import EXIT_USAGE
 @click.argument("interruption_id", metavar="ID")
 @click.argument("text", required=False)
 @click.option("--approve", is_flag=True, help="Approve (an approval gate or a held tool call).")
-@click.option("--reject", is_flag=True, help="Reject (an approval gate or a held tool call).")
+@click.option("--reject", is_flag=True, help="Reject (an approval gate, a held tool call or a"
+              " budget ceiling).")
 @click.option("--json", "json_text", metavar="VALUE", help="The answer as a JSON value.")
+@click.option("--extend", metavar="AMOUNT", help="Raise a budget ceiling by AMOUNT (dollars:"
+              " 1.50; seconds: 90, 90s, 5m; tokens: 20000) and let the codon go on.")
 @click.option("--by", "answered_by", metavar="NAME",
               help="Who answers (recorded as answeredBy; default cli:<user>, the user from"
               " $HANKWEAVE_USER, else the login name).")
@@ -33,8 +36,11 @@ from hankweave.exitcodes import EXIT_USAGE
 @click.pass_context
 def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str,
                    text: str | None, approve: bool, reject: bool, json_text: str | None,
-                   answered_by: str | None, submit: bool) -> None:
-    """Answer interruption ID with TEXT, --approve, --reject or --json VALUE.
+                   extend: str | None, answered_by: str | None, submit: bool) -> None:
+    """Answer interruption ID with TEXT, --approve, --reject, --extend AMOUNT or --json VALUE.
+
+    A budget ceiling (kind budget) takes --extend AMOUNT, which raises it and lets the same
+    attempt go on, or --reject, which ends the codon as the breach would have.
 
     List what waits with `hankweave inspect interruptions -e DIR --pending`.  An unknown or
     already-answered ID, or an answer outside the question's options, is refused and changes
@@ -49,7 +55,8 @@ def answer_command(ctx: click.Context, execution_dir: Path, interruption_id: str
     layout = ExecutionLayout(execution_dir.resolve())
     if not layout.state_file.exists() and not layout.state_log_file.exists():
         raise CLIError(f"{layout.path}: not an execution directory (no .hankweave/state.json)")
-    given = GivenAnswer(text=text, approve=approve, reject=reject, json_text=json_text)
+    given = GivenAnswer(text=text, approve=approve, reject=reject, json_text=json_text,
+                        extend=extend)
     who = answered_by or f"cli:{current_user()}"
     submitter = _submit_command(ctx) if submit else None
     try:

@@ -164,6 +164,33 @@ def _render(report: dict[str, Any], console: Console) -> None:
         projected = projected or kind == "projected"
     if projected:
         console.print(Text("* projected: the limit the entry would get if it started now"))
+    _render_asks(report["asks"], console)
+
+
+def _render_asks(asks: list[dict[str, Any]], console: Console) -> None:
+    """The ceilings that asked a person, and what each person decided."""
+    from rich.text import Text
+
+    from hankweave.runtime.budget import ceiling_name, describe_amount
+
+    if not asks:
+        return
+    console.print(Text("Ceilings that asked (onExceeded: ask):"))
+    for ask in asks:
+        currency = ask["currency"]
+        whose = {"codon": "its own", "run": "the run's",
+                 "loop": f"loop {ask.get('loopId')}'s"}[ask["scope"]]
+        what = (f"  {ask['codonId']}: {whose} {ceiling_name(currency, ask['limit'])}"
+                f" ({ask['source']}) reached at {describe_amount(currency, ask['used'])},"
+                f" asked {ask['askedAt']}: ")
+        if ask["decision"] == "extended":
+            what += (f"extended by {describe_amount(currency, ask['amount'])} by"
+                     f" {ask['answeredBy']} at {ask['answeredAt']}")
+        elif ask["decision"] == "rejected":
+            what += f"rejected by {ask['answeredBy']} at {ask['answeredAt']}"
+        else:
+            what += f"waiting ({ask['interruptionId']})"
+        console.print(Text(what))
 
 
 def _breach(exceeded: Mapping[str, Any] | None) -> str:

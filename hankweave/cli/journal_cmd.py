@@ -412,6 +412,7 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "sentinel.unloaded": lambda d: (
         f"{d.get('sentinelId', '?')} {d.get('reason', '?')}  {d.get('llmCallCount', '?')} calls"
         f"  {_money(d.get('finalCost'))}"),
+    "budget.warning": lambda d: f"{d.get('codonId', '?')}  {_clip(d.get('message', ''))}",
     "interruption.created": lambda d: (
         f"{d.get('interruptionId', '?')} {d.get('kind', '?')}  {_clip(d.get('question', ''))}"),
     "interruption.answered": lambda d: (

@@ -270,8 +270,9 @@ class HeadlessLog(_CostsShown):
         if kind == "codon.started":
             return f"codon {data.get('codonId')} started ({data.get('codonName')})"
         if kind == "interruption.created":
-            return (f"waiting for a person: {data.get('interruptionId')}"
-                    f" ({data.get('kind')}) {data.get('question')}")
+            return waiting_line(data)
+        if kind == "budget.warning":
+            return f"budget: {data.get('message')}"
         if kind == "interruption.answered":
             return (f"answered {data.get('interruptionId')}: {data.get('answer')!r}"
                     f" by {data.get('answeredBy')}")
@@ -289,6 +290,12 @@ class HeadlessLog(_CostsShown):
         if kind == "run.crashed":
             return str(data.get("message", ""))
         return None
+
+
+def waiting_line(data: dict[str, Any]) -> str:
+    """An ``interruption.created`` in words: what waits for a person."""
+    return (f"waiting for a person: {data.get('interruptionId')} ({data.get('kind')})"
+            f" {data.get('question')}")
 
 
 class LiveView(_CostsShown):
@@ -331,6 +338,10 @@ class LiveView(_CostsShown):
                 label = _error_label(data)
                 self.say(f"{label}: {data.get('message')}",
                          "yellow" if label == "warning" else "red")
+            elif kind == "budget.warning":
+                self.say(f"budget: {data.get('message')}", "yellow")
+            elif kind == "interruption.created":
+                self.say(waiting_line(data), "yellow")
             elif kind in ("server.idle", "run.crashed") or (
                     kind == "info" and str(data.get("message", "")).startswith("[REPLAY]")):
                 # A replay's skipped or allowed commands are seen in the live view too.

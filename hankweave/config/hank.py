@@ -152,8 +152,9 @@ the installed harnesses are known (``hankweave validate`` and ``run``)."""
 
 ContinuationMode = Literal["fresh", "continue-previous"]
 OnFailure = Literal["abort", "retry", "ignore"]
-OnExceeded = Literal["complete", "fail"]
+OnExceeded = Literal["complete", "fail", "ask"]
 AllocationMode = Literal["shared", "proportional", "proportional-strict"]
+WarnFractions = Annotated[list[Annotated[float, Field(gt=0, lt=1)]], Field(max_length=10)]
 
 
 class StrictModel(BaseModel):
@@ -509,7 +510,8 @@ class CodonBudget(StrictModel):
     max_context_tokens: Opt[PositiveInt] = None
     """High-water mark of input+output tokens in one turn."""
     on_exceeded: Opt[OnExceeded] = None
-    """`complete` ends the codon gracefully; `fail` fails it (its onFailure policy applies)."""
+    """`complete` ends the codon gracefully; `fail` fails it (its onFailure policy applies);
+    `ask` pauses it for a person to extend the ceiling or reject (then as `complete`)."""
 
 
 class ContainerBudget(StrictModel):

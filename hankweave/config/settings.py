@@ -60,6 +60,7 @@ from hankweave.config.hank import (
     SentinelSystemSettings,
     ShimIdleTimeout,
     StrictModel,
+    WarnFractions,
 )
 from hankweave.config.run_options import RUN_OPTIONS, RunOption
 
@@ -129,6 +130,9 @@ class RuntimeBudget(StrictModel):
 
     max_dollars: Opt[PositiveNumber] = None
     max_time_seconds: Opt[PositiveNumber] = None
+    warn_at: Opt[WarnFractions] = None
+    """Fractions of each ceiling (the run's, a loop's, a codon's) at which a `budget.warning`
+    goes out (default 0.8 and 0.95; `[]`: none)."""
 
 
 class CheckpointConfig(StrictModel):
@@ -262,6 +266,8 @@ class BudgetSettings(_ResolvedModel):
     allocation: AllocationMode = "shared"
     shares: dict[str, float] | None = None
     on_exceeded: OnExceeded | None = None
+    warn_at: list[float] | None = None
+    """Where `budget.warning`s go out (None: the default, 0.8 and 0.95)."""
 
 
 class CheckpointSettings(_ResolvedModel):
@@ -503,6 +509,8 @@ def _resolve_budget(
     for key in ("allocation", "shares", "onExceeded"):
         if override_budget.get(key) is not None:
             resolved[key] = override_budget[key]
+    if file_budget.get("warnAt") is not None:
+        resolved["warnAt"] = file_budget["warnAt"]
     return resolved
 
 

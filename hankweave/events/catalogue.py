@@ -696,7 +696,7 @@ class BudgetCeiling(EventData):
     max_time_seconds: Number | None = None
     allocation: Literal["shared", "proportional", "proportional-strict"] = "shared"
     shares: dict[str, Number] | None = None
-    on_exceeded: Literal["complete", "fail"] | None = None
+    on_exceeded: Literal["complete", "fail", "ask"] | None = None
 
 
 class BudgetResolvedLimits(EventData):
@@ -708,7 +708,7 @@ class BudgetResolvedLimits(EventData):
     time_source: str | None = None
     max_output_tokens: int | None = None
     max_context_tokens: int | None = None
-    on_exceeded: Literal["complete", "fail"] | None = None
+    on_exceeded: Literal["complete", "fail", "ask"] | None = None
     on_exceeded_source: str | None = None
 
 
@@ -726,6 +726,25 @@ class BudgetLimitsData(EventData):
     """Time the hank had run when the codon started, earlier runs included."""
 
 
+class BudgetAskData(EventData):
+    """A ceiling as a budget ask or warning names it."""
+
+    scope: Literal["codon", "loop", "run"]
+    loop_id: str | None = None
+    currency: Literal["cost", "duration", "outputTokens", "contextTokens"]
+    limit: Number
+    used: Number
+    source: str
+
+
+class BudgetWarningData(BudgetAskData):
+    """Ours: a ceiling is ``fraction`` used (``warnAt``, by default 80% and 95%)."""
+
+    codon_id: str
+    fraction: Number
+    message: str
+
+
 # ----- interruptions (ours: docs/events.md) -----
 
 
@@ -735,10 +754,13 @@ class InterruptionCreatedData(EventData):
     interruption_id: str
     run_id: str
     codon_id: str
-    kind: Literal["question", "approval", "tool-approval"]
+    kind: Literal["question", "approval", "tool-approval", "budget"]
     question: str
     options: list[str] | None = None
     deadline: str | None = None
+    budget: BudgetAskData | None = None
+    """A ``budget`` interruption's ceiling (answered with ``{"extend": amount}`` or
+    ``reject``)."""
 
 
 class InterruptionAnsweredData(EventData):
@@ -961,13 +983,14 @@ SERVER_STATE_EVENTS: frozenset[str] = frozenset(
         "budget.summary",
         "sink.failed",
         "budget.limits",
+        "budget.warning",
         "interruption.created",
         "interruption.answered",
         "run.crashed",
     }
 )
-"""The original's 20 server-state events plus ``sink.failed``, ``budget.limits``, the two
-``interruption.*`` events and ``run.crashed``."""
+"""The original's 20 server-state events plus ``sink.failed``, ``budget.limits``,
+``budget.warning``, the two ``interruption.*`` events and ``run.crashed``."""
 
 AGENTIC_BACKBONE_EVENTS: frozenset[str] = frozenset(
     {
@@ -1043,6 +1066,7 @@ EVENT_DATA_MODELS: dict[str, type[EventData]] = {
     "sentinel.triggered": SentinelTriggeredData,
     "sink.failed": SinkFailedData,
     "budget.limits": BudgetLimitsData,
+    "budget.warning": BudgetWarningData,
     "interruption.created": InterruptionCreatedData,
     "interruption.answered": InterruptionAnsweredData,
     "run.crashed": RunCrashedData,

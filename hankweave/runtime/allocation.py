@@ -43,7 +43,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hankweave.state.types import BudgetExceededData, ExecutionCodonEntry, LoopBudget
+from hankweave.state.types import BudgetExceededData, BudgetScope, ExecutionCodonEntry, LoopBudget
 
 __all__ = [
     "DEFAULT_ON_EXCEEDED",
@@ -148,6 +148,9 @@ class Caps:
     dollars_source: str = "codon cap"
     """Where ``max_dollars`` comes from, as limits name it (``--max-cost-per-codon`` when the
     run's per-codon ceiling is lower than the codon's own cap)."""
+    extra_dollars: float = 0.0
+    """Dollars people granted this entry at its own limit (``onExceeded: "ask"``): on top of
+    its cap, its share or its split, never on top of what its pool has left."""
 
     @classmethod
     def of_json(cls, data: Mapping[str, Any] | None) -> Caps:
@@ -210,6 +213,11 @@ class Limit:
 
     value: float
     source: str
+    scope: BudgetScope = field(default="codon", compare=False)
+    """Whose ceiling this is: the entry's own (cap, share, split), its loop's or the run's;
+    an extension granted at this limit raises that one (docs/budgets.md).  The source names
+    it already, so limits compare without it."""
+    loop_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -272,6 +280,8 @@ class Breach:
     limit: float
     used: float
     source: str
+    scope: BudgetScope = "codon"
+    loop_id: str | None = None
 
     @property
     def message(self) -> str:
@@ -291,7 +301,8 @@ def breach_of(currency: str, limit: Limit | None, used: float) -> Breach | None:
     """The breach when ``used`` reached ``limit``; a $0 dollar limit needs a positive cost."""
     if limit is None or (currency == "cost" and used <= 0) or used < limit.value:
         return None
-    return Breach(currency, limit.value, max(used, 0.0), limit.source)
+    return Breach(currency, limit.value, max(used, 0.0), limit.source, limit.scope,
+                  limit.loop_id)
 
 
 # --------------------------------------------------------------------------------------------
@@ -311,6 +322,8 @@ class _Member:
     """Set when the member is a whole loop."""
     cap_source: str = "codon cap"
     """Where ``cap`` comes from, as limits name it."""
+    extra: float = 0.0
+    """Dollars granted at the member's own limit (:attr:`Caps.extra_dollars`)."""
 
 
 class BudgetPlan:
@@ -321,14 +334,17 @@ class BudgetPlan:
         hank: the hank pool (the run's ceiling and ``overrides.budget``'s allocation).
         caps_of: a plan entry's codon caps; default :func:`plan_caps` (the stored config).
         loop_pools: each loop's pool by loop id; default: the ``loopBudget`` the entries carry.
+        loop_extra: per loop id, the dollars and seconds people granted at its budget.
     """
 
     def __init__(self, entries: Sequence[ExecutionCodonEntry], hank: Pool, *,
                  caps_of: Callable[[ExecutionCodonEntry], Caps] = plan_caps,
-                 loop_pools: Mapping[str, Pool | None] | None = None) -> None:
+                 loop_pools: Mapping[str, Pool | None] | None = None,
+                 loop_extra: Mapping[str, tuple[float, float]] | None = None) -> None:
         self.entries = entries
         self.hank = hank
         self.caps_of = caps_of
+        self.loop_extra = loop_extra or {}
         self._explicit_pools = loop_pools
         self._pools: dict[str, Pool | None] = {}
 
@@ -395,7 +411,8 @@ class BudgetPlan:
     def _codon_member(self, entry: ExecutionCodonEntry) -> _Member:
         caps = self.caps_of(entry)
         return _Member(key=entry.codon_id, share_key=entry.codon.id, cap=caps.max_dollars,
-                       entry_ids=(entry.codon_id,), cap_source=caps.dollars_source)
+                       entry_ids=(entry.codon_id,), cap_source=caps.dollars_source,
+                       extra=caps.extra_dollars)
 
     # ----- resolution -----
 
@@ -408,7 +425,8 @@ class BudgetPlan:
         hank_remaining = _remaining(hank.max_dollars, ledger.total)
         seconds = [Limit(caps.max_seconds, "codon cap")] if caps.max_seconds else []
         if hank.max_seconds is not None:
-            seconds.append(Limit(max(0.0, hank.max_seconds - progress.elapsed), "run time left"))
+            seconds.append(Limit(max(0.0, hank.max_seconds - progress.elapsed), "run time left",
+                                 "run"))
         if loop_id is None:
             member = self._codon_member(entry)
             dollars = self._dollars(hank, hank.max_dollars, hank_remaining, member, progress,
@@ -423,10 +441,10 @@ class BudgetPlan:
                 pool_name=loop_id)
             if hank_remaining is not None:
                 dollars = _least(dollars, Limit(hank_remaining, _remaining_label(
-                    hank_remaining, hank.max_dollars, None)))
+                    hank_remaining, hank.max_dollars, None), "run"))
             if loop.seconds is not None:
                 left = max(0.0, loop.seconds.value - progress.loop_elapsed.get(loop_id, 0.0))
-                seconds.append(Limit(left, f"loop {loop_id} time left"))
+                seconds.append(Limit(left, f"loop {loop_id} time left", "loop", loop_id))
         on_exceeded, on_source = self._on_exceeded(caps, loop_id)
         return EntryLimits(
             codon_id=codon_id, loop_id=entry.loop_context.loop_id if entry.loop_context else None,
@@ -451,7 +469,9 @@ class BudgetPlan:
         if hank.max_seconds is not None:
             at_start = progress.elapsed - progress.loop_elapsed.get(loop_id, 0.0)
             seconds.append(Limit(max(0.0, hank.max_seconds - at_start), "run time left"))
-        return LoopLimits(loop_id, dollars=dollars, seconds=_least(None, *seconds),
+        extra_dollars, extra_seconds = self.loop_extra.get(loop_id, (0.0, 0.0))
+        return LoopLimits(loop_id, dollars=_raised(dollars, extra_dollars),
+                          seconds=_raised(_least(None, *seconds), extra_seconds),
                           on_exceeded=pool.on_exceeded)
 
     def loop_breach(self, loop_id: str, progress: Progress) -> Breach | None:
@@ -474,34 +494,38 @@ class BudgetPlan:
                  member: _Member, progress: Progress, members: Callable[[], list[_Member]], *,
                  pool_name: str | None, cap_label: str | None = None) -> Limit | None:
         cap, cap_label = member.cap, cap_label or member.cap_source
+        extra = member.extra  # granted at the member's own limit, whichever that was
         if ceiling is None or remaining is None:
-            return Limit(cap, cap_label) if cap is not None else None
+            return Limit(cap + extra, cap_label) if cap is not None else None
         of = f" of loop {pool_name}" if pool_name else ""
         whose = f"loop {pool_name}'s " if pool_name else ""
+        pool_scope: BudgetScope = "loop" if pool_name else "run"
         options: list[Limit] = []
         share = pool.share_of(member.share_key) if pool.proportional else None
         if not pool.proportional:
-            options.append(Limit(remaining, f"shared pool{of}"))
+            options.append(Limit(remaining, f"shared pool{of}", pool_scope, pool_name))
         elif share is not None:
-            options.append(Limit(share * ceiling, f"proportional share ({_percent(share)} of"
-                                                  f" {whose}{money(ceiling)})"))
+            options.append(Limit(share * ceiling + extra,
+                                 f"proportional share ({_percent(share)} of"
+                                 f" {whose}{money(ceiling)})"))
         elif cap is None:
             everyone = members()
             unallocated = max(0.0, 1.0 - pool.share_total) * ceiling
             waiting = sum(1 for other in everyone if other.key != member.key
                           and _unallocated(pool, other) and not _started(other, progress))
-            options.append(Limit(unallocated / (1 + waiting),
+            options.append(Limit(unallocated / (1 + waiting) + extra,
                                  f"uniform split (1/{1 + waiting} of {whose}{money(unallocated)}"
                                  " unallocated)"))
         if cap is not None:
-            options.append(Limit(cap, cap_label))
+            options.append(Limit(cap + extra, cap_label))
         if pool.strict:
             strict = max(0.0, ceiling - _reserved_before(pool, ceiling, member, members(),
                                                          progress.ledger))
-            options.append(Limit(strict, f"strict remaining ({money(strict)}{of} after earlier"
-                                         " shares)"))
+            options.append(Limit(strict + extra, f"strict remaining ({money(strict)}{of} after"
+                                                 " earlier shares)"))
         if pool.proportional:
-            options.append(Limit(remaining, _remaining_label(remaining, ceiling, pool_name)))
+            options.append(Limit(remaining, _remaining_label(remaining, ceiling, pool_name),
+                                 pool_scope, pool_name))
         return _least(None, *options)
 
     def _on_exceeded(self, caps: Caps, loop_id: str | None) -> tuple[str, str]:
@@ -550,6 +574,13 @@ def _reserved_before(pool: Pool, ceiling: float, member: _Member, members: Itera
         spent = _spent(other, ledger)
         total += max(share * ceiling, spent) if share is not None else spent
     return total
+
+
+def _raised(limit: Limit | None, extra: float) -> Limit | None:
+    """``limit`` with ``extra`` granted on top (a loop's budget extended by people)."""
+    if limit is None or not extra:
+        return limit
+    return Limit(limit.value + extra, f"{limit.source}, extended", limit.scope, limit.loop_id)
 
 
 def _least(first: Limit | None, *others: Limit) -> Limit | None:

@@ -17,6 +17,7 @@ record ``failed`` with the status it failed during.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from hankweave.config.hank import Codon
 from hankweave.config.settings import effective_sandbox, effective_shim_idle_timeout
 from hankweave.harness import CodonRequest
 from hankweave.processes import AGENT_MARKER_ENV, agent_marker
-from hankweave.runtime.budget import CodonBudget
+from hankweave.runtime.budget import CodonBudget, carried_usage
 from hankweave.runtime.codon_runner import AttemptOutcome, AttemptSpec, CodonRunner, Interrupt
 from hankweave.runtime.completion import CodonResult, Ending, record_end, settle
 from hankweave.runtime.context import RunContext, elapsed_ms
@@ -39,7 +40,7 @@ from hankweave.runtime.planner import checkpoint_patterns_through
 from hankweave.sandbox import Sandbox, bubblewrap_problem
 from hankweave.state.thread import find_continuation_session_id
 from hankweave.state.transitions import CodonStarted, CodonStartedData
-from hankweave.state.types import FailureReason, LoopContext
+from hankweave.state.types import BudgetExceededData, FailureReason, Interruption, LoopContext
 from hankweave.workspace import DATA_LINK
 
 if TYPE_CHECKING:
@@ -142,6 +143,9 @@ class CodonAttempt:
         if failure is not None:
             return await self._fail_early("starting", failure)
 
+        rejected = self.services.humans.budget_rejected(codon_id) if self._continues else None
+        if rejected is not None:
+            return await self._end_rejected(rejected)
         session = self._resumed_session()
         if session is not None:
             ctx.reporter.info(f"Resuming session {session} of codon {codon_id} with the"
@@ -170,6 +174,25 @@ class CodonAttempt:
         outcome = await self._drive(spec)
         return await self._complete(outcome)
 
+    async def _end_rejected(self, rejected: Interruption) -> CodonResult:
+        """The interrupted attempt reached an ``ask`` ceiling and a person rejected raising
+        it: it ends as the breach ends an attempt (completed, its work kept), no agent runs."""
+        ask = rejected.budget
+        self.ctx.budget.track(self.ctx.state.execution_plan, self.codon_id)  # its onExceeded
+        self.ctx.reporter.info(f"Codon {self.codon_id}: {rejected.answered_by} declined to"
+                               f" raise the budget limit ({rejected.question})")
+        ctx = self.ctx
+        log_path = ctx.layout.codon_log_path(ctx.run_id or "", self.codon_id)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.touch()  # no agent ran: its log is empty
+        await ctx.move(self.codon_id, "initializing", claude_pid=os.getpid(),
+                       claude_log_path=str(log_path.relative_to(ctx.layout.path)))
+        exceeded = BudgetExceededData(currency=ask.currency, limit=ask.limit, used=ask.used) \
+            if ask is not None else None
+        return await self._complete(AttemptOutcome(
+            budget_exceeded=exceeded, result_received=True,
+            budget_message=f"{rejected.question.removesuffix('; extend by?')}; not extended"))
+
     async def skip_unstarted(self) -> CodonResult:
         """Record the codon skipped before anything ran (a person rejected its start)."""
         await self._record_start()
@@ -196,6 +219,10 @@ class CodonAttempt:
     async def _drive(self, spec: AttemptSpec) -> AttemptOutcome:
         ctx = self.ctx
         budget = ctx.budget.track(ctx.state.execution_plan, self.codon_id)
+        if self._continues:
+            budget.carry(*carried_usage(self.services.humans.interrupted_records(self.codon_id)))
+        if budget.limits.on_exceeded == "ask" and ctx.config.policy is None:
+            spec.ask_budget = functools.partial(self.services.humans.ask_budget, self.codon_id)
         self._report_limits(budget)
         patterns = checkpoint_patterns_through(ctx.state.execution_plan, self.codon_id,
                                                include_self=True)
@@ -376,12 +403,11 @@ class CodonAttempt:
 
 async def _watch_time(runner: CodonRunner, budget: CodonBudget) -> None:
     """Interrupt the runner once the codon's time budget (its own, its loop's or the run's) is
-    spent: it wakes at the deadline, and at least every second, so the agent is stopped within
-    a second of the limit."""
+    spent, and warn as it is used: it wakes at the deadline, and at least every second, so the
+    agent is stopped within a second of the limit.  A breach a person answers by raising the
+    limit is watched again; the watch ends with the attempt."""
     while (left := budget.seconds_left()) is not None:
-        await asyncio.sleep(min(1.0, max(0.0, left)))
-        if budget.check() is not None:
+        await asyncio.sleep(1.0 if budget.breach is not None else min(1.0, max(0.0, left)))
+        runner.report_warnings()
+        if budget.breach is None and budget.check() is not None:
             runner.interrupt("budget")
-            return
-        if budget.breach is not None:
-            return  # another limit was reached first; the runner is stopping already

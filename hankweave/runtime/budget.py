@@ -37,10 +37,13 @@ from hankweave.runtime.allocation import (
     Pool,
     Progress,
     breach_of,
+    money,
     plan_caps,
 )
+from hankweave.state.interruptions import EXTEND
 from hankweave.state.types import (
     BudgetExceededData,
+    BudgetScope,
     CodonExecution,
     CompletedCodon,
     ExecutionCodonEntry,
@@ -62,6 +65,96 @@ LastWrite = Callable[[CodonExecution], float | None]
 CRASH_MESSAGE = "Server crashed"
 """The failure message crash repair gives the records a crashed run left open."""
 
+DEFAULT_WARN_AT = (0.8, 0.95)
+"""The fractions of a ceiling at which ``budget.warning`` goes out unless ``warnAt`` says."""
+
+
+# --------------------------------------------------------------------------------------------
+# Extensions people granted, and warnings
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Grant:
+    """An extension a person granted at a ceiling (a ``budget`` interruption answered
+    ``{"extend": amount}``): it raises that ceiling for the rest of the execution."""
+
+    scope: BudgetScope
+    currency: str
+    amount: float
+    codon_id: str
+    """The plan entry that asked (a codon-scope grant raises only its limit)."""
+    loop_id: str | None = None
+
+
+def grants_of(state: HankweaveState) -> list[Grant]:
+    """Every extension granted in the execution, oldest first."""
+    grants = []
+    for item in state.interruptions:
+        amount = extension_of(item.answer) if item.kind == "budget" else None
+        if item.budget is not None and amount is not None:
+            grants.append(Grant(item.budget.scope, item.budget.currency, amount, item.codon_id,
+                                item.budget.loop_id))
+    return grants
+
+
+def extension_of(answer: object) -> float | None:
+    """The amount of an extending answer (``{"extend": amount}``), None for anything else."""
+    if isinstance(answer, dict) and isinstance(answer.get(EXTEND), int | float) \
+            and not isinstance(answer.get(EXTEND), bool):
+        return float(answer[EXTEND])
+    return None
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A ceiling an attempt is measured against, watched for ``budget.warning``."""
+
+    scope: BudgetScope
+    currency: str
+    limit: float
+    before: float
+    """What the ceiling had used when the attempt started (earlier codons, earlier runs)."""
+    source: str
+    loop_id: str | None = None
+
+
+@dataclass(frozen=True)
+class BudgetWarning:
+    """A ceiling reached ``fraction`` of its limit."""
+
+    ceiling: Watched
+    fraction: float
+    used: float
+
+    @property
+    def message(self) -> str:
+        ceiling = self.ceiling
+        whose = {"run": "the run's", "loop": f"loop {ceiling.loop_id}'s",
+                 "codon": "the codon's"}[ceiling.scope]
+        used = describe_amount(ceiling.currency, self.used)
+        name = ceiling_name(ceiling.currency, ceiling.limit)
+        return f"{self.fraction * 100:.0f}% of {whose} {name} used ({used}; {ceiling.source})"
+
+
+def describe_amount(currency: str, value: float) -> str:
+    """A ceiling's amount as people write it: ``$2.00``, ``90s``, ``20,000 tokens``."""
+    if currency == "cost":
+        return money(value)
+    if currency == "duration":
+        return f"{value:.0f}s"
+    return f"{value:,.0f} tokens"
+
+
+def ceiling_name(currency: str, limit: float) -> str:
+    """``$2.00 ceiling``, ``90s time limit``, ``15-token output limit``."""
+    if currency == "cost":
+        return f"{money(limit)} ceiling"
+    if currency == "duration":
+        return f"{limit:.0f}s time limit"
+    kind = "output" if currency == "outputTokens" else "context"
+    return f"{limit:,.0f}-token {kind} limit"
+
 
 # --------------------------------------------------------------------------------------------
 # One attempt
@@ -80,6 +173,15 @@ class CodonBudget:
     output_tokens: int = 0
     context_high_water: int = 0
     breach: Breach | None = None
+    watched: tuple[Watched, ...] = ()
+    warn_at: tuple[float, ...] = DEFAULT_WARN_AT
+    warned: set[tuple[object, ...]] = field(default_factory=set)
+    """The warnings given (shared with the run, so a ceiling warns once at each fraction)."""
+    on_pause: Callable[[float], None] | None = None
+    """Told the seconds the attempt waited for a person (the run's clock skips them too)."""
+    carried: dict[str, float] = field(default_factory=dict)
+    """What the interrupted attempt this one carries on used, per currency: it counts
+    against the codon's own limits (the run's and the loop's ledgers have it already)."""
 
     @property
     def exceeded(self) -> BudgetExceededData | None:
@@ -95,7 +197,21 @@ class CodonBudget:
     def seconds_left(self) -> float | None:
         """Until the time limit is reached (None: no time limit)."""
         limit = self.limits.seconds
-        return None if limit is None else limit.value - self.elapsed()
+        return None if limit is None else limit.value - self._counted("duration", limit)
+
+    def carry(self, dollars: float, output_tokens: int, seconds: float) -> None:
+        """Count what the interrupted attempt this one carries on used (see :attr:`carried`)."""
+        self.carried = {"cost": dollars, "outputTokens": float(output_tokens),
+                        "duration": seconds}
+        self.watched = tuple(replace(ceiling, before=ceiling.before + self.carried.get(
+            ceiling.currency, 0.0)) if ceiling.scope == "codon" else ceiling
+            for ceiling in self.watched)
+
+    def _counted(self, currency: str, limit: Limit) -> float:
+        """What counts against ``limit``: this attempt's use, and for a codon's own limit
+        what the attempt it carries on used."""
+        used = self.used(currency)
+        return used + self.carried.get(currency, 0.0) if limit.scope == "codon" else used
 
     def add_usage(self, cost: float, usage: TokenUsage | None) -> BudgetExceededData | None:
         """Account one assistant message; return the breach the first time a limit is hit."""
@@ -107,17 +223,71 @@ class CodonBudget:
             self.context_high_water = max(self.context_high_water, turn)
         return self.check()
 
+    def used(self, currency: str) -> float:
+        """What this attempt has used in ``currency``."""
+        if currency == "duration":
+            return self.elapsed()
+        return {"cost": self.dollars, "outputTokens": float(self.output_tokens),
+                "contextTokens": float(self.context_high_water)}.get(currency, 0.0)
+
+    def warnings(self) -> list[BudgetWarning]:
+        """The fractions of watched ceilings reached since last asked, each once."""
+        found = []
+        for ceiling in self.watched:
+            used = ceiling.before + self.used(ceiling.currency)
+            crossed = used >= ceiling.limit  # the breach says so; no warning beside it
+            for fraction in self.warn_at:
+                key = (ceiling.scope, ceiling.loop_id or (
+                    self.codon_id if ceiling.scope == "codon" else None), ceiling.currency,
+                       ceiling.limit, fraction)
+                if key not in self.warned and used >= fraction * ceiling.limit > 0:
+                    self.warned.add(key)
+                    if not crossed:
+                        found.append(BudgetWarning(ceiling, fraction, used))
+        return found
+
+    def pause(self, seconds: float) -> None:
+        """The attempt waited ``seconds`` for a person: no time limit counts them."""
+        self.started += seconds
+        if self.on_pause is not None:
+            self.on_pause(seconds)
+
+    def extend(self, amount: float) -> None:
+        """Raise the limit that was reached by ``amount`` (a person granted it) and clear the
+        breach, so the attempt goes on measured against the higher limit."""
+        breach = self.breach
+        if breach is None:
+            return
+        limits = self.limits
+        if breach.currency == "cost" and limits.dollars is not None:
+            limits = replace(limits, dollars=_more(limits.dollars, amount))
+        elif breach.currency == "duration" and limits.seconds is not None:
+            limits = replace(limits, seconds=_more(limits.seconds, amount))
+        elif breach.currency == "outputTokens" and limits.output_tokens is not None:
+            limits = replace(limits, output_tokens=limits.output_tokens + int(amount))
+        elif breach.currency == "contextTokens" and limits.context_tokens is not None:
+            limits = replace(limits, context_tokens=limits.context_tokens + int(amount))
+        self.limits = limits
+        self.watched = tuple(
+            replace(ceiling, limit=ceiling.limit + amount)
+            if (ceiling.scope, ceiling.currency, ceiling.loop_id) == (
+                breach.scope, breach.currency, breach.loop_id) else ceiling
+            for ceiling in self.watched)
+        self.breach = None
+
     def check(self) -> BudgetExceededData | None:
         """Compare usage with every limit (time included); record and return the first breach."""
         if self.breach is not None:
             return None
         limits = self.limits
-        for currency, limit, used in (
-                ("cost", limits.dollars, self.dollars),
-                ("outputTokens", _cap(limits.output_tokens), float(self.output_tokens)),
-                ("contextTokens", _cap(limits.context_tokens), float(self.context_high_water)),
-                ("duration", limits.seconds, self.elapsed())):
-            found = breach_of(currency, limit, used)
+        for currency, limit in (
+                ("cost", limits.dollars),
+                ("outputTokens", _cap(limits.output_tokens)),
+                ("contextTokens", _cap(limits.context_tokens)),
+                ("duration", limits.seconds)):
+            if limit is None:
+                continue
+            found = breach_of(currency, limit, self._counted(currency, limit))
             if found is not None:
                 self.breach = found
                 return found.data()
@@ -126,6 +296,10 @@ class CodonBudget:
 
 def _cap(value: int | None) -> Limit | None:
     return Limit(float(value), "codon cap") if value is not None else None
+
+
+def _more(limit: Limit, amount: float) -> Limit:
+    return replace(limit, value=limit.value + amount, source=f"{limit.source}, extended")
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,6 +330,10 @@ class RunBudget:
     """Plan entries that have started, in any run."""
     limits: dict[str, EntryLimits] = field(default_factory=dict)
     """The limits each codon of this run was given (its newest attempt's), for the summary."""
+    grants: list[Grant] = field(default_factory=list)
+    """Extensions people granted (every run of the execution)."""
+    warn_at: tuple[float, ...] = DEFAULT_WARN_AT
+    warned: set[tuple[object, ...]] = field(default_factory=set)
     _loop_started: dict[str, float] = field(default_factory=dict, init=False)
     """When each loop's first codon of this run started (its clock, on top of earlier runs)."""
     _loop_of: dict[str, str | None] = field(default_factory=dict, init=False)
@@ -180,13 +358,15 @@ class RunBudget:
         return cls(max_dollars=budget.max_dollars, max_seconds=budget.max_time_seconds,
                    allocation=budget.allocation, shares=dict(budget.shares or {}),
                    on_exceeded=budget.on_exceeded,
-                   max_dollars_per_codon=settings.max_cost_per_codon, hank=hank)
+                   max_dollars_per_codon=settings.max_cost_per_codon, hank=hank,
+                   warn_at=DEFAULT_WARN_AT if budget.warn_at is None else tuple(budget.warn_at))
 
     # ----- what earlier runs used -----
 
     def seed(self, state: HankweaveState, last_write: LastWrite | None = None) -> RunBudget:
         """Count what the runs recorded in ``state`` spent and how long they took."""
         self.ledger = spending_of(state)
+        self.grants = grants_of(state)
         self.elapsed_before = 0.0
         for run in state.runs:
             self.started_ids.update(record.codon_id for record in run.codons)
@@ -198,9 +378,33 @@ class RunBudget:
 
     # ----- the ceiling -----
 
+    def granted(self, scope: BudgetScope, currency: str, key: str | None = None) -> float:
+        """What people granted at ``scope``'s ``currency`` ceiling (``key``: the loop, or the
+        plan entry of a codon-scope grant)."""
+        return sum(grant.amount for grant in self.grants
+                   if grant.scope == scope and grant.currency == currency and (
+                       key is None or key == (grant.loop_id if scope == "loop"
+                                              else grant.codon_id)))
+
+    def grant(self, codon_id: str, breach: Breach, amount: float) -> None:
+        """An extension granted now (also recorded as the interruption's answer)."""
+        self.grants.append(Grant(breach.scope, breach.currency, amount, codon_id,
+                                 breach.loop_id))
+
+    @property
+    def ceiling_dollars(self) -> float | None:
+        """The run's dollar ceiling with what people granted."""
+        return None if self.max_dollars is None else \
+            self.max_dollars + self.granted("run", "cost")
+
+    @property
+    def ceiling_seconds(self) -> float | None:
+        return None if self.max_seconds is None else \
+            self.max_seconds + self.granted("run", "duration")
+
     @property
     def pool(self) -> Pool:
-        return Pool(max_dollars=self.max_dollars, max_seconds=self.max_seconds,
+        return Pool(max_dollars=self.ceiling_dollars, max_seconds=self.ceiling_seconds,
                     allocation=self.allocation, shares=dict(self.shares),
                     on_exceeded=self.on_exceeded)
 
@@ -218,14 +422,12 @@ class RunBudget:
         return self.elapsed_before + (self.clock() - self.started)
 
     def remaining_dollars(self) -> float | None:
-        if self.max_dollars is None:
-            return None
-        return max(0.0, self.max_dollars - self.total_spent())
+        ceiling = self.ceiling_dollars
+        return None if ceiling is None else max(0.0, ceiling - self.total_spent())
 
     def remaining_seconds(self) -> float | None:
-        if self.max_seconds is None:
-            return None
-        return max(0.0, self.max_seconds - self.elapsed())
+        ceiling = self.ceiling_seconds
+        return None if ceiling is None else max(0.0, ceiling - self.elapsed())
 
     def out_of_time(self) -> bool:
         """True once the run's time ceiling is reached (a run it ends is ``timeout``)."""
@@ -245,8 +447,13 @@ class RunBudget:
         caps = self._caps
         own_caps = plan_caps if caps is None else (
             lambda entry: caps.get(entry.codon.id) or plan_caps(entry))
-        return BudgetPlan(entries, self.pool, caps_of=lambda entry: self._capped(own_caps(entry)),
-                          loop_pools=self._loop_pools)
+        loop_extra = {grant.loop_id: (self.granted("loop", "cost", grant.loop_id),
+                                      self.granted("loop", "duration", grant.loop_id))
+                      for grant in self.grants if grant.scope == "loop" and grant.loop_id}
+        return BudgetPlan(
+            entries, self.pool, loop_pools=self._loop_pools, loop_extra=loop_extra,
+            caps_of=lambda entry: self._granted_caps(entry.codon_id,
+                                                     self._capped(own_caps(entry))))
 
     def _capped(self, caps: Caps) -> Caps:
         """A codon's caps under ``--max-cost-per-codon``: the lower dollar cap applies."""
@@ -254,6 +461,23 @@ class RunBudget:
         if ceiling is None or (caps.max_dollars is not None and caps.max_dollars <= ceiling):
             return caps
         return replace(caps, max_dollars=ceiling, dollars_source="--max-cost-per-codon")
+
+    def _granted_caps(self, codon_id: str, caps: Caps) -> Caps:
+        """``caps`` with the extensions people granted plan entry ``codon_id`` at its own
+        limits."""
+        if not any(grant.scope == "codon" and grant.codon_id == codon_id
+                   for grant in self.grants):
+            return caps
+
+        def more(value: float | None, currency: str) -> float | None:
+            return None if value is None else value + self.granted("codon", currency, codon_id)
+
+        tokens = [more(caps.max_output_tokens, "outputTokens"),
+                  more(caps.max_context_tokens, "contextTokens")]
+        return replace(caps, extra_dollars=self.granted("codon", "cost", codon_id),
+                       max_seconds=more(caps.max_seconds, "duration"),
+                       max_output_tokens=None if tokens[0] is None else int(tokens[0]),
+                       max_context_tokens=None if tokens[1] is None else int(tokens[1]))
 
     def progress(self) -> Progress:
         now = self.clock()
@@ -272,11 +496,53 @@ class RunBudget:
         if loop_id is not None and loop_id not in self._loop_started:
             self._loop_started[loop_id] = self.clock()
         self._loop_of[codon_id] = loop_id
-        limits = plan.resolve(codon_id, self.progress())
+        progress = self.progress()
+        limits = plan.resolve(codon_id, progress)
         self.started_ids.add(codon_id)
         self.limits[codon_id] = limits
-        return CodonBudget(codon_id=codon_id, limits=limits, started=self.clock(),
-                           clock=self.clock)
+        budget = CodonBudget(codon_id=codon_id, limits=limits, started=self.clock(),
+                             clock=self.clock, warn_at=self.warn_at, warned=self.warned,
+                             on_pause=self.exclude,
+                             watched=self._watched(plan, entry, limits, progress))
+        budget.warnings()  # what was passed before this attempt is not news
+        return budget
+
+    def _watched(self, plan: BudgetPlan, entry: ExecutionCodonEntry, limits: EntryLimits,
+                 progress: Progress) -> tuple[Watched, ...]:
+        """The ceilings a codon attempt is measured against, for warnings: the run's, its
+        loop's, and its own limits that are its own (a cap, a share, a split)."""
+        watched: list[Watched] = []
+        if self.ceiling_dollars:
+            watched.append(Watched("run", "cost", self.ceiling_dollars, progress.ledger.total,
+                                   "run ceiling"))
+        if self.ceiling_seconds:
+            watched.append(Watched("run", "duration", self.ceiling_seconds, progress.elapsed,
+                                   "run ceiling"))
+        loop_id = plan.pooled_loop_of(entry)
+        if loop_id is not None:
+            loop = plan.resolve_loop(loop_id, progress)
+            if loop.dollars is not None and loop.dollars.value > 0:
+                watched.append(Watched("loop", "cost", loop.dollars.value,
+                                       progress.ledger.of_loop(loop_id), loop.dollars.source,
+                                       loop_id))
+            if loop.seconds is not None and loop.seconds.value > 0:
+                watched.append(Watched("loop", "duration", loop.seconds.value,
+                                       progress.loop_elapsed.get(loop_id, 0.0),
+                                       loop.seconds.source, loop_id))
+        for currency, limit in (("cost", limits.dollars), ("duration", limits.seconds)):
+            if limit is not None and limit.scope == "codon" and limit.value > 0:
+                watched.append(Watched("codon", currency, limit.value, 0.0, limit.source))
+        for currency, tokens in (("outputTokens", limits.output_tokens),
+                                 ("contextTokens", limits.context_tokens)):
+            if tokens:
+                watched.append(Watched("codon", currency, float(tokens), 0.0, "codon cap"))
+        return tuple(watched)
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` (a wait for a person) out of the run's and its loops' time."""
+        self.started += seconds
+        for loop_id in self._loop_started:
+            self._loop_started[loop_id] += seconds
 
     def on_exceeded_of(self, codon_id: str) -> str:
         """The effective ``onExceeded`` of the codon's newest attempt."""
@@ -320,6 +586,18 @@ def spent_by(record: CodonExecution) -> float:
     if isinstance(record, RunningCodon):
         return record.current_cost
     return 0.0
+
+
+def carried_usage(records: Sequence[CodonExecution]) -> tuple[float, int, float]:
+    """The dollars, output tokens and seconds the records of an interrupted attempt used."""
+    dollars, output_tokens, seconds = 0.0, 0, 0.0
+    for record in records:
+        tokens = getattr(record, "final_tokens", None) or getattr(record, "current_tokens", None)
+        span = record_span(record)
+        dollars += spent_by(record)
+        output_tokens += tokens.output_tokens if tokens else 0
+        seconds += (span[1] - span[0]).total_seconds() if span else 0.0
+    return dollars, output_tokens, seconds
 
 
 def crash_ended(record: CodonExecution) -> bool:

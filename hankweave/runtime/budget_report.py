@@ -80,7 +80,8 @@ def spent_so_far(state: HankweaveState) -> Spent:
 
 
 def budget_report(state: HankweaveState, recorded: RecordedLimits) -> dict[str, Any]:
-    """The ``--json`` shape: ``{ceiling, spentDollars, elapsedSeconds, entries, loops}``."""
+    """The ``--json`` shape: ``{ceiling, spentDollars, elapsedSeconds, entries, loops,
+    asks}``."""
     from hankweave.runtime.allocation import BudgetPlan, Pool, Progress
     from hankweave.runtime.budget import loop_seconds, spending_of
 
@@ -127,7 +128,28 @@ def budget_report(state: HankweaveState, recorded: RecordedLimits) -> dict[str, 
                       "actual": {"dollars": ledger.of_loop(loop_id),
                                  "timeSeconds": loop_elapsed.get(loop_id, 0.0)}})
     return {"ceiling": recorded.ceiling, "spentDollars": ledger.total, "elapsedSeconds": elapsed,
-            "entries": entries, "loops": loops}
+            "entries": entries, "loops": loops, "asks": budget_asks(state)}
+
+
+def budget_asks(state: HankweaveState) -> list[dict[str, Any]]:
+    """Every ceiling that asked a person (``onExceeded: "ask"``), oldest first, with the
+    decision: ``{interruptionId, codonId, scope, loopId?, currency, limit, used, source,
+    askedAt, decision: extended|rejected|pending, amount?, answeredBy?, answeredAt?}``."""
+    from hankweave.runtime.budget import extension_of
+
+    asks = []
+    for item in state.interruptions:
+        if item.kind != "budget" or item.budget is None:
+            continue
+        amount = extension_of(item.answer)
+        decision = "pending" if item.status == "pending" else (
+            "extended" if amount is not None else "rejected")
+        ask = {"interruptionId": item.id, "codonId": item.codon_id,
+               **item.budget.model_dump(by_alias=True, exclude_none=True),
+               "askedAt": item.created_at, "decision": decision, "amount": amount,
+               "answeredBy": item.answered_by, "answeredAt": item.answered_at}
+        asks.append({key: value for key, value in ask.items() if value is not None})
+    return asks
 
 
 def _status(record: CodonExecution) -> str:

@@ -18,10 +18,10 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from hankweave.codonlog import (
     TURN_LIMIT_SUBTYPE,
@@ -45,6 +45,7 @@ from hankweave.harness import (
     HarnessConfig,
 )
 from hankweave.processes import AGENT_MARKER_ENV, end_processes_now, marked_processes
+from hankweave.runtime.allocation import Breach
 from hankweave.runtime.budget import CodonBudget
 from hankweave.runtime.failures import classify_api_error_text, turn_limit_failure
 from hankweave.runtime.file_events import FileTracker
@@ -73,6 +74,13 @@ log = logging.getLogger(__name__)
 
 Interrupt = Literal["skip", "stop", "budget", "timeout", "idle", "human"]
 """``human``: an interruption ends the attempt to wait for a person (runtime.humans)."""
+BudgetDecision: TypeAlias = float | Literal["reject", "wait"]
+"""A person's answer at an ``ask`` ceiling: the amount granted, a rejection, or ``wait``:
+the run stops to wait for the answer (it resumes this attempt later)."""
+AskBudget: TypeAlias = Callable[[Breach], Awaitable[BudgetDecision]]
+BUDGET_EXTENDED_PROMPT = (
+    "A person raised the budget limit you reached ({what}). Continue your task from where"
+    " you stopped.")
 TOOL_RESULT_LIMIT = 2500
 BUSY_IDLE_TIMEOUT_S = 300.0
 """The idle limit while the harness says its agent is busy (``AttemptContext.busy()``), when
@@ -98,6 +106,8 @@ class AttemptSpec:
     max_extensions: int = 100
     idle_timeout_s: float | None = None
     policy: AttemptPolicy = dataclasses.field(default_factory=AttemptPolicy)
+    ask_budget: AskBudget | None = None
+    """Asks a person at a ceiling whose ``onExceeded`` is ``ask`` (None: no ceiling asks)."""
 
 
 @dataclass
@@ -153,8 +163,9 @@ class CodonRunner:
 
     def interrupt(self, kind: Interrupt) -> None:
         """Stop the agent: the attempt stops waiting for it at once, and its iteration is
-        cancelled (the harness then ends its agent, within ``close_timeout_s``)."""
-        if self._interrupt is None:
+        cancelled (the harness then ends its agent, within ``close_timeout_s``).  A stop or a
+        skip overrides a budget breach (it may be waiting for a person's answer)."""
+        if self._interrupt is None or (self._interrupt == "budget" and kind in ("stop", "skip")):
             self._interrupt = kind
         # Only the wait for the agent's next record is woken; a state write in progress is
         # never cancelled, and the record loop sees the flag once the record in hand is done.
@@ -185,18 +196,17 @@ class CodonRunner:
             harness = spec.harness(spec.harness_config) if spec.harness_config is not None \
                 else spec.harness()
             request = spec.request
-            while await self._one_pass(harness, context, writer, request) \
-                    and self._should_extend():
+            while True:
+                ended = await self._one_pass(harness, context, writer, request)
+                if self._interrupt == "budget" and (granted := await self._ask_budget()):
+                    request = self._next_pass(BUDGET_EXTENDED_PROMPT.format(what=granted),
+                                              extension=False)
+                    continue
+                if not (ended and self._should_extend()):
+                    break
                 self.outcome.extension_count += 1
                 await self._extended()
-                self._before_pass = self._codon_totals()
-                # The next pass resumes this session with the extension prompt; its evidence
-                # starts afresh, the session stays established.
-                self.parser.begin_extension()
-                request = dataclasses.replace(
-                    spec.request, prompt=spec.extension_prompt or "",
-                    session_id_to_resume=self.parser.session_id, extension=True,
-                    fork_session=False)
+                request = self._next_pass(spec.extension_prompt or "", extension=True)
         except Exception as exc:  # the harness could not be built (a broken config or plugin)
             log.exception("harness %s could not start", spec.harness.name)
             self._crash = exc
@@ -354,6 +364,49 @@ class CodonRunner:
             log.warning("harness %s: %s failed: %s", harness.name, what, exc)
         _kill(context.reported_pids, f"harness {harness.name} overran {what}")
 
+    def _next_pass(self, prompt: str, *, extension: bool) -> CodonRequest:
+        """A pass that resumes this attempt's session with ``prompt``: its evidence starts
+        afresh, the session stays established (without a session yet, the first request
+        starts again)."""
+        self._before_pass = self._codon_totals()
+        self.parser.begin_extension()
+        if self.parser.session_id is None:
+            return self.spec.request
+        return dataclasses.replace(self.spec.request, prompt=prompt,
+                                   session_id_to_resume=self.parser.session_id,
+                                   extension=extension, fork_session=False)
+
+    async def _ask_budget(self) -> str | None:
+        """At a breached ``ask`` ceiling, what a person decides: a description of the
+        extension when they raised it (the attempt goes on), None when they rejected it
+        (the breach ends the attempt) or the run stops to wait for them (``human``).  The
+        time spent waiting for them is not counted against any time limit."""
+        budget, ask = self.budget, self.spec.ask_budget
+        breach = budget.breach if budget is not None else None
+        if budget is None or breach is None or ask is None:
+            return None
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        self._stop_signal = stop = loop.create_future()
+        asking = asyncio.ensure_future(ask(breach))
+        try:
+            await asyncio.wait({asking, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._stop_signal = None
+            budget.pause(loop.time() - began)
+        if not asking.done():  # a stop or a skip came first; the ask stays pending in state
+            asking.cancel()
+            return None
+        decision = asking.result()
+        if decision == "wait":
+            self._interrupt = "human"
+            return None
+        if decision == "reject" or self._interrupt != "budget":
+            return None
+        budget.extend(float(decision))
+        self._interrupt = None
+        return f"{breach.message}; raised by {decision:g}"
+
     def _should_extend(self) -> bool:
         spec = self.spec
         return bool(
@@ -470,8 +523,18 @@ class CodonRunner:
             tokens_delta=usage)))
         self.reporter.token_usage(codon_id=request.codon_id, usage=usage, cost=cost,
                                   model_id=request.model.full_id)
-        if self.budget is not None and self.budget.add_usage(cost or 0.0, usage) is not None:
-            self.interrupt("budget")
+        if self.budget is not None:
+            breached = self.budget.add_usage(cost or 0.0, usage) is not None
+            self.report_warnings()
+            if breached:
+                self.interrupt("budget")
+
+    def report_warnings(self) -> None:
+        """``budget.warning`` for each ceiling fraction reached since the last call."""
+        if self.budget is None:
+            return
+        for warning in self.budget.warnings():
+            self.reporter.budget_warning(self.codon_id, warning)
 
     def _warn_unpriced(self) -> None:
         if not self._warned_unpriced:

@@ -2,7 +2,8 @@
 
 The final status follows the original's priority order (docs/behaviour.md §3.6): a force stop
 or shutdown fails the codon, a skip skips it, a budget breach completes it (or fails it under
-``onExceeded: "fail"``), a clean exit with a success result completes it, an exceeded context
+``onExceeded: "fail"``; under ``"ask"`` a breach ends an attempt only when a person rejected
+raising the limit, and then completes it), a clean exit with a success result completes it, an exceeded context
 completes it where that is acceptable, anything else fails it.  After a success the outputs are
 copied and ``archiveOnSuccess`` runs; after a success or a skip the plan grows (loops).
 """

@@ -9,6 +9,9 @@ wait for a person:
 * a codon's approval gate, ``approval: "before"`` or ``"after"`` (:meth:`HumanLoop.gate`,
   called by the drive loop).
 
+* a budget ceiling whose ``onExceeded`` is ``ask`` (:meth:`HumanLoop.ask_budget`, called by
+  the codon runner at the breach): the answer raises the ceiling, or rejects (docs/budgets.md).
+
 Each creates an interruption, durable before anything else happens.  By default the run then
 ends ``interrupted`` and the process exits (:data:`~hankweave.exitcodes.EXIT_INTERRUPTED`), so
 nothing is held while a person takes hours; with ``--wait-for-answers`` the runtime stays up and
@@ -40,6 +43,7 @@ from hankweave.state.interruptions import (
     APPROVAL_OPTIONS,
     APPROVE,
     DEADLINE,
+    REJECT,
     GivenAnswer,
     checked_answer,
     due_defaults,
@@ -55,6 +59,8 @@ from hankweave.state.transitions import (
     InterruptionCreatedData,
 )
 from hankweave.state.types import (
+    BudgetAsk,
+    CodonExecution,
     ContinuationSource,
     ContinuationStart,
     HankweaveState,
@@ -65,6 +71,8 @@ from hankweave.state.types import (
 
 if TYPE_CHECKING:
     from hankweave.config.hank import ToolApprovalRule
+    from hankweave.runtime.allocation import Breach
+    from hankweave.runtime.codon_runner import BudgetDecision
     from hankweave.runtime.context import RunContext
 
 WAITING_FOR_HUMAN = "waiting for a human"
@@ -152,6 +160,39 @@ class HumanLoop(AttemptPolicy):
         return ToolDecision.deny(f"A person denied this call to {name}"
                                  f" ({item.answered_by}). Do not make it again; find another"
                                  " way or explain why it is needed.")
+
+    # ----- budget ceilings (the codon runner asks) -----
+
+    async def ask_budget(self, codon_id: str, breach: Breach) -> BudgetDecision:
+        """A person's decision at ``codon_id``'s breached ``ask`` ceiling: the amount they
+        granted, ``reject``, or ``wait`` (without ``--wait-for-answers``: the run stops, and
+        its resume carries the answer)."""
+        from hankweave.runtime.budget import extension_of
+
+        item = await self._create(codon_id, "budget", budget_question(codon_id, breach),
+                                  options=None, deadline_s=None, default=None,
+                                  budget=BudgetAsk.model_validate({
+                                      "scope": breach.scope, "loopId": breach.loop_id,
+                                      "currency": breach.currency, "limit": breach.limit,
+                                      "used": breach.used, "source": breach.source}))
+        if not self.wait:
+            self.stopped_for.append(item.id)
+            return "wait"
+        answered = await self._wait_for_answer(item)
+        if answered is None:  # the runtime shuts down; the ask still waits in state
+            self.stopped_for.append(item.id)
+            return "wait"
+        amount = extension_of(answered.answer)
+        if amount is None:
+            return "reject"
+        self.ctx.budget.grant(codon_id, breach, amount)
+        return amount
+
+    def budget_rejected(self, codon_id: str) -> Interruption | None:
+        """The rejected ceiling of the interrupted attempt this run carries on, if a person
+        rejected it: the attempt then ends as the breach ends it (``complete``)."""
+        carried = [item for item in self.carried(codon_id) if item.kind == "budget"]
+        return carried[-1] if carried and carried[-1].answer == REJECT else None
 
     # ----- gates (the drive loop asks) -----
 
@@ -270,11 +311,12 @@ class HumanLoop(AttemptPolicy):
                  *(self.ctx.codon_config(codon_id).tool_approval or ())]
         return next((rule for rule in rules if rule.matches(name, tool_input)), None)
 
-    async def _create(self, codon_id: str, kind: Literal["question", "approval", "tool-approval"],
+    async def _create(self, codon_id: str,
+                      kind: Literal["question", "approval", "tool-approval", "budget"],
                       question: str, *, options: list[str] | None,
                       deadline_s: float | None, default: Any, gate: str | None = None,
-                      tool_name: str | None = None,
-                      tool_input: dict[str, Any] | None = None) -> Interruption:
+                      tool_name: str | None = None, tool_input: dict[str, Any] | None = None,
+                      budget: BudgetAsk | None = None) -> Interruption:
         now = utc_now_iso()
         deadline = None
         if deadline_s is not None:
@@ -286,7 +328,7 @@ class HumanLoop(AttemptPolicy):
             "kind": kind, "question": question, "options": options, "gate": gate,
             "toolName": tool_name, "toolInput": tool_input,
             "sessionId": getattr(record, "claude_session_id", None) if record else None,
-            "createdAt": now, "deadline": deadline,
+            "budget": budget, "createdAt": now, "deadline": deadline,
             "defaultAnswer": default if deadline is not None else None})
         self._recording += 1
         try:
@@ -322,6 +364,26 @@ class HumanLoop(AttemptPolicy):
         return any(item.codon_id == codon_id and item.run_id in chain
                    and item.kind != "approval" for item in self.ctx.state.interruptions)
 
+    def interrupted_records(self, codon_id: str) -> list[CodonExecution]:
+        """The records of the attempt this run carries on, newest first: it may have been
+        interrupted in several runs (each resume carries it on again) and started in the
+        oldest, or as a retry."""
+        from hankweave.runtime.failures import WAITING_FOR_PERSON
+
+        found: list[CodonExecution] = []
+        for run_id in resume_chain(self.ctx.state, self.ctx.run_id)[1:]:
+            run = self.ctx.state.run_by_id(run_id)
+            record = next((r for r in reversed(run.codons if run else ())
+                           if r.codon_id == codon_id), None)
+            reason = getattr(record, "failure_reason", None)
+            if record is None or reason is None \
+                    or not reason.message.startswith(WAITING_FOR_PERSON):
+                break
+            found.append(record)
+            if (record.attempt or 1) > 1:
+                break  # a retry started afresh in that run
+        return found
+
     def resumed_session(self, codon_id: str) -> str | None:
         """The agent session of ``codon_id``'s interrupted attempt that this run resumes."""
         if not self.carried(codon_id):
@@ -342,6 +404,14 @@ class HumanLoop(AttemptPolicy):
             if item.kind == "question":
                 shown = item.answer if isinstance(item.answer, str) else json.dumps(item.answer)
                 lines.append(f'- You asked: "{item.question}". The answer: {shown}')
+            elif item.kind == "budget" and item.budget is not None:
+                from hankweave.runtime.budget import ceiling_name, describe_amount
+
+                ask = item.budget
+                amount = item.answer.get("extend") if isinstance(item.answer, dict) else 0
+                lines.append(f"- A person raised the budget limit you reached (the"
+                             f" {ceiling_name(ask.currency, ask.limit)}) by"
+                             f" {describe_amount(ask.currency, float(amount or 0))}.")
             elif item.answer == APPROVE:
                 lines.append(f"- Your call to {item.tool_name} {_shown_input(item.tool_input)}"
                              " was approved: make it again now.")
@@ -354,6 +424,18 @@ class HumanLoop(AttemptPolicy):
     def waiting(self) -> list[Interruption]:
         """The interruptions still waiting for an answer."""
         return pending(self.ctx.state)
+
+
+def budget_question(codon_id: str, breach: Breach) -> str:
+    """``codon draft reached its $2.00 ceiling (codon cap); spent $2.03; extend by?``"""
+    from hankweave.runtime.budget import ceiling_name, describe_amount
+
+    whose = {"codon": "its", "run": "the run's", "loop": f"loop {breach.loop_id}'s"}[
+        breach.scope]
+    verb = "spent" if breach.currency == "cost" else "used"
+    return (f"codon {codon_id} reached {whose} {ceiling_name(breach.currency, breach.limit)}"
+            f" ({breach.source}); {verb} {describe_amount(breach.currency, breach.used)};"
+            " extend by?")
 
 
 def _shown_input(tool_input: Mapping[str, Any] | None) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -27,6 +27,9 @@ from hankweave.state.types import (
     TokenUsage,
     is_terminal_status,
 )
+
+if TYPE_CHECKING:
+    from hankweave.runtime.budget import BudgetWarning
 
 Emit = Callable[[str, Any], Any]
 """The event bus's ``emit(type, data)``."""
@@ -108,10 +111,20 @@ class Reporter:
     # ----- interruptions -----
 
     def interruption_created(self, item: Interruption) -> None:
+        budget = item.budget.model_dump(by_alias=True, exclude_none=True) if item.budget \
+            else None
         self._send("interruption.created", payload(
             c.InterruptionCreatedData, interruption_id=item.id, run_id=item.run_id,
             codon_id=item.codon_id, kind=item.kind, question=item.question,
-            options=item.options, deadline=item.deadline))
+            options=item.options, deadline=item.deadline, budget=budget))
+
+    def budget_warning(self, codon_id: str, warning: BudgetWarning) -> None:
+        ceiling = warning.ceiling
+        self._send("budget.warning", payload(
+            c.BudgetWarningData, codon_id=codon_id, scope=ceiling.scope,
+            loop_id=ceiling.loop_id, currency=ceiling.currency, limit=ceiling.limit,
+            used=warning.used, source=ceiling.source, fraction=warning.fraction,
+            message=warning.message))
 
     def interruption_answered(self, item: Interruption) -> None:
         self._send("interruption.answered", payload(

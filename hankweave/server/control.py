@@ -888,7 +888,8 @@ class ControlServer:
             text=value if isinstance(value, str) else None, approve=data.approve,
             reject=data.reject,
             json_text=json_module.dumps(value) if value is not None and not isinstance(
-                value, str) else None)
+                value, str) else None,
+            extend=None if data.extend is None else str(data.extend))
         item = await self._commands_or_refuse().answer(
             data.interruption_id, given, data.answered_by or f"websocket:{client.id}")
         return (f"Answered {item.id}",

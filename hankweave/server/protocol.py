@@ -208,13 +208,15 @@ class CodonForceStopCommand(_ReasonCommand):
 
 
 class InterruptionAnswerData(_Wire):
-    """An answer to a pending interruption: ``answer`` (text or any JSON value), or
-    ``approve`` / ``reject`` (exactly one, as ``hankweave answer``)."""
+    """An answer to a pending interruption: ``answer`` (text or any JSON value),
+    ``approve`` / ``reject``, or ``extend`` (a budget ceiling's amount; exactly one, as
+    ``hankweave answer``)."""
 
     interruption_id: Annotated[str, Field(min_length=1)]
     answer: Any = None
     approve: bool = False
     reject: bool = False
+    extend: Annotated[str, Field(min_length=1, max_length=40)] | float | None = None
     answered_by: str | None = None
     """Who answers, as recorded (default ``websocket:<the connection's id>``)."""
 

@@ -15,6 +15,7 @@ server and the runtime share:
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import time
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ APPROVE = "approve"
 REJECT = "reject"
 APPROVAL_OPTIONS = [APPROVE, REJECT]
 """The options of every approval (a codon's gate, a held tool call)."""
+EXTEND = "extend"
+"""The key of a budget ask's answer that raises its ceiling: ``{"extend": amount}``."""
 DEADLINE = "deadline"
 """``answeredBy`` of a default answer applied when its deadline passed."""
 
@@ -55,6 +58,8 @@ class GivenAnswer:
     approve: bool = False
     reject: bool = False
     json_text: str | None = None
+    extend: str | None = None
+    """A budget ask's extension as given (``1.50``, ``$1.50``, ``90s``, ``5m``, ``20000``)."""
 
 
 def checked_answer(state: HankweaveState, interruption_id: str, given: GivenAnswer) -> Any:
@@ -72,9 +77,16 @@ def checked_answer(state: HankweaveState, interruption_id: str, given: GivenAnsw
 
 
 def _value(item: Interruption, given: GivenAnswer) -> Any:
-    forms = [given.text is not None, given.approve, given.reject, given.json_text is not None]
+    forms = [given.text is not None, given.approve, given.reject, given.json_text is not None,
+             given.extend is not None]
     if sum(forms) != 1:
-        raise AnswerError("give exactly one answer: TEXT, --approve, --reject or --json VALUE")
+        raise AnswerError("give exactly one answer: TEXT, --approve, --reject, --extend AMOUNT"
+                          " or --json VALUE")
+    if item.kind == "budget":
+        return _budget_answer(item, given)
+    if given.extend is not None:
+        raise AnswerError(f"interruption {item.id} is not a budget ceiling: --extend answers"
+                          " only those")
     if given.approve or given.reject:
         if item.kind == "question":
             raise AnswerError(f"interruption {item.id} is a question, not an approval: answer"
@@ -86,6 +98,52 @@ def _value(item: Interruption, given: GivenAnswer) -> Any:
         except json.JSONDecodeError as exc:
             raise AnswerError(f"--json: not JSON ({exc.msg} at column {exc.colno})") from None
     return given.text
+
+
+def _budget_answer(item: Interruption, given: GivenAnswer) -> Any:
+    """``{"extend": amount}`` (in the ceiling's currency) or ``reject``."""
+    if given.reject:
+        return REJECT
+    if given.extend is not None:
+        return {EXTEND: parse_extension(given.extend, _currency(item))}
+    if given.json_text is not None:
+        try:
+            value = json.loads(given.json_text)
+        except json.JSONDecodeError as exc:
+            raise AnswerError(f"--json: not JSON ({exc.msg} at column {exc.colno})") from None
+        if value == REJECT:
+            return REJECT
+        if isinstance(value, dict) and set(value) == {EXTEND}:
+            return {EXTEND: parse_extension(value[EXTEND], _currency(item))}
+    raise AnswerError(f"interruption {item.id} asks to raise a budget ceiling: answer it with"
+                      " --extend AMOUNT or --reject")
+
+
+def _currency(item: Interruption) -> str:
+    return item.budget.currency if item.budget is not None else "cost"
+
+
+_TIME_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_extension(given: Any, currency: str) -> float:
+    """An extension amount in ``currency``'s unit: dollars (``1.50``, ``$1.50``), seconds
+    (``90``, ``90s``, ``5m``, ``1h``) or whole tokens; :class:`AnswerError` unless positive."""
+    text = str(given).strip().replace("_", "").replace(",", "")
+    scale = 1.0
+    if currency == "cost":
+        text = text.removeprefix("$")
+    elif currency == "duration" and text[-1:].lower() in _TIME_UNITS:
+        text, scale = text[:-1], _TIME_UNITS[text[-1:].lower()]
+    try:
+        amount = float(text) * scale
+    except ValueError:
+        amount = float("nan")
+    if isinstance(given, bool) or not math.isfinite(amount) or amount <= 0:
+        unit = {"cost": "dollars, e.g. 1.50", "duration": "seconds, e.g. 90, 90s or 5m"}.get(
+            currency, "tokens, e.g. 20000")
+        raise AnswerError(f"--extend {given!r}: give a positive amount in {unit}")
+    return float(round(amount)) if currency in ("outputTokens", "contextTokens") else amount
 
 
 def _within_options(item: Interruption, value: Any) -> Any:

@@ -161,7 +161,7 @@ class LoopBudget(StateModel):
     max_time_seconds: float | None = None
     allocation: str | None = None
     shares: dict[str, float] | None = None
-    on_exceeded: Literal["complete", "fail"] | None = None
+    on_exceeded: Literal["complete", "fail", "ask"] | None = None
 
 
 class PlanLoopContext(LoopContext):
@@ -425,9 +425,27 @@ class ExecutionCodonEntry(StateModel):
 # ----- interruptions (a hankweave extension: human-in-the-loop pauses) -----
 
 
-InterruptionKind: TypeAlias = Literal["question", "approval", "tool-approval"]
-"""What waits for a human: the agent's ``ask_human`` question, a codon's approval gate, or a
-tool call an approval rule holds."""
+InterruptionKind: TypeAlias = Literal["question", "approval", "tool-approval", "budget"]
+"""What waits for a human: the agent's ``ask_human`` question, a codon's approval gate, a
+tool call an approval rule holds, or a budget ceiling with ``onExceeded: "ask"``."""
+
+BudgetScope: TypeAlias = Literal["codon", "loop", "run"]
+"""Whose ceiling a budget ask is about: the codon's own cap (or its allocation in a pool), its
+loop's budget, or the run's ceiling."""
+
+
+class BudgetAsk(StateModel):
+    """The ceiling a ``budget`` interruption asks to raise, as it stood when it was reached."""
+
+    scope: BudgetScope
+    loop_id: str | None = None
+    """The loop whose budget was reached (``scope`` ``loop``)."""
+    currency: Literal["cost", "duration", "outputTokens", "contextTokens"]
+    limit: float
+    """The ceiling reached: dollars, seconds or tokens."""
+    used: float
+    source: str
+    """Where the ceiling came from, as ``budget.limits`` names it (``codon cap``, ...)."""
 
 
 class Interruption(StateModel):
@@ -450,6 +468,9 @@ class Interruption(StateModel):
     tool_use_id: str | None = None
     session_id: SessionId | None = None
     """The agent session the answer resumes."""
+    budget: BudgetAsk | None = None
+    """A ``budget`` interruption's ceiling; its answer is ``{"extend": amount}`` or
+    ``reject``."""
     created_at: str
     deadline: str | None = None
     """When the default answer applies, if no human answered before (ISO 8601)."""

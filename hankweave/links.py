@@ -1,0 +1,212 @@
+"""Signed action links: answer an interruption from a message (docs/webhooks.md).
+
+A webhook message about a pause carries links such as "approve", "reject" or "extend by
+$2.00".  Each link holds a token: an :class:`ActionClaim` (which execution, which
+interruption, what answer, until when) signed with HMAC-SHA256 under a key only this user can
+read (:func:`link_key`).  The dashboard checks the signature and the expiry before it answers,
+and the answer itself is single-use: an interruption is answered once, so a link used again (or
+another link of the same message) is refused.
+
+The token goes in the URL's fragment (``/act#TOKEN``): browsers never send a fragment to a
+server, so it reaches neither the dashboard's access log nor a proxy's, and a chat app that
+fetches the link to preview it sees only the confirmation page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hankweave.state.interruptions import APPROVE, EXTEND, REJECT, GivenAnswer
+from hankweave.state.types import Interruption
+
+LinkAction = Literal["approve", "reject", "extend"]
+LINK_KEY_ENV = "HANKWEAVE_LINK_KEY_FILE"
+"""Where the signing key is (default ``$XDG_CONFIG_HOME/hankweave/link-key``)."""
+ANSWERED_BY = "webhook-link"
+"""``answeredBy`` of an answer given through a link."""
+DEFAULT_TTL_S = 24 * 3600.0
+_CONTEXT = b"hankweave-action-link.v1."
+"""Signed before the claim, so a key used for something else can never sign a link."""
+
+
+class LinkError(ValueError):
+    """A link that is malformed, forged or expired: the message says which."""
+
+
+class ActionClaim(BaseModel):
+    """What a link's token says: answer ``interruption`` of ``execution`` with ``action``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    execution: str
+    """The execution directory, absolute."""
+    interruption: str
+    action: LinkAction
+    amount: float | None = Field(default=None, gt=0)
+    """An ``extend`` link's amount, in the ceiling's unit."""
+    expires: int
+    """Epoch seconds after which the link is refused."""
+    nonce: str = Field(default_factory=lambda: secrets.token_urlsafe(9))
+
+    def given(self) -> GivenAnswer:
+        """The answer this link gives."""
+        if self.action == "extend":
+            return GivenAnswer(extend=repr(self.amount))
+        return GivenAnswer(approve=self.action == APPROVE, reject=self.action == REJECT)
+
+    @property
+    def label(self) -> str:
+        """How a message names the link (``extend by 2.5``)."""
+        return f"extend by {self.amount:g}" if self.action == EXTEND else self.action
+
+
+# ----- the key -----
+
+
+def link_key_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get(LINK_KEY_ENV):
+        return Path(env[LINK_KEY_ENV])
+    config = Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return config / "hankweave" / "link-key"
+
+
+def link_key(path: Path | None = None) -> bytes:
+    """The signing key, made (32 random bytes, mode 0600) the first time it is needed."""
+    path = path or link_key_path()
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(secrets.token_hex(32) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    try:
+        os.link(temporary, path)  # never replaces a key another process made meanwhile
+    except FileExistsError:
+        pass
+    finally:
+        temporary.unlink(missing_ok=True)
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes:
+    text = path.read_text(encoding="ascii").strip()
+    try:
+        key = bytes.fromhex(text)
+    except ValueError:
+        raise LinkError(f"{path}: not a link key (64 hex digits)") from None
+    if len(key) < 16:
+        raise LinkError(f"{path}: the link key is too short (at least 32 hex digits)")
+    return key
+
+
+# ----- tokens -----
+
+
+def sign(claim: ActionClaim, key: bytes) -> str:
+    """The token of ``claim``: its JSON and its signature, both base64url."""
+    body = _b64(json.dumps(claim.model_dump(exclude_none=True), separators=(",", ":"),
+                           sort_keys=True).encode())
+    return f"{body}.{_b64(_mac(key, body))}"
+
+
+def verify(token: str, key: bytes, *, now: float | None = None) -> ActionClaim:
+    """The claim of ``token`` if ``key`` signed it and it has not expired; :class:`LinkError`
+    otherwise (nothing about the claim is trusted before the signature is checked)."""
+    body, dot, signature = token.strip().partition(".")
+    if not dot or not body or not signature or not token.isascii():
+        raise LinkError("this link is incomplete: copy the whole link from the message")
+    try:
+        given = _unb64(signature)
+    except (binascii.Error, ValueError):
+        raise LinkError("this link is incomplete: copy the whole link from the message") from None
+    if not hmac.compare_digest(given, _mac(key, body)):
+        raise LinkError("this link's signature does not verify: it was changed, or signed with"
+                        " another key")
+    try:
+        claim = ActionClaim.model_validate_json(_unb64(body))
+    except (binascii.Error, ValueError, ValidationError):
+        raise LinkError("this link's content cannot be read") from None
+    if (time.time() if now is None else now) >= claim.expires:
+        raise LinkError(f"this link expired at {_when(claim.expires)}: answer on the dashboard"
+                        " or with `hankweave answer`")
+    return claim
+
+
+def act_url(base_url: str, token: str) -> str:
+    """The page that confirms and performs a link's action (the token in the fragment)."""
+    return f"{base_url.rstrip('/')}/act#{token}"
+
+
+def claims_for(item: Interruption, execution: Path, *, ttl_s: float = DEFAULT_TTL_S,
+               now: float | None = None) -> list[ActionClaim]:
+    """The links a message about ``item`` offers: approve and reject for an approval, two
+    extensions (half the ceiling and the whole ceiling again) and reject for a budget ask,
+    none for a question (it needs words: the dashboard takes them)."""
+    expires = int((time.time() if now is None else now) + ttl_s)
+
+    def offer(action: LinkAction, amount: float | None = None) -> ActionClaim:
+        return ActionClaim(execution=str(execution), interruption=item.id, action=action,
+                           amount=amount, expires=expires)
+
+    if item.kind == "budget" and item.budget is not None:
+        return [*(offer("extend", amount) for amount in suggested_extensions(
+                    item.budget.currency, item.budget.limit)), offer("reject")]
+    if item.kind in ("approval", "tool-approval"):
+        return [offer("approve"), offer("reject")]
+    return []
+
+
+def suggested_extensions(currency: str, limit: float) -> list[float]:
+    """Half the ceiling and the ceiling again, rounded to what a person would type."""
+    amounts: list[float] = []
+    for fraction in (0.5, 1.0):
+        raw = limit * fraction
+        if currency == "cost":
+            amount = max(0.01, round(raw, 2))
+        elif currency == "duration":
+            amount = float(max(1, round(raw)))
+        else:
+            amount = float(max(1, round(raw)))
+        if amount not in amounts:
+            amounts.append(amount)
+    return amounts
+
+
+def _mac(key: bytes, body: str) -> bytes:
+    return hmac.new(key, _CONTEXT + body.encode("ascii"), hashlib.sha256).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text.isascii():
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _when(epoch: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
+__all__ = ["ANSWERED_BY", "ActionClaim", "LinkAction", "LinkError", "act_url", "claims_for",
+           "link_key", "link_key_path", "sign", "suggested_extensions", "verify"]

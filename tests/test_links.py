@@ -1,0 +1,115 @@
+"""Signed action links (hankweave.links, docs/webhooks.md): a token verifies only under the key
+that signed it, until it expires, and says exactly one answer."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from hankweave.links import (
+    ActionClaim,
+    LinkError,
+    act_url,
+    claims_for,
+    link_key,
+    sign,
+    verify,
+)
+from hankweave.state.types import Interruption
+
+NOW = 1_796_500_000.0
+
+
+def claim(**fields: object) -> ActionClaim:
+    data: dict[str, object] = {"execution": "/runs/exec", "interruption": "int-1-abcde",
+                               "action": "approve", "expires": int(NOW) + 60, **fields}
+    return ActionClaim.model_validate(data)
+
+
+def budget_ask() -> Interruption:
+    return Interruption.model_validate({
+        "id": "int-1-abcde", "runId": "r1", "codonId": "draft", "kind": "budget",
+        "question": "codon draft reached its $2.00 ceiling; spent $2.03; extend by?",
+        "createdAt": "2026-12-06T00:00:00.000Z",
+        "budget": {"scope": "codon", "currency": "cost", "limit": 2.0, "used": 2.03,
+                   "source": "codon cap"}})
+
+
+def test_a_token_verifies_under_its_key_and_says_its_claim():
+    key = os.urandom(32)
+    token = sign(claim(action="extend", amount=1.5), key)
+
+    verified = verify(token, key, now=NOW)
+
+    assert (verified.action, verified.amount, verified.interruption) == (
+        "extend", 1.5, "int-1-abcde")
+    assert verified.given().extend == "1.5"
+
+
+def test_a_token_signed_with_another_key_or_changed_is_refused():
+    key = os.urandom(32)
+    token = sign(claim(), key)
+    body, _, signature = token.partition(".")
+    forged_body = sign(claim(action="reject"), os.urandom(32)).partition(".")[0]
+
+    for forged in (sign(claim(), os.urandom(32)),  # another key
+                   f"{forged_body}.{signature}",  # another claim under this signature
+                   f"{body}.{signature[:-2]}{'A' if signature[-2] != 'A' else 'B'}{signature[-1]}"):
+        with pytest.raises(LinkError, match="does not verify"):
+            verify(forged, key, now=NOW)
+
+
+def test_an_expired_token_is_refused_after_its_signature_is_checked():
+    key = os.urandom(32)
+    token = sign(claim(expires=int(NOW) - 1), key)
+
+    with pytest.raises(LinkError, match="expired"):
+        verify(token, key, now=NOW)
+    with pytest.raises(LinkError, match="does not verify"):  # no expiry news for a forgery
+        verify(token, os.urandom(32), now=NOW)
+
+
+@pytest.mark.parametrize("token", ["", "abc", ".", "abc.", ".abc", "a.b.c", "é.é", "é.abcd"])
+def test_a_malformed_token_is_refused(token):
+    with pytest.raises(LinkError):
+        verify(token, os.urandom(32), now=NOW)
+
+
+def test_the_token_travels_in_the_fragment():
+    assert act_url("http://127.0.0.1:8765/", "T0K.EN") == "http://127.0.0.1:8765/act#T0K.EN"
+
+
+def test_a_budget_ask_offers_two_extensions_and_a_rejection():
+    offered = claims_for(budget_ask(), Path("/runs/exec"), now=NOW, ttl_s=60)
+
+    assert [(c.action, c.amount) for c in offered] == [("extend", 1.0), ("extend", 2.0),
+                                                       ("reject", None)]
+    assert {c.expires for c in offered} == {int(NOW) + 60}
+    assert len({c.nonce for c in offered}) == 3
+
+
+def test_the_key_is_made_once_private_and_shared_by_concurrent_makers(tmp_path):
+    path = tmp_path / "config" / "hankweave" / "link-key"
+    keys: list[bytes] = []
+    threads = [threading.Thread(target=lambda: keys.append(link_key(path))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(set(keys)) == 1 and len(keys[0]) == 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert link_key(path) == keys[0]
+    assert not [p for p in path.parent.iterdir() if p.name != "link-key"]
+
+
+def test_a_damaged_key_file_is_an_error_not_a_new_key(tmp_path):
+    path = tmp_path / "link-key"
+    path.write_text("not hex\n")
+
+    with pytest.raises(LinkError, match="not a link key"):
+        link_key(path)
