@@ -549,8 +549,7 @@ def _render_interruptions(items: list[Interruption], console: Console) -> None:
     waiting = sum(1 for item in items if item.status == "pending")
     if waiting:
         console.print(f"{waiting} waiting: hankweave answer -e DIR ID TEXT\n"
-                      "  (or --approve, --reject, --extend AMOUNT for a budget ceiling, --json"
-                      " VALUE instead of TEXT)")
+                      "  (or --approve, --reject, --extend AMOUNT, --json VALUE instead of TEXT)")
 
 
 __all__ = ["inspect_group", "thread_to_json"]
