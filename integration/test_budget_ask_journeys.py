@@ -151,3 +151,42 @@ def test_a_rejected_ceiling_ends_the_codon_without_asking_the_model_again(
     assert draft["budgetExceeded"]["currency"] == "cost"
     assert len(journey.requests().requests(rule="extended")) == before == 0
     assert not (journey.exec_dir / "agentRoot" / "final.md").exists()
+
+
+def test_a_run_waiting_live_goes_on_when_the_answer_arrives(tmp_path: Path) -> None:
+    """``--wait-for-answers``: ``hankweave answer --extend`` reaches the running runtime over
+    its WebSocket, and the same attempt goes on in the same run."""
+    import time
+
+    journey = Journey(tmp_path, "pi")
+    running = subprocess.Popen(
+        [sys.executable, "-m", "hankweave", "run", str(tmp_path / "hank"), str(tmp_path / "data"),
+         "-e", str(journey.exec_dir), "--headless", "--wait-for-answers", "--mock-provider",
+         str(journey.script)], cwd=tmp_path, env=journey.env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        pending: list[dict[str, Any]] = []
+        while not pending and time.monotonic() < deadline and running.poll() is None:
+            time.sleep(0.2)
+            path = journey.exec_dir / ".hankweave" / "state.json"
+            if path.exists():
+                pending = [item for item in journey.state().get("interruptions", [])
+                           if item["status"] == "pending"]
+        assert pending, running.stderr.read() if running.poll() is not None else "no ask"
+
+        answered = journey.hankweave("answer", "-e", str(journey.exec_dir), pending[0]["id"],
+                                     "--extend", "5")
+        assert answered.returncode == 0, answered.stderr
+        assert "sent to the running runtime" in answered.stdout
+        _, stderr = running.communicate(timeout=120)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+
+    assert running.returncode == 0, stderr
+    [run] = journey.state()["runs"]
+    assert [(c["codonId"], c["status"]) for c in run["codons"]] == [("draft", "completed"),
+                                                                     ("ship", "completed")]
+    assert (journey.exec_dir / "agentRoot" / "final.md").read_text() == FINAL

@@ -199,8 +199,10 @@ class CodonRunner:
             while True:
                 ended = await self._one_pass(harness, context, writer, request)
                 if self._interrupt == "budget" and (granted := await self._ask_budget()):
+                    # As a resume after the person answered: calls the cut message made are
+                    # run (a harness that keeps them), else the agent is told and goes on.
                     request = self._next_pass(BUDGET_EXTENDED_PROMPT.format(what=granted),
-                                              extension=False)
+                                              extension=False, resumes_interruption=True)
                     continue
                 if not (ended and self._should_extend()):
                     break
@@ -364,7 +366,8 @@ class CodonRunner:
             log.warning("harness %s: %s failed: %s", harness.name, what, exc)
         _kill(context.reported_pids, f"harness {harness.name} overran {what}")
 
-    def _next_pass(self, prompt: str, *, extension: bool) -> CodonRequest:
+    def _next_pass(self, prompt: str, *, extension: bool,
+                   resumes_interruption: bool = False) -> CodonRequest:
         """A pass that resumes this attempt's session with ``prompt``: its evidence starts
         afresh, the session stays established (without a session yet, the first request
         starts again)."""
@@ -374,7 +377,8 @@ class CodonRunner:
             return self.spec.request
         return dataclasses.replace(self.spec.request, prompt=prompt,
                                    session_id_to_resume=self.parser.session_id,
-                                   extension=extension, fork_session=False)
+                                   extension=extension, fork_session=False,
+                                   resumes_interruption=resumes_interruption)
 
     async def _ask_budget(self) -> str | None:
         """At a breached ``ask`` ceiling, what a person decides: a description of the

@@ -433,9 +433,11 @@ def budget_question(codon_id: str, breach: Breach) -> str:
     whose = {"codon": "its", "run": "the run's", "loop": f"loop {breach.loop_id}'s"}[
         breach.scope]
     verb = "spent" if breach.currency == "cost" else "used"
+    used = describe_amount(breach.currency, breach.used)
+    if breach.currency == "cost" and used == describe_amount("cost", breach.limit):
+        used = f"${breach.used:.4f}"  # $0.1226 against $0.12, not $0.12 against $0.12
     return (f"codon {codon_id} reached {whose} {ceiling_name(breach.currency, breach.limit)}"
-            f" ({breach.source}); {verb} {describe_amount(breach.currency, breach.used)};"
-            " extend by?")
+            f" ({breach.source}); {verb} {used}; extend by?")
 
 
 def _shown_input(tool_input: Mapping[str, Any] | None) -> str:
