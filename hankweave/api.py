@@ -157,6 +157,14 @@ if TYPE_CHECKING:
     from hankweave.hosts import host_name as host_name
     from hankweave.hosts import local_host_names as local_host_names
     from hankweave.lazy import lazy_exports as lazy_exports
+    from hankweave.links import LINK_ANSWERED_BY as LINK_ANSWERED_BY
+    from hankweave.links import ActionClaim as ActionClaim
+    from hankweave.links import LinkError as LinkError
+    from hankweave.links import act_url as act_url
+    from hankweave.links import link_claims as link_claims
+    from hankweave.links import link_key as link_key
+    from hankweave.links import sign_link as sign_link
+    from hankweave.links import verify_link as verify_link
     from hankweave.models import CatalogueSnapshot as CatalogueSnapshot
     from hankweave.models import ModelCost as ModelCost
     from hankweave.models import ModelEntry as ModelEntry
@@ -237,6 +245,7 @@ if TYPE_CHECKING:
     from hankweave.state.types import ContinuationStart as ContinuationStart
     from hankweave.state.types import ExecutionCodonEntry as ExecutionCodonEntry
     from hankweave.state.types import HankweaveState as HankweaveState
+    from hankweave.state.types import Interruption as Interruption
     from hankweave.state.types import TokenUsage as TokenUsage
     from hankweave.state.types import dump_state as dump_state
     from hankweave.state.types import end_checkpoint as end_checkpoint

@@ -34,7 +34,7 @@ from hankweave.state.types import Interruption
 LinkAction = Literal["approve", "reject", "extend"]
 LINK_KEY_ENV = "HANKWEAVE_LINK_KEY_FILE"
 """Where the signing key is (default ``$XDG_CONFIG_HOME/hankweave/link-key``)."""
-ANSWERED_BY = "webhook-link"
+LINK_ANSWERED_BY = "webhook-link"
 """``answeredBy`` of an answer given through a link."""
 DEFAULT_TTL_S = 24 * 3600.0
 _CONTEXT = b"hankweave-action-link.v1."
@@ -56,6 +56,8 @@ class ActionClaim(BaseModel):
     action: LinkAction
     amount: float | None = Field(default=None, gt=0)
     """An ``extend`` link's amount, in the ceiling's unit."""
+    currency: Literal["cost", "duration", "outputTokens", "contextTokens"] | None = None
+    """An ``extend`` link's unit (the ceiling's currency), for its label."""
     expires: int
     """Epoch seconds after which the link is refused."""
     nonce: str = Field(default_factory=lambda: secrets.token_urlsafe(9))
@@ -68,8 +70,12 @@ class ActionClaim(BaseModel):
 
     @property
     def label(self) -> str:
-        """How a message names the link (``extend by 2.5``)."""
-        return f"extend by {self.amount:g}" if self.action == EXTEND else self.action
+        """How a message names the link: ``approve``, ``reject``, ``extend by $1.00``."""
+        if self.action != EXTEND or self.amount is None:
+            return self.action
+        from hankweave.runtime.budget import describe_amount
+
+        return f"extend by {describe_amount(self.currency or 'cost', self.amount)}"
 
 
 # ----- the key -----
@@ -120,14 +126,14 @@ def _read_key(path: Path) -> bytes:
 # ----- tokens -----
 
 
-def sign(claim: ActionClaim, key: bytes) -> str:
+def sign_link(claim: ActionClaim, key: bytes) -> str:
     """The token of ``claim``: its JSON and its signature, both base64url."""
     body = _b64(json.dumps(claim.model_dump(exclude_none=True), separators=(",", ":"),
                            sort_keys=True).encode())
     return f"{body}.{_b64(_mac(key, body))}"
 
 
-def verify(token: str, key: bytes, *, now: float | None = None) -> ActionClaim:
+def verify_link(token: str, key: bytes, *, now: float | None = None) -> ActionClaim:
     """The claim of ``token`` if ``key`` signed it and it has not expired; :class:`LinkError`
     otherwise (nothing about the claim is trusted before the signature is checked)."""
     body, dot, signature = token.strip().partition(".")
@@ -155,16 +161,19 @@ def act_url(base_url: str, token: str) -> str:
     return f"{base_url.rstrip('/')}/act#{token}"
 
 
-def claims_for(item: Interruption, execution: Path, *, ttl_s: float = DEFAULT_TTL_S,
-               now: float | None = None) -> list[ActionClaim]:
+def link_claims(item: Interruption, execution: Path, *, ttl_s: float = DEFAULT_TTL_S,
+                now: float | None = None) -> list[ActionClaim]:
     """The links a message about ``item`` offers: approve and reject for an approval, two
     extensions (half the ceiling and the whole ceiling again) and reject for a budget ask,
     none for a question (it needs words: the dashboard takes them)."""
     expires = int((time.time() if now is None else now) + ttl_s)
 
+    currency = item.budget.currency if item.budget is not None else None
+
     def offer(action: LinkAction, amount: float | None = None) -> ActionClaim:
         return ActionClaim(execution=str(execution), interruption=item.id, action=action,
-                           amount=amount, expires=expires)
+                           amount=amount, currency=currency if amount else None,
+                           expires=expires)
 
     if item.kind == "budget" and item.budget is not None:
         return [*(offer("extend", amount) for amount in suggested_extensions(
@@ -208,5 +217,5 @@ def _when(epoch: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
 
 
-__all__ = ["ANSWERED_BY", "ActionClaim", "LinkAction", "LinkError", "act_url", "claims_for",
-           "link_key", "link_key_path", "sign", "suggested_extensions", "verify"]
+__all__ = ["LINK_ANSWERED_BY", "ActionClaim", "LinkAction", "LinkError", "act_url", "link_claims",
+           "link_key", "link_key_path", "sign_link", "suggested_extensions", "verify_link"]

@@ -795,7 +795,7 @@ def test_runtime_config_problems_name_the_file_and_paths(tmp_path: Path) -> None
         ("sentinel.healthCheckGracePeriodMs", "Input should be greater than 0 (got 0)"),
         (
             "budget.shares",
-            'Unrecognized field "shares". Valid fields are: maxDollars, maxTimeSeconds.',
+            'Unrecognized field "shares". Valid fields are: maxDollars, maxTimeSeconds, warnAt.',
         ),
     ]
 

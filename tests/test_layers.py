@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("hankweave.hookspecs", "hankweave.plugins", "hankweave.registry"),
     ("hankweave.sentinels",),
     ("hankweave.default_plugins",),
-    ("hankweave.runtime",),
+    ("hankweave.runtime", "hankweave.links"),
     ("hankweave.server",),
     ("hankweave.app",),
     ("hankweave.cli", "hankweave.__main__"),

@@ -14,10 +14,10 @@ from hankweave.links import (
     ActionClaim,
     LinkError,
     act_url,
-    claims_for,
+    link_claims,
     link_key,
-    sign,
-    verify,
+    sign_link,
+    verify_link,
 )
 from hankweave.state.types import Interruption
 
@@ -41,9 +41,9 @@ def budget_ask() -> Interruption:
 
 def test_a_token_verifies_under_its_key_and_says_its_claim():
     key = os.urandom(32)
-    token = sign(claim(action="extend", amount=1.5), key)
+    token = sign_link(claim(action="extend", amount=1.5), key)
 
-    verified = verify(token, key, now=NOW)
+    verified = verify_link(token, key, now=NOW)
 
     assert (verified.action, verified.amount, verified.interruption) == (
         "extend", 1.5, "int-1-abcde")
@@ -52,31 +52,31 @@ def test_a_token_verifies_under_its_key_and_says_its_claim():
 
 def test_a_token_signed_with_another_key_or_changed_is_refused():
     key = os.urandom(32)
-    token = sign(claim(), key)
+    token = sign_link(claim(), key)
     body, _, signature = token.partition(".")
-    forged_body = sign(claim(action="reject"), os.urandom(32)).partition(".")[0]
+    forged_body = sign_link(claim(action="reject"), os.urandom(32)).partition(".")[0]
 
-    for forged in (sign(claim(), os.urandom(32)),  # another key
+    for forged in (sign_link(claim(), os.urandom(32)),  # another key
                    f"{forged_body}.{signature}",  # another claim under this signature
                    f"{body}.{signature[:-2]}{'A' if signature[-2] != 'A' else 'B'}{signature[-1]}"):
         with pytest.raises(LinkError, match="does not verify"):
-            verify(forged, key, now=NOW)
+            verify_link(forged, key, now=NOW)
 
 
 def test_an_expired_token_is_refused_after_its_signature_is_checked():
     key = os.urandom(32)
-    token = sign(claim(expires=int(NOW) - 1), key)
+    token = sign_link(claim(expires=int(NOW) - 1), key)
 
     with pytest.raises(LinkError, match="expired"):
-        verify(token, key, now=NOW)
+        verify_link(token, key, now=NOW)
     with pytest.raises(LinkError, match="does not verify"):  # no expiry news for a forgery
-        verify(token, os.urandom(32), now=NOW)
+        verify_link(token, os.urandom(32), now=NOW)
 
 
 @pytest.mark.parametrize("token", ["", "abc", ".", "abc.", ".abc", "a.b.c", "é.é", "é.abcd"])
 def test_a_malformed_token_is_refused(token):
     with pytest.raises(LinkError):
-        verify(token, os.urandom(32), now=NOW)
+        verify_link(token, os.urandom(32), now=NOW)
 
 
 def test_the_token_travels_in_the_fragment():
@@ -84,10 +84,11 @@ def test_the_token_travels_in_the_fragment():
 
 
 def test_a_budget_ask_offers_two_extensions_and_a_rejection():
-    offered = claims_for(budget_ask(), Path("/runs/exec"), now=NOW, ttl_s=60)
+    offered = link_claims(budget_ask(), Path("/runs/exec"), now=NOW, ttl_s=60)
 
     assert [(c.action, c.amount) for c in offered] == [("extend", 1.0), ("extend", 2.0),
                                                        ("reject", None)]
+    assert [c.label for c in offered] == ["extend by $1.00", "extend by $2.00", "reject"]
     assert {c.expires for c in offered} == {int(NOW) + 60}
     assert len({c.nonce for c in offered}) == 3
 

@@ -493,6 +493,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     checkpoints = prepared.checkpoint_backend(layout.path)
     bus = EventBus(EventJournal(layout.events_file))
     for sink in prepared.sinks:  # each fed from its own worker thread, never blocking a codon
+        _bind_quietly(sink, layout.path)
         bus.add_sink(QueuedSink(sink, report=bus.emit))
     on_event = request.on_event
     if on_event is not None:
@@ -639,6 +640,13 @@ def _server_log(path: Path) -> logging.Handler:
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     return handler
+
+
+def _bind_quietly(sink: EventSink, execution_dir: Path) -> None:
+    try:
+        sink.bind(execution_dir)
+    except Exception:
+        log.exception("event sink %r failed to take the execution directory", sink.label)
 
 
 def _close_quietly(sink: EventSink) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
+from pathlib import Path
 from typing import ClassVar
 
 from hankweave.plugin_config import PluginConfig
@@ -59,6 +60,10 @@ class EventSink(abc.ABC):
     def handle(self, event: Mapping[str, object]) -> None:
         """Process one event: called in order, one at a time, from the sink's worker thread.
         Do not change ``event``, and do not emit events from here."""
+
+    def bind(self, execution_dir: Path) -> None:  # noqa: B027 - optional
+        """Told the execution directory (absolute) once, before the first event: a sink that
+        names the execution (a webhook message) or writes beside it keeps it."""
 
     def close(self) -> None:  # noqa: B027 - optional, most sinks hold nothing to release
         """Flush and release resources; called once at shutdown, after the last event."""
