@@ -185,6 +185,8 @@ if TYPE_CHECKING:
     from hankweave.providers import route as route
     from hankweave.registry import Registry as Registry
     from hankweave.registry import get_registry as get_registry
+    from hankweave.runtime.budget import ceiling_name as ceiling_name
+    from hankweave.runtime.budget import describe_amount as describe_amount
     from hankweave.runtime.budget_report import RecordedLimits as RecordedLimits
     from hankweave.runtime.budget_report import Spent as Spent
     from hankweave.runtime.budget_report import budget_report as budget_report

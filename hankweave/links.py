@@ -41,8 +41,16 @@ _CONTEXT = b"hankweave-action-link.v1."
 """Signed before the claim, so a key used for something else can never sign a link."""
 
 
+LinkProblem = Literal["malformed", "forged", "expired", "key"]
+
+
 class LinkError(ValueError):
-    """A link that is malformed, forged or expired: the message says which."""
+    """A link that is malformed, forged or expired (or a key that cannot be used): the message
+    says it in words, :attr:`reason` in one word."""
+
+    def __init__(self, message: str, reason: LinkProblem) -> None:
+        super().__init__(message)
+        self.reason: LinkProblem = reason
 
 
 class ActionClaim(BaseModel):
@@ -117,9 +125,9 @@ def _read_key(path: Path) -> bytes:
     try:
         key = bytes.fromhex(text)
     except ValueError:
-        raise LinkError(f"{path}: not a link key (64 hex digits)") from None
+        raise LinkError(f"{path}: not a link key (64 hex digits)", "key") from None
     if len(key) < 16:
-        raise LinkError(f"{path}: the link key is too short (at least 32 hex digits)")
+        raise LinkError(f"{path}: the link key is too short (at least 32 hex digits)", "key")
     return key
 
 
@@ -137,22 +145,23 @@ def verify_link(token: str, key: bytes, *, now: float | None = None) -> ActionCl
     """The claim of ``token`` if ``key`` signed it and it has not expired; :class:`LinkError`
     otherwise (nothing about the claim is trusted before the signature is checked)."""
     body, dot, signature = token.strip().partition(".")
+    incomplete = "this link is incomplete: copy the whole link from the message"
     if not dot or not body or not signature or not token.isascii():
-        raise LinkError("this link is incomplete: copy the whole link from the message")
+        raise LinkError(incomplete, "malformed")
     try:
         given = _unb64(signature)
     except (binascii.Error, ValueError):
-        raise LinkError("this link is incomplete: copy the whole link from the message") from None
+        raise LinkError(incomplete, "malformed") from None
     if not hmac.compare_digest(given, _mac(key, body)):
         raise LinkError("this link's signature does not verify: it was changed, or signed with"
-                        " another key")
+                        " another key", "forged")
     try:
         claim = ActionClaim.model_validate_json(_unb64(body))
     except (binascii.Error, ValueError, ValidationError):
-        raise LinkError("this link's content cannot be read") from None
+        raise LinkError("this link's content cannot be read", "malformed") from None
     if (time.time() if now is None else now) >= claim.expires:
         raise LinkError(f"this link expired at {_when(claim.expires)}: answer on the dashboard"
-                        " or with `hankweave answer`")
+                        " or with `hankweave answer`", "expired")
     return claim
 
 
@@ -217,5 +226,5 @@ def _when(epoch: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
 
 
-__all__ = ["LINK_ANSWERED_BY", "ActionClaim", "LinkAction", "LinkError", "act_url", "link_claims",
+__all__ = ["LINK_ANSWERED_BY", "ActionClaim", "LinkAction", "LinkError", "LinkProblem", "act_url", "link_claims",
            "link_key", "link_key_path", "sign_link", "suggested_extensions", "verify_link"]

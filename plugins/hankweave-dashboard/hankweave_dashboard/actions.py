@@ -11,9 +11,22 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
+
+from hankweave_dashboard.catalog import run_command
+
+if TYPE_CHECKING:
+    from hankweave.api import GivenAnswer, RecordedAnswer
 
 CONTROL_TIMEOUT_S = 30.0
 
@@ -55,14 +68,29 @@ class AnswerBody(_Body):
     """Text, or any JSON value."""
     approve: bool = False
     reject: bool = False
+    extend: StrictStr | StrictFloat | StrictInt | None = None
+    """A budget ask's extension, in its ceiling's unit (``"1.50"``, ``1.5``, ``"90s"``)."""
     by: str | None = Field(default=None, max_length=200)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> AnswerBody:
-        given = sum([self.answer is not None, self.approve, self.reject])
+        given = sum([self.answer is not None, self.approve, self.reject,
+                     self.extend is not None])
         if given != 1:
-            raise ValueError("give exactly one of answer, approve and reject")
+            raise ValueError("give exactly one of answer, approve, reject and extend")
         return self
+
+    def given(self) -> GivenAnswer:
+        """The answer in the kernel's form (checked against the interruption there)."""
+        from hankweave.api import GivenAnswer
+
+        if self.extend is not None:
+            return GivenAnswer(extend=str(self.extend))
+        if isinstance(self.answer, str):
+            return GivenAnswer(text=self.answer)
+        if self.answer is not None:
+            return GivenAnswer(json_text=json.dumps(self.answer))
+        return GivenAnswer(approve=self.approve, reject=self.reject)
 
 
 class ActionRefused(Exception):
@@ -96,28 +124,22 @@ async def control(path: Path, body: ControlBody) -> dict[str, Any]:
 
 
 async def answer(path: Path, interruption_id: str, body: AnswerBody) -> dict[str, Any]:
-    from hankweave.api import (
-        AnswerError,
-        GivenAnswer,
-        LockError,
-        StateLoadError,
-        answer_interruption,
-    )
-
-    if isinstance(body.answer, str):
-        given = GivenAnswer(text=body.answer)
-    elif body.answer is not None:
-        given = GivenAnswer(json_text=json.dumps(body.answer))
-    else:
-        given = GivenAnswer(approve=body.approve, reject=body.reject)
-    who = body.by or "dashboard"
-    try:
-        # It runs its own event loop (a WebSocket exchange, or the lock and a transition).
-        recorded = await asyncio.to_thread(answer_interruption, path, interruption_id, given,
-                                           who)
-    except (AnswerError, LockError, StateLoadError) as exc:  # a lock held by another command
-        raise ActionRefused(str(exc)) from None
+    recorded = await give(path, interruption_id, body.given(), body.by or "dashboard")
     note = ("sent to the running runtime: its run goes on" if recorded.forwarded else
-            f"recorded: the next run resumes with it (hankweave run -e {path})")
+            f"recorded: the next run resumes with it ({run_command(path)})")
     return {"ok": True, "answer": recorded.answer, "forwarded": recorded.forwarded,
             "message": f"Answered {interruption_id}: {note}"}
+
+
+async def give(path: Path, interruption_id: str, given: GivenAnswer, who: str,
+               ) -> RecordedAnswer:
+    """Answer ``interruption_id`` through the kernel (:func:`hankweave.api.answer_interruption`:
+    sent to the runtime running the execution, else recorded under its lock); a refusal is
+    :class:`ActionRefused` and changes nothing."""
+    from hankweave.api import AnswerError, LockError, StateLoadError, answer_interruption
+
+    try:
+        # It runs its own event loop (a WebSocket exchange, or the lock and a transition).
+        return await asyncio.to_thread(answer_interruption, path, interruption_id, given, who)
+    except (AnswerError, LockError, StateLoadError) as exc:  # a lock held by another command
+        raise ActionRefused(str(exc)) from None

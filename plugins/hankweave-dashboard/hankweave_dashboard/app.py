@@ -9,8 +9,11 @@ Safety, for a server any local web page could try to reach:
   preflight this app never grants, and without the key nothing is changed.  The key is printed
   by ``hankweave dashboard`` and entered on the page to unlock control; a run's own control
   token never leaves this process;
+* an action link (``/act#TOKEN``, :mod:`hankweave_dashboard.act`) is its own credential: its
+  two endpoints take the signed token in a JSON body instead of the key.  A cross-site form
+  cannot send JSON, and a request another site's page makes (its ``Origin``) is refused;
 * every error is a JSON ``{"error": …}`` with its status (400 malformed, 404 unknown, 409 not
-  now, 403 locked), never a traceback; the pages' scripts render data as text, never as HTML,
+  now, 403 locked or forged, 410 an expired link), never a traceback; the pages' scripts render data as text, never as HTML,
   under a Content-Security-Policy that allows only this origin's scripts.
 """
 
@@ -21,10 +24,11 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
@@ -36,11 +40,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hankweave.api import host_allowed, host_name
-from hankweave_dashboard import actions, compare, pages
+from hankweave_dashboard import act, actions, compare, pages
 from hankweave_dashboard.budgets import BudgetCache
 from hankweave_dashboard.catalog import BadRequest, Catalog, NotFound
 from hankweave_dashboard.diffs import Busy, Differ, DiffError
 from hankweave_dashboard.live import sse_stream
+from hankweave_dashboard.resume import Resumer
 
 log = logging.getLogger("hankweave.dashboard")
 
@@ -63,6 +68,8 @@ class Settings:
     control_key: str | None
     """None: read-only (control cannot be unlocked)."""
     allowed_hosts: list[str]
+    resumer: Resumer = field(default_factory=Resumer)
+    """How an execution a link answered goes on when no runtime runs it."""
 
 
 class Forbidden(Exception):
@@ -72,6 +79,7 @@ class Forbidden(Exception):
 _STATUS: dict[type[Exception], int] = {
     BadRequest: 400, Forbidden: 403, NotFound: 404, Busy: 409, actions.ActionRefused: 409,
     actions.NoRuntime: 409, DiffError: 500, compare.CannotCompare: 400,
+    act.LinkForged: 403, act.LinkExpired: 410, act.LinkKeyError: 500,
 }
 
 
@@ -102,6 +110,7 @@ class Endpoints:
             Route("/", self._page("index.html")),
             Route("/executions/{ident}", self._page("execution.html")),
             Route("/compare", self.compare_page),
+            Route("/act", self._page("act.html")),
             Route("/api/executions", _api(self.list_executions)),
             Route("/api/compare", _api(self.show_comparison)),
             Route(base, _api(self.show_execution)),
@@ -114,6 +123,8 @@ class Endpoints:
             Route(base + "/control", _api(self.control), methods=["POST"]),
             Route(base + "/interruptions/{interruption}/answer", _api(self.answer),
                   methods=["POST"]),
+            Route("/api/act/preview", _api(self.preview_link), methods=["POST"]),
+            Route("/api/act", _api(self.act_on_link), methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(self.static)), name="static"),
         ]
 
@@ -218,6 +229,27 @@ class Endpoints:
         body = await _body(request, actions.AnswerBody)
         return await actions.answer(path, interruption, body)
 
+    # ----- acting from a message (the link is the credential, not the key) -----
+
+    async def preview_link(self, request: Request) -> Any:
+        """What a link will do; nothing is changed."""
+        claim = await self._claim(request)
+        return await _run_blocking(act.preview, self.catalog, claim)
+
+    async def act_on_link(self, request: Request) -> Any:
+        """Do what a link says, once."""
+        claim = await self._claim(request)
+        return await act.act(self.catalog, claim, self.settings.resumer)
+
+    async def _claim(self, request: Request) -> Any:
+        """The verified claim of the request's link (an ``ActionClaim``)."""
+        if self.settings.control_key is None:
+            raise Forbidden("this dashboard is read-only (started with --read-only): links"
+                            " cannot act through it")
+        _same_origin(request)
+        body = await _body(request, act.LinkBody)
+        return await _run_blocking(act.verified, body.token)
+
 
 def _api(handler: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Awaitable[Response]]:
     """An endpoint answering ``handler``'s result as JSON, and its known errors as
@@ -321,6 +353,14 @@ def _check_key(request: Request, settings: Settings) -> None:
     if not given or not hmac.compare_digest(given.encode(), settings.control_key.encode()):
         raise Forbidden("control is locked: unlock it with the control key `hankweave"
                         " dashboard` printed")
+
+
+def _same_origin(request: Request) -> None:
+    """Refuse a request a page of another site makes (a browser names it in ``Origin``)."""
+    origin = request.headers.get("origin")
+    host = request.headers.get("host", "").lower()
+    if origin is not None and urlsplit(origin.lower()).netloc != host:
+        raise Forbidden("a page of another site cannot act through this dashboard")
 
 
 async def _body(request: Request, model: type[M]) -> M:

@@ -242,6 +242,11 @@ def resume_command(path: Path, status: str, live: bool) -> str | None:
     there is nothing left to do)."""
     if live or status in ("completed", "running", "unreadable"):
         return None
+    return run_command(path)
+
+
+def run_command(path: Path) -> str:
+    """``hankweave run -e DIR``, DIR quoted for a shell: it can be pasted as it is."""
     return f"hankweave run -e {shlex.quote(str(path))}"
 
 

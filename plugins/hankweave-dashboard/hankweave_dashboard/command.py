@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from hankweave.api import EXIT_USAGE, CLIError
+
+if TYPE_CHECKING:
+    from hankweave_dashboard.resume import Resumer
 
 DEFAULT_PORT = 8765
 
@@ -35,8 +39,10 @@ def dashboard_command(directories: tuple[Path, ...], home: Path | None, host: st
     import socket
 
     from hankweave.api import local_host_names
+    from hankweave_dashboard.resume import Resumer
 
     roots = _roots(directories, home)
+    resumer = Resumer.of(click.get_current_context())
     key = None if read_only else secrets.token_urlsafe(18)
     hosts = sorted(local_host_names(host))
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
@@ -53,7 +59,10 @@ def dashboard_command(directories: tuple[Path, ...], home: Path | None, host: st
         click.echo(f"Executions under: {', '.join(map(str, roots))}")
         click.echo("Control key (unlock control on the page): "
                    + (key if key else "none: started with --read-only"))
-        _serve(sock, roots, key, hosts)
+        if key and resumer.submit:
+            click.echo("Action links resume what they answer on the workers (hankweave"
+                       " submit)")
+        _serve(sock, roots, key, hosts, resumer)
 
 
 def _roots(directories: tuple[Path, ...], home: Path | None) -> list[Path]:
@@ -66,12 +75,16 @@ def _roots(directories: tuple[Path, ...], home: Path | None) -> list[Path]:
     return [root.resolve() for root in roots]
 
 
-def _serve(sock: object, roots: list[Path], key: str | None, hosts: list[str]) -> None:
+def _serve(sock: object, roots: list[Path], key: str | None, hosts: list[str],
+           resumer: Resumer) -> None:
     import uvicorn
 
     from hankweave_dashboard.app import Settings, create_app
 
-    app = create_app(Settings(roots=roots, control_key=key, allowed_hosts=hosts))
+    app = create_app(Settings(roots=roots, control_key=key, allowed_hosts=hosts,
+                              resumer=resumer))
+    # No access log: it would add nothing to what the page shows, and a request line is
+    # private (an action link's token is in its fragment, never sent, but still).
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
                             access_log=False)
     uvicorn.Server(config).run(sockets=[sock])  # type: ignore[list-item]

@@ -58,13 +58,17 @@ class Project:
         })
         self.runs: list[subprocess.Popen[bytes]] = []
 
-    def hank(self, name: str, codons: dict[str, dict[str, Any]], **root: Any) -> Path:
-        """A hank of fake-agent codons, scripted by ``codons`` (codon id: its attempt)."""
+    def hank(self, name: str, codons: dict[str, dict[str, Any] | list[dict[str, Any]]],
+             fields: dict[str, dict[str, Any]] | None = None, **root: Any) -> Path:
+        """A hank of fake-agent codons, scripted by ``codons`` (codon id: its attempt, or its
+        attempts in turn);
+        ``fields`` adds hank fields to codons (codon id: its fields, ``{"approval": …}``)."""
         folder = self.root / name
         folder.mkdir()
         items = [{"id": codon_id, "name": f"Codon {codon_id}", "model": "fake",
                   "continuationMode": "fresh", "promptText": f"Do {codon_id}.",
-                  "checkpointedFiles": ["**/*.md", "**/*.txt"]}
+                  "checkpointedFiles": ["**/*.md", "**/*.txt"],
+                  **(fields or {}).get(codon_id, {})}
                  for codon_id in codons]
         (folder / "hank.json").write_text(json.dumps({"hank": items, **root}))
         (folder / "script.json").write_text(json.dumps({"codons": codons}))
@@ -114,6 +118,43 @@ class Project:
 
     def state(self, execution: Path) -> Any:
         return load_state(ExecutionLayout(execution).hankweave_dir)[0]
+
+    def gated(self, name: str, *extra: str) -> Path:
+        """An execution whose run ended (``extra``: or waits, with ``--wait-for-answers``) for
+        the approval before its codon ``draft`` starts."""
+        hank = self.hank(f"{name}-hank", {"draft": {"messages": 1,
+                                                    "writeFiles": {"draft.md": "draft\n"}}},
+                         fields={"draft": {"approval": "before"}})
+        return self.waiting(hank, name, *extra)
+
+    def budget_ask(self, name: str, *extra: str) -> Path:
+        """An execution whose run ended (or waits) asking to raise the $2.00 cap of its codon
+        ``draft`` (``onExceeded: "ask"``): its second message spent $2.03.  Once extended, the
+        attempt goes on with one cheap message."""
+        costly = {"messages": 3, "usage": {"inputTokens": 0, "outputTokens": 203_000},
+                  "writeFiles": {"draft.md": "draft\n"}}
+        hank = self.hank(f"{name}-hank", {"draft": [costly, {"messages": 1}]},
+                         fields={"draft": {"budget": {"maxDollars": 2.0, "onExceeded": "ask"}}})
+        return self.waiting(hank, name, *extra)
+
+    def waiting(self, hank: Path, name: str, *extra: str) -> Path:
+        """Run ``hank`` until it waits for a person: its run ended, or (``extra``,
+        ``--wait-for-answers``) it waits."""
+        execution = self.executions / name
+        if extra:
+            self.start(hank, self.data(f"{name}-data"), execution, *extra)
+            wait_for("the run to wait for a person", lambda: self.pending(execution))
+            return execution
+        self.run(hank, self.data(f"{name}-data"), name)
+        assert self.pending(execution), execution.with_suffix(".log").read_text()
+        return execution
+
+    def pending(self, execution: Path) -> Any:
+        """The interruption that waits (None: none does, or no state yet)."""
+        if not ExecutionLayout(execution).state_file.exists():
+            return None
+        return next((item for item in self.state(execution).interruptions
+                     if item.status == "pending"), None)
 
     def codon_status(self, execution: Path, codon_id: str) -> str | None:
         state = self.state(execution)

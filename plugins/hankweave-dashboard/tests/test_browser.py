@@ -304,3 +304,58 @@ def test_the_compare_page_says_why_it_cannot_compare(project: Project, finished:
         assert page.is_hidden("#table-section") and page.is_hidden("#loading")
         page.click("text=Back to the list of executions")
         page.wait_for_selector("#executions")
+
+
+# ----- acting from a message (issue 42) -----
+
+def test_a_link_from_a_message_shows_what_it_does_and_does_it_once_confirmed(
+        project: Project, page: Any) -> None:
+    from hankweave.api import act_url, link_claims, link_key, sign_link
+
+    key_file = project.root / "link-key"
+    project.env["HANKWEAVE_LINK_KEY_FILE"] = str(key_file)
+    execution = project.budget_ask("asking")
+    item = project.pending(execution)
+    extend = next(claim for claim in link_claims(item, execution.resolve())
+                  if claim.action == "extend")
+    with dashboard(project) as served:
+        page.goto(act_url(served.url, sign_link(extend, link_key(key_file))))
+        page.wait_for_selector("body[data-ready='1']")
+        # The token is out of the address bar (and the history) as soon as it is read.
+        assert page.evaluate("location.href") == served.api("/act")
+        assert page.inner_text("#summary") == "Extend the $2.00 ceiling of codon draft by $1.00?"
+        assert "codon ceiling: $2.03 used of $2.00" in page.inner_text("#ceiling")
+        assert "asking-hank · asking" in page.inner_text("#facts")
+        screenshot(page)
+        assert project.pending(execution) is not None  # showing it did nothing
+
+        page.click("#confirm")
+        page.wait_for_selector("body[data-acted='recorded']")
+        assert "done. Nothing runs it now" in page.inner_text("#result-message")
+        command = page.inner_text("#result-command code")
+        assert command == f"hankweave run -e {execution.resolve()}"
+        page.reload()  # the token is gone with the fragment: nothing is done again
+        page.wait_for_selector("body[data-ready='1']")
+        assert "has no token" in page.inner_text("#error")
+    answered = project.state(execution).interruption(item.id)
+    assert (answered.answer, answered.answered_by) == ({"extend": 1.0}, "webhook-link")
+
+
+def test_a_budget_ask_is_extended_from_the_execution_page(project: Project,
+                                                          page: Any) -> None:
+    execution = project.budget_ask("ceiling")
+    with dashboard(project) as served:
+        open_execution(page, served, "ceiling")
+        card = page.locator(".card.pending")
+        card.wait_for()
+        assert card.inner_text().startswith("budget · codon draft")
+        assert "codon ceiling: $2.03 used of $2.00" in card.inner_text()
+        assert page.input_value(".card.pending input.amount") == "1.00"  # half the ceiling
+        page.fill(".card.pending input.amount", "1.50")
+        screenshot(page)
+        unlock_with(page, served.key)
+        page.click(".card.pending button:has-text('Extend')")
+        page.wait_for_selector("#interruptions-section", state="hidden")
+        assert "extend by $1.50" in page.inner_text("#answered")
+    (item,) = project.state(execution).interruptions
+    assert (item.answer, item.answered_by) == ({"extend": 1.5}, "dashboard")

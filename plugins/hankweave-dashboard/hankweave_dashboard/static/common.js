@@ -61,6 +61,32 @@ function diffBlock(text) {
   return el("pre", {class: "diff"}, ...lines.map((line) => el("span", {class: kind(line), text: `${line}\n`})));
 }
 
+// A meter of used against limit, labelled.
+function bar(used, limit, label) {
+  if (!limit) return null;
+  const ratio = Math.min(used / limit, 1);
+  return el("div", {class: `meter${used >= limit ? " over" : ratio > 0.8 ? " near" : ""}`, title: label},
+    el("div", {class: "fill", style: `width:${(ratio * 100).toFixed(1)}%`}),
+    el("span", {class: "meter-label", text: label}));
+}
+
+// An amount in a budget ceiling's currency: dollars, seconds or tokens.
+function quantity(value, currency) {
+  if (currency === "cost") return money(value);
+  if (currency === "duration") return seconds(value);
+  const kind = currency === "outputTokens" ? "output" : "context";
+  return `${Math.round(value).toLocaleString()} ${kind} tokens`;
+}
+
+// The ceiling a budget interruption asks to raise (its `budget`): whose, how much of it was
+// used, and where it came from.
+function ceilingLine(budget) {
+  const owner = budget.scope === "loop" ? `loop ${budget.loopId}` : budget.scope;
+  const label = `${owner} ceiling: ${quantity(budget.used, budget.currency)} used of ${quantity(budget.limit, budget.currency)}`;
+  return el("div", {class: "ceiling", dataset: {scope: budget.scope, currency: budget.currency}},
+    bar(budget.used, budget.limit, label), el("span", {class: "muted small", text: `from ${budget.source}`}));
+}
+
 function span(start, end) {
   if (!start) return null;
   const finish = end ? Date.parse(end) : Date.now();
@@ -104,12 +130,11 @@ async function getJSON(url) {
   return body;
 }
 
-async function postJSON(url, data) {
-  const response = await fetch(url, {
-    method: "POST",
-    headers: {"Content-Type": "application/json", "X-Hankweave-Key": controlKey() || ""},
-    body: JSON.stringify(data || {}),
-  });
+// withKey: false for what carries its own credential (an action link's token).
+async function postJSON(url, data, {withKey = true} = {}) {
+  const headers = {"Content-Type": "application/json"};
+  if (withKey) headers["X-Hankweave-Key"] = controlKey() || "";
+  const response = await fetch(url, {method: "POST", headers, body: JSON.stringify(data || {})});
   const body = await response.json().catch(() => ({error: `${response.status} ${response.statusText}`}));
   if (!response.ok) throw Object.assign(new Error(body.error || `${response.status}`), {status: response.status});
   return body;

@@ -182,8 +182,33 @@ function renderInterruptions() {
   byId("answered").replaceChildren(...answered.map((item) => el("div", {class: "card answered"},
     el("div", {class: "muted", text: `${item.kind} · ${item.codonId} · ${item.id}`}),
     el("div", {text: item.question}),
-    el("div", {}, el("strong", {text: "Answer: "}), typeof item.answer === "string" ? item.answer : JSON.stringify(item.answer),
+    el("div", {}, el("strong", {text: "Answer: "}), answerText(item),
       el("span", {class: "muted", text: ` — ${item.answeredBy || "?"}, ${when(item.answeredAt)}`})))));
+}
+
+function answerText(item) {
+  const answer = item.answer;
+  if (answer && typeof answer === "object" && "extend" in answer) {
+    return `extend by ${quantity(answer.extend, item.budget ? item.budget.currency : "cost")}`;
+  }
+  return typeof answer === "string" ? answer : JSON.stringify(answer);
+}
+
+// A budget ask (`onExceeded: "ask"`): raise its ceiling by an amount in the ceiling's unit, or
+// reject. The amount offered first is half the ceiling, as the message's links offer.
+function extendRow(item, send, result) {
+  const currency = item.budget ? item.budget.currency : "cost";
+  const half = item.budget ? item.budget.limit / 2 : 1;
+  const amount = el("input", {type: "number", class: "amount", min: "0", "aria-label": "Extend by",
+    step: currency === "cost" ? "0.01" : "1",
+    value: currency === "cost" ? Math.max(0.01, half).toFixed(2) : String(Math.max(1, Math.round(half)))});
+  const unit = {cost: "dollars", duration: "seconds"}[currency] || "tokens";
+  const extend = () => Number(amount.value) > 0 ? send({extend: amount.value})
+    : (result.textContent = `Give a positive amount of ${unit}`);
+  return el("div", {class: "row"},
+    el("label", {}, "Extend by ", amount, ` ${unit}`),
+    el("button", {type: "button", class: "approve", text: "Extend", onclick: extend}),
+    el("button", {type: "button", class: "reject", text: "Reject", onclick: () => send({reject: true})}));
 }
 
 function interruptionCard(item) {
@@ -207,8 +232,11 @@ function interruptionCard(item) {
   if (item.toolName) {
     card.append(el("pre", {class: "code", text: `${item.toolName} ${JSON.stringify(item.toolInput || {}, null, 2)}`}));
   }
+  if (item.budget) card.append(ceilingLine(item.budget));
   const options = item.options || [];
-  if (item.kind !== "question" || (options.length === 2 && options.includes("approve") && options.includes("reject"))) {
+  if (item.kind === "budget") {
+    card.append(extendRow(item, send, result));
+  } else if (item.kind !== "question" || (options.length === 2 && options.includes("approve") && options.includes("reject"))) {
     card.append(el("div", {class: "row"},
       el("button", {type: "button", class: "approve", text: "Approve", onclick: () => send({approve: true})}),
       el("button", {type: "button", class: "reject", text: "Reject", onclick: () => send({reject: true})})));
@@ -227,14 +255,6 @@ function interruptionCard(item) {
 function limitOf(codonId) {
   const entry = page.budget && page.budget.entries.find((item) => item.codonId === codonId);
   return entry && entry.limits ? entry : null;
-}
-
-function bar(used, limit, label) {
-  if (!limit) return null;
-  const ratio = Math.min(used / limit, 1);
-  return el("div", {class: `meter${used >= limit ? " over" : ratio > 0.8 ? " near" : ""}`, title: label},
-    el("div", {class: "fill", style: `width:${(ratio * 100).toFixed(1)}%`}),
-    el("span", {class: "meter-label", text: label}));
 }
 
 function renderTimeline() {
