@@ -105,6 +105,22 @@ def test_validate_prints_the_budget_table(project):
             in result.stdout)
 
 
+def test_validate_lists_the_budgets_that_ask_among_what_waits_for_a_person(project):
+    project.write_hank(
+        [codon("a", budget={"maxDollars": 1, "onExceeded": "ask"}),
+         loop("L", [codon("x")], {"type": "iterationLimit", "limit": 2},
+              budget={"maxDollars": 2, "onExceeded": "ask"}), codon("b")],
+        overrides={"budget": {"maxDollars": 10, "onExceeded": "ask"}})
+    result = invoke("validate", project.hank_dir, project.data, "--json")
+
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["humanInTheLoop"] == ["hank: its budget ceiling asks",
+                                        "loop L: its budget asks", "a: its budget asks"]
+    on_exceeded = {e["codonId"]: e["onExceeded"] for e in report["budgetTable"]["entries"]}
+    assert on_exceeded == {"a": "ask", "x#0": "ask", "b": "ask"}
+
+
 def test_validate_says_when_nothing_is_limited(project):
     project.write_hank([codon("a")])
     result = invoke("validate", project.hank_dir, project.data)

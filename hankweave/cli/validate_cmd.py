@@ -541,13 +541,23 @@ def _describe_loops(hank: HankFile) -> list[dict[str, Any]]:
 
 
 def _human_in_the_loop(hank: Any, sites: list[Any]) -> list[str]:
-    """What waits for a person (docs/human-in-the-loop.md): gates, tool rules, questions off."""
+    """What waits for a person (docs/human-in-the-loop.md): gates, tool rules, questions off,
+    budgets that ask (docs/budgets.md)."""
+    from hankweave.config.hank import Loop
+
     found = [f"hank: {len(hank.tool_approval)} tool rule(s)"] if hank.tool_approval else []
+    overrides = getattr(hank, "overrides", None)
+    if _asks(getattr(overrides, "budget", None)):
+        found.append("hank: its budget ceiling asks")
+    found += [f"loop {item.id}: its budget asks" for item in hank.hank
+              if isinstance(item, Loop) and _asks(item.budget)]
     for site in sites:
         codon, parts = site.codon, []
         gate = codon.approval_gate()
         if gate is not None:
             parts.append(f"approval {gate.when}")
+        if _asks(codon.budget):
+            parts.append("its budget asks")
         if codon.tool_approval:
             parts.append(f"{len(codon.tool_approval)} tool rule(s)")
         if not codon.ask_human_settings().enabled:
@@ -555,6 +565,10 @@ def _human_in_the_loop(hank: Any, sites: list[Any]) -> list[str]:
         if parts:
             found.append(f"{codon.id}: {', '.join(parts)}")
     return found
+
+
+def _asks(budget: Any) -> bool:
+    return getattr(budget, "on_exceeded", None) == "ask"
 
 
 def _sentinels(sites: list[Any]) -> list[str]:
