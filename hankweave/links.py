@@ -21,6 +21,8 @@ import hmac
 import json
 import os
 import secrets
+import shlex
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -98,12 +100,16 @@ def link_key_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def link_key(path: Path | None = None) -> bytes:
-    """The signing key, made (32 random bytes, mode 0600) the first time it is needed."""
+    """The signing key, made (32 random bytes, mode 0600) the first time it is needed.
+
+    Raises:
+        LinkError: (reason ``key``) the file is not a key, or others could read or replace it
+            (a symlink, not this user's, readable by the group or others): a key anyone else
+            can read signs links anyone can forge, so it is refused, not used.
+    """
     path = path or link_key_path()
-    try:
+    if os.path.lexists(path):  # a dangling symlink too: refused, never written through
         return _read_key(path)
-    except FileNotFoundError:
-        pass
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -121,10 +127,23 @@ def link_key(path: Path | None = None) -> bytes:
 
 
 def _read_key(path: Path) -> bytes:
-    text = path.read_text(encoding="ascii").strip()
     try:
-        key = bytes.fromhex(text)
-    except ValueError:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise LinkError(f"{path}: the link key cannot be read ({exc.strerror or exc}; a"
+                        " symlink is refused)", "key") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        found = os.fstat(handle.fileno())
+        if not stat.S_ISREG(found.st_mode):
+            raise LinkError(f"{path}: the link key is not a file", "key")
+        if found.st_uid != os.getuid() or found.st_mode & 0o077:
+            raise LinkError(f"{path}: the link key must be yours and readable only by you"
+                            f" (chmod 600 {shlex.quote(str(path))}): others could forge links"
+                            " with it", "key")
+        data = handle.read(4096)
+    try:
+        key = bytes.fromhex(data.decode("ascii").strip())
+    except ValueError:  # UnicodeDecodeError included
         raise LinkError(f"{path}: not a link key (64 hex digits)", "key") from None
     if len(key) < 16:
         raise LinkError(f"{path}: the link key is too short (at least 32 hex digits)", "key")
@@ -152,6 +171,8 @@ def verify_link(token: str, key: bytes, *, now: float | None = None) -> ActionCl
         given = _unb64(signature)
     except (binascii.Error, ValueError):
         raise LinkError(incomplete, "malformed") from None
+    if _b64(given) != signature:  # one spelling per signature: unused bits must be zero
+        raise LinkError(incomplete, "malformed")
     if not hmac.compare_digest(given, _mac(key, body)):
         raise LinkError("this link's signature does not verify: it was changed, or signed with"
                         " another key", "forged")

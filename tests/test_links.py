@@ -111,6 +111,49 @@ def test_the_key_is_made_once_private_and_shared_by_concurrent_makers(tmp_path):
 def test_a_damaged_key_file_is_an_error_not_a_new_key(tmp_path):
     path = tmp_path / "link-key"
     path.write_text("not hex\n")
+    path.chmod(0o600)
 
     with pytest.raises(LinkError, match="not a link key"):
         link_key(path)
+
+
+def test_a_key_others_can_read_or_a_symlinked_key_is_refused(tmp_path):
+    made = tmp_path / "made"
+    link_key(made)
+    readable = tmp_path / "readable"
+    readable.write_text(made.read_text())
+    readable.chmod(0o644)
+    symlinked = tmp_path / "symlinked"
+    symlinked.symlink_to(made)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    odd = tmp_path / "odd"
+    odd.write_bytes("é".encode() * 32)
+    odd.chmod(0o600)
+
+    with pytest.raises(LinkError, match="readable only by you"):
+        link_key(readable)
+    for refused in (symlinked, dangling):
+        with pytest.raises(LinkError, match="symlink is refused"):
+            link_key(refused)
+    assert not (tmp_path / "nowhere").exists()  # never written through a dangling link
+    with pytest.raises(LinkError, match="not a link key") as raised:
+        link_key(odd)
+    assert raised.value.reason == "key"
+
+
+def test_a_signature_has_one_spelling():
+    key = os.urandom(32)
+    token = sign_link(claim(), key)
+    body, _, signature = token.partition(".")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    # The last character carries 2 bits of the digest and 4 unused ones.
+    spellings = [f"{body}.{signature[:-1]}{c}" for c in alphabet]
+    accepted = []
+    for spelling in spellings:
+        try:
+            verify_link(spelling, key, now=NOW)
+        except LinkError:
+            continue
+        accepted.append(spelling)
+    assert accepted == [token]

@@ -89,6 +89,7 @@ CONTROL_ENV_VARS = frozenset(
         "HANKWEAVE_REPLAY_MAX_RATIO",
         "HANKWEAVE_PLUGIN_MODULES",
         "HANKWEAVE_FAKE_SCRIPT",
+        "HANKWEAVE_LINK_KEY_FILE",
         # test-only fault injection (docs/crash-testing.md)
         "HANKWEAVE_TEST_KILL_AT",
         "HANKWEAVE_TEST_DISK_FAULT",

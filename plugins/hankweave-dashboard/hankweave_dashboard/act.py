@@ -141,7 +141,9 @@ def preview(catalog: Catalog, claim: ActionClaim) -> dict[str, Any]:
                       **identity(path, document.hank_path)},
         "interruption": {
             "id": item.id, "kind": item.kind, "codonId": item.codon_id, "codonName": codon,
-            "question": item.question, "toolName": item.tool_name, "gate": item.gate,
+            # The whole call a tool approval holds: its question shows only the start of it.
+            "question": item.question, "toolName": item.tool_name,
+            "toolInput": item.tool_input, "gate": item.gate,
             "budget": (item.budget.model_dump(mode="json", by_alias=True, exclude_none=True)
                        if item.budget is not None else None),
             "createdAt": item.created_at, "deadline": item.deadline},

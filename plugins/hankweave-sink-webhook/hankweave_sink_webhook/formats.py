@@ -46,9 +46,12 @@ def slack_body(note: Note) -> bytes:
     context = " · ".join(_escape(part) for part in (
         note.event, f"run {note.run_id}" if note.run_id else None, note.execution) if part)
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn",
+        # verbatim: Slack neither links URLs nor turns names into mentions in what an agent
+        # wrote (a question, an option).
+        {"type": "section", "text": {"type": "mrkdwn", "verbatim": True,
                                       "text": f"*{_escape(title)}*\n{_escape(note.summary)}"}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": context}]},
+        {"type": "context", "elements": [{"type": "mrkdwn", "verbatim": True,
+                                          "text": context}]},
     ]
     if note.links:
         buttons = []

@@ -46,7 +46,7 @@ def verify_signature(secret: str | bytes, timestamp: str | int | None, body: byt
     if timestamp is None or signature is None:
         return False
     stamp = str(timestamp).strip()
-    if not stamp.isdigit() or not stamp.isascii():
+    if not stamp.isdigit() or not stamp.isascii() or len(stamp) > 12:
         return False
     if abs((time.time() if now is None else now) - int(stamp)) > tolerance_s:
         return False

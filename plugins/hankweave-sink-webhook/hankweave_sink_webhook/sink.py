@@ -3,7 +3,7 @@
 Enable it in ``hankweave.json``::
 
     {"events": {"sinks": [{"name": "webhook", "config": {
-        "urls": ["https://hooks.example.com/hankweave"], "secretEnv": "HANKWEAVE_WEBHOOK_SECRET",
+        "urls": ["https://hooks.example.com/hankweave"], "secretFile": "~/.config/hankweave/webhook-secret",
         "dashboardUrl": "http://127.0.0.1:7777"}}]}}
 
 By default a person hears of a pause (``interruption.created``), its answer, a run's end
@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Mapping
@@ -78,6 +79,26 @@ DEFAULT_EVENTS = ("interruption.created", "interruption.answered", "run.ended", 
 """What a person wants to hear of: a pause, its answer, a run's end, a budget running low."""
 
 
+def _read_secret_file(path: Path) -> bytes:
+    """The secret in ``path``; :class:`ValueError` when others could read it or it is empty
+    (the message names the file, never its content)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ValueError(f"secretFile {path}: cannot be read ({exc.strerror or exc}; a symlink"
+                         " is refused)") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        found = os.fstat(handle.fileno())
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid() \
+                or found.st_mode & 0o077:
+            raise ValueError(f"secretFile {path}: must be a file of yours, readable only by you"
+                             f" (chmod 600 {path})")
+        secret = handle.read(65536).strip()
+    if not secret:
+        raise ValueError(f"secretFile {path}: is empty")
+    return secret
+
+
 class WebhookSink(EventSink):
     name: ClassVar[str] = "webhook"
     flush_timeout_s: float = 3.0
@@ -92,10 +113,14 @@ class WebhookSink(EventSink):
         """The events to send, by name: event types of the journal (docs/events.md) and
         ``run.ended``."""
         secret: SecretStr | None = None
-        """The HMAC secret, written here (prefer ``secretEnv``: a settings file is easily
+        """The HMAC secret, written here (prefer ``secretFile``: a settings file is easily
         shared)."""
+        secret_file: Path | None = None
+        """A file holding the HMAC secret, readable only by you; read when the run starts.
+        Under your home it is hidden from sandboxed agents (docs/sandbox.md)."""
         secret_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-        """The environment variable holding the HMAC secret; read when the run starts."""
+        """The environment variable holding the HMAC secret; read when the run starts.  Not a
+        ``HANKWEAVE_<X>`` name: those are passed to agents as ``<X>``."""
         timeout_seconds: float = Field(default=5.0, gt=0, le=120)
         """How long one request may take (connecting, sending, the answer)."""
         max_attempts: int = Field(default=5, ge=1, le=20)
@@ -111,7 +136,9 @@ class WebhookSink(EventSink):
         """``json`` (hankweave's payload) or ``slack`` (a Slack incoming webhook's body)."""
 
         field_messages: ClassVar[dict[str, str]] = {
-            "urls": "urls must list at least one http or https URL to send messages to",
+            # Not worded "urls ...": the kernel would quote the value, and a webhook URL is
+            # often a secret (Slack's).
+            "urls": "give urls as a list of at least one http or https URL to send messages to",
         }
 
         @field_validator("secret", mode="before")
@@ -123,10 +150,21 @@ class WebhookSink(EventSink):
                                  " holding it with secretEnv)")
             return value
 
+        @field_validator("secret_env")
+        @classmethod
+        def _not_for_agents(cls, value: str | None) -> str | None:
+            if value is not None and value.startswith("HANKWEAVE_") and not value.startswith(
+                    ("HANKWEAVE_RUNTIME_", "HANKWEAVE_SENTINEL_")):
+                raise ValueError(f"{value} would reach every agent (a HANKWEAVE_<X> variable"
+                                 " is passed to agents as <X>): name another variable, or use"
+                                 " secretFile")
+            return value
+
         @model_validator(mode="after")
         def _one_secret(self) -> WebhookSink.Config:
-            if self.secret is not None and self.secret_env is not None:
-                raise ValueError("give secret or secretEnv, not both")
+            given = [self.secret, self.secret_file, self.secret_env]
+            if sum(value is not None for value in given) > 1:
+                raise ValueError("give one of secret, secretFile and secretEnv")
             return self
 
     config: Config
@@ -162,6 +200,8 @@ class WebhookSink(EventSink):
     def _secret(settings: WebhookSink.Config) -> bytes | None:
         if settings.secret is not None:
             return settings.secret.get_secret_value().encode("utf-8")
+        if settings.secret_file is not None:
+            return _read_secret_file(settings.secret_file.expanduser())
         if settings.secret_env is None:
             return None
         value = os.environ.get(settings.secret_env, "")

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -335,17 +336,34 @@ def test_the_secret_appears_in_no_log_nor_repr(tmp_path: Path, caplog: pytest.Lo
 
 def test_a_secret_can_come_from_the_environment(tmp_path: Path, receiver: Receiver,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HANKWEAVE_TEST_WEBHOOK_SECRET", "from-the-environment")
+    monkeypatch.setenv("TEST_WEBHOOK_SECRET", "from-the-environment")
     settings = WebhookSink.Config.model_validate(
-        {"urls": [receiver.url], "secretEnv": "HANKWEAVE_TEST_WEBHOOK_SECRET"})
+        {"urls": [receiver.url], "secretEnv": "TEST_WEBHOOK_SECRET"})
     fed(WebhookSink(settings), run_started(tmp_path), approval_asked())
     (request,) = receiver.wait_for(1)
     assert signed(request, "from-the-environment")
 
-    monkeypatch.delenv("HANKWEAVE_TEST_WEBHOOK_SECRET")
-    with pytest.raises(ValueError, match="secretEnv names HANKWEAVE_TEST_WEBHOOK_SECRET, which"
+    monkeypatch.delenv("TEST_WEBHOOK_SECRET")
+    with pytest.raises(ValueError, match="secretEnv names TEST_WEBHOOK_SECRET, which"
                                          " is not set"):
         WebhookSink(settings)
+
+
+def test_a_secret_file_must_be_readable_only_by_its_owner(tmp_path: Path,
+                                                        receiver: Receiver) -> None:
+    path = tmp_path / "secret"
+    path.write_text("from-a-file\n")
+    path.chmod(0o600)
+    settings = WebhookSink.Config.model_validate({"urls": [receiver.url],
+                                                  "secretFile": str(path)})
+    fed(WebhookSink(settings), run_started(tmp_path), approval_asked())
+    (request,) = receiver.wait_for(1)
+    assert signed(request, "from-a-file")
+
+    path.chmod(0o644)
+    with pytest.raises(ValueError, match="readable only by you") as refused:
+        WebhookSink(settings)
+    assert "from-a-file" not in str(refused.value)
 
 
 # ----- settings -----
@@ -365,8 +383,10 @@ def test_settings_errors_say_what_is_wrong_and_where() -> None:
     assert "must name a host" in problems({"urls": ["https:///x"]})[("urls", 0)]
     assert "credentials" in problems({"urls": ["https://u:pw@example.com"]})[("urls", 0)]
     assert problems({"urls": ["https://example.com"], "urlz": []})[("urlz",)]
-    assert "not both" in str(problems({"urls": ["https://example.com"], "secret": "x",
-                                       "secretEnv": "X"}))
+    assert "give one of" in str(problems({"urls": ["https://example.com"], "secret": "x",
+                                          "secretEnv": "X"}))
+    assert "would reach every agent" in str(problems({"urls": ["https://example.com"],
+                                                      "secretEnv": "HANKWEAVE_SECRET"}))
     assert "run.ended" in problems({"urls": ["https://example.com"],
                                     "events": ["Run Ended"]})[("events", 0)]
     assert ("format",) in problems({"urls": ["https://example.com"], "format": "teams"})
@@ -384,13 +404,16 @@ def test_hankweave_validate_reports_each_bad_setting_at_its_path(tmp_path: Path)
     (tmp_path / "hankweave.json").write_text(json.dumps({"events": {"sinks": [
         {"name": "webhook", "config": {}},
         {"name": "webhook", "config": {"urls": ["ftp://hooks.example.com/T0/B0/s3cretpath"]}},
-        {"name": "webhook", "config": {"urls": ["https://example.com"], "secrett": "x"}}]}}))
+        {"name": "webhook", "config": {"urls": ["https://example.com"], "secrett": "x"}},
+        {"name": "webhook", "config": {"urls": "https://hooks.example.com/T0/B0/s3cretpath"}}]}}))
     done = subprocess.run([sys.executable, "-m", "hankweave", "validate", str(project.hank),
                            str(project.data)], cwd=tmp_path, env=project.env,
                           capture_output=True, text=True, timeout=60)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output
-    assert "events.sinks[0].config.urls: urls must list at least one http or https URL" in output
+    assert "events.sinks[0].config.urls: give urls as a list of at least one http or https" \
+        " URL" in output
+    assert "events.sinks[3].config.urls: give urls as a list" in output
     assert "events.sinks[1].config.urls[0]: must start with http:// or https://" in output
     assert 'events.sinks[2].config.secrett: Unrecognized field "secrett"' in output
     assert "s3cretpath" not in output and "Traceback" not in output
@@ -426,12 +449,35 @@ def test_a_pause_carries_signed_action_links_to_the_dashboard(
 # ----- the documentation's receiver -----
 
 
+def replay_with_another_delivery_header(url: str, event: dict[str, Any], where: Path) -> int:
+    """The message of ``event`` as the sink signs it, sent again with a changed (unsigned)
+    ``X-Hankweave-Delivery``: what an attacker who captured a request can do."""
+    from hankweave_sink_webhook.formats import json_body
+    from hankweave_sink_webhook.notes import Composer
+    from hankweave_sink_webhook.signing import sign_body
+
+    composer = Composer(["interruption.created"], links=None)
+    composer.bind(where)
+    [note] = composer.compose(event)
+    body = json_body(note)
+    stamp = str(int(time.time()))
+    request = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "X-Hankweave-Timestamp": stamp,
+        "X-Hankweave-Signature": sign_body(SECRET, stamp, body),
+        "X-Hankweave-Delivery": "something-else"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return int(response.status)
+
+
+
 def test_the_documented_receiver_verifies_and_drops_repeats(tmp_path: Path) -> None:
     text = (ROOT / "docs" / "webhooks.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     (tmp_path / "receiver.py").write_text(code)
     port = closed_port()
-    env = {**os.environ, "PORT": str(port), "HANKWEAVE_WEBHOOK_SECRET": SECRET}
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SECRET + "\n")
+    env = {**os.environ, "PORT": str(port), "WEBHOOK_SECRET_FILE": str(secret_file)}
     server = subprocess.Popen([sys.executable, str(tmp_path / "receiver.py")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -446,6 +492,8 @@ def test_the_documented_receiver_verifies_and_drops_repeats(tmp_path: Path) -> N
         asked = approval_asked()
         for _ in range(2):  # the same delivery twice: a retry the receiver must drop
             fed(sink_for(url), run_started(tmp_path), asked)
+        replayed = replay_with_another_delivery_header(url, asked, tmp_path)
+        assert replayed == 204  # acknowledged, and dropped: the signed body's id was seen
         forged = WebhookSink(WebhookSink.Config.model_validate(
             {"urls": [url], "secret": "not-the-secret"}), backoff=FAST)
         fed(forged, run_started(tmp_path), approval_asked(seq=3, interruption="int-forged"))
@@ -473,8 +521,8 @@ class TestWebhookSinkContract(EventSinkContract):
 def test_a_real_run_tells_the_receiver_of_its_pause_and_its_end(tmp_path: Path,
                                                                 receiver: Receiver) -> None:
     project = Project(tmp_path, sink={"urls": [receiver.url],
-                                      "secretEnv": "HANKWEAVE_TEST_WEBHOOK_SECRET"},
-                      env={"HANKWEAVE_TEST_WEBHOOK_SECRET": SECRET})
+                                      "secretEnv": "TEST_WEBHOOK_SECRET"},
+                      env={"TEST_WEBHOOK_SECRET": SECRET})
     project.write({"draft": {}, "publish": {"approval": "before"}})
     done = project.run()
     assert done.returncode == 3, done.stderr  # waiting for a person

@@ -55,6 +55,10 @@ function render(data) {
   byId("ask-head").textContent = `${item.kind} · ${item.id}`;
   byId("question").textContent = item.question;
   byId("ceiling").replaceChildren(...(item.budget ? [ceilingLine(item.budget)] : []));
+  // A held call in full: what is approved is the call, not the question's first 200 characters.
+  const call = byId("call");
+  call.hidden = !item.toolName;
+  call.textContent = item.toolName ? `${item.toolName} ${JSON.stringify(item.toolInput || {}, null, 2)}` : "";
   const confirm = byId("confirm");
   confirm.textContent = data.summary;
   confirm.className = data.action === "reject" ? "reject" : "approve";
