@@ -218,8 +218,8 @@ def suggested_extensions(currency: str, limit: float) -> list[float]:
     amounts: list[float] = []
     for fraction in (0.5, 1.0):
         raw = limit * fraction
-        if currency == "cost":
-            amount = max(0.01, round(raw, 2))
+        if currency == "cost":  # cents, or two significant digits below a cent
+            amount = round(raw, 2) if raw >= 0.01 else float(f"{raw:.2g}")
         elif currency == "duration":
             amount = float(max(1, round(raw)))
         else:

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from hankweave.cli import cli
 from hankweave.exitcodes import EXIT_INTERRUPTED
+from hankweave.server.client import ControlClient, server_address
 from hankweave.state.interruptions import GivenAnswer
 from hankweave.state.types import Interruption
 from hankweave.testing.fake_harness import use_script
@@ -233,3 +234,137 @@ def test_warn_at_chooses_the_fractions(project):
     warnings = outcome.of_type("budget.warning")
     assert [(w["scope"], w["fraction"]) for w in warnings] == [("run", 0.5)]
     assert warnings[0]["used"] == pytest.approx(5 * ONE_MESSAGE)
+
+
+async def _ask_of(runtime: Any, codon_id: str | None = None) -> Interruption:
+    for _ in range(4000):
+        found = [i for i in runtime.state.interruptions if i.status == "pending"
+                 and i.kind == "budget" and (codon_id is None or i.codon_id == codon_id)]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.005)
+    raise AssertionError("no ask")
+
+
+# ----- found by review: the journeys around an ask -----
+
+
+def test_rejecting_a_run_ceiling_ask_completes_the_codon_though_the_money_is_spent(project):
+    project.write_hank([codon("a"), codon("b")],
+                       overrides={"budget": {"maxDollars": 0.0003, "onExceeded": "ask"}})
+    [item] = pending(project.run({"a": {"messages": 5}}))
+    answer(project, item.id, "--reject")
+    second = project.run({"a": {"messages": 1}, "b": {"messages": 1}})
+    # Its money is spent, yet the rejected attempt is carried on to its end (completed).
+    assert ("a", "completed") in second.statuses(), (second.infos(), second.statuses())
+
+
+def test_a_resumed_attempt_keeps_to_its_own_extended_cap_under_a_looser_run_ceiling(project):
+    project.write_hank([codon("a", budget={"maxDollars": 0.0002, "onExceeded": "ask"})],
+                       overrides={"budget": {"maxDollars": 0.0005, "onExceeded": "ask"}})
+    [item] = pending(project.run({"a": {"messages": 5}}))
+    answer(project, item.id, "--extend", "0.0002")          # codon cap -> $0.0004
+    second = project.run({"a": {"messages": 5}})
+    [again] = pending(second)
+    # carried $0.00022 + 2 messages crosses the $0.0004 cap: that should be what asks
+    assert again.budget.scope == "codon", again.question
+
+
+def test_stopping_while_waiting_keeps_what_was_spent_before_the_pause(project):
+    project.write_hank([codon("a", budget={"maxDollars": 0.0002, "onExceeded": "ask"})])
+
+    async def control(runtime):
+        await _ask_of(runtime)
+        runtime.commands.request_shutdown("SIGINT")   # Ctrl-C while --wait-for-answers waits
+
+    first = project.run_controlled(control, {"a": {"messages": 10}}, wait_for_answers=True)
+    [item] = pending(first)
+    answer(project, item.id, "--extend", "0.0002")
+    second = project.run({"a": {"messages": 10}})
+    assert second.state.runs[0].codons[0].assistant_message_count == 2
+
+
+def test_time_waiting_for_a_person_does_not_count_in_later_runs(project):
+    project.write_hank([codon("a", budget={"maxDollars": 0.0002, "onExceeded": "ask"}),
+                        codon("b", budget={"maxDollars": 0.0002, "onExceeded": "ask"})],
+                       overrides={"budget": {"maxTimeSeconds": 3600}})
+
+    async def control(runtime):
+        item = await _ask_of(runtime, "a")
+        await asyncio.sleep(1.5)  # a person takes their time
+        await runtime.commands.answer(item.id, GivenAnswer(extend="0.01"), "t")
+        await _ask_of(runtime, "b")
+        runtime.commands.request_shutdown("SIGINT")
+
+    first = project.run_controlled(control, {"a": [{"messages": 5}, {"messages": 1}],
+                                             "b": {"messages": 5}}, wait_for_answers=True)
+    [item] = pending(first)
+    answer(project, item.id, "--extend", "0.01")
+    second = project.run({"b": {"messages": 1}})
+    elapsed = second.of_type("budget.limits")[0]["elapsedSeconds"]
+    assert elapsed < 1.0, elapsed  # the wait is not counted
+
+
+def test_a_codon_skipped_while_it_asks_leaves_no_ask_behind(project):
+    project.write_hank([codon("a", budget={"maxDollars": 0.0002, "onExceeded": "ask"}),
+                        codon("b")])
+
+    async def control(runtime):
+        await _ask_of(runtime)
+        runtime.commands.skip()
+
+    first = project.run_controlled(
+        control, {"a": {"messages": 10}, "b": {"result": "error",
+                                               "errorText": "API Error: 400 bad request"}},
+        wait_for_answers=True)
+    assert first.statuses()[0] == ("a", "skipped")
+    assert pending(first) == []
+
+
+def test_a_boolean_extension_over_the_websocket_is_refused(project):
+    project.write_hank([codon("a", budget={"maxDollars": 0.0002, "onExceeded": "ask"})])
+    got = {}
+
+    async def control(runtime):
+        item = await _ask_of(runtime)
+        addr = server_address(project.exec_dir)
+        client = await ControlClient.connect(addr.url, token=addr.token, require_control=True)
+        async with client:
+            got["reply"] = await client.command("interruption.answer",
+                                                {"interruptionId": item.id, "extend": True})
+        if got["reply"].ok is False:
+            await runtime.commands.answer(item.id, GivenAnswer(reject=True), "t")
+
+    project.run_controlled(control, {"a": [{"messages": 5}, {"messages": 1}]},
+                           wait_for_answers=True)
+    assert not got["reply"].ok, got["reply"].result
+
+
+def test_a_run_ceiling_ask_names_the_whole_ceiling(project):
+    project.write_hank([codon("a"), codon("b")],
+                       overrides={"budget": {"maxDollars": 0.0004, "onExceeded": "ask"}})
+    o = project.run({"a": {"messages": 2}, "b": {"messages": 5}})
+    [item] = pending(o)
+
+    assert "$0.0004 ceiling" in item.question, item.question
+
+
+def test_a_warning_is_not_given_again_on_resume(project):
+    project.write_hank([codon("a", budget={"maxDollars": 0.001}, askHuman={"enabled": True})])
+    first = project.run({"a": {"messages": 7, "askHuman": "Which?"}})
+    assert [w["fraction"] for w in first.of_type("budget.warning")] == [0.8]
+    [item] = pending(first)
+    answer(project, item.id, "blue")
+    second = project.run({"a": {"messages": 1}})
+    assert [w["fraction"] for w in second.of_type("budget.warning")] == [0.95]
+
+
+def test_the_budget_summary_shows_the_raised_ceiling(project):
+    project.write_hank([codon("a"), codon("b")],
+                       overrides={"budget": {"maxDollars": 0.0003, "onExceeded": "ask"}})
+    [item] = pending(project.run({"a": {"messages": 5}}))
+    answer(project, item.id, "--extend", "0.01")
+    second = project.run({"a": {"messages": 1}, "b": {"messages": 1}})
+    summary = second.of_type("budget.summary")[-1]
+    assert summary["ceiling"]["maxDollars"] == pytest.approx(0.0103), summary["ceiling"]
+

@@ -9,7 +9,7 @@ import pytest
 
 from hankweave.config.hank import HankFile
 from hankweave.runtime.allocation import Breach, EntryLimits, Limit
-from hankweave.runtime.budget import CodonBudget, Grant, RunBudget, grants_of
+from hankweave.runtime.budget import Carried, CodonBudget, Grant, RunBudget, grants_of
 from hankweave.runtime.planner import build_initial_plan
 from hankweave.state.interruptions import AnswerError, parse_extension
 from hankweave.state.types import Interruption
@@ -142,15 +142,47 @@ def test_an_extension_raises_the_breached_limit_and_clears_the_breach():
 
 
 def test_what_the_interrupted_attempt_used_counts_against_the_codons_own_limits_only():
-    limits = EntryLimits(codon_id="a", dollars=Limit(2.0, "codon cap"),
-                         seconds=Limit(100, "run time left", "run"))
+    the_hank = hank(codon("a", budget={"maxDollars": 2.0}), codon("b"))
     clock = [0.0]
-    budget = CodonBudget("a", limits, started=0.0, clock=lambda: clock[0])
-    budget.carry(1.5, 0, 90)
+    budget = RunBudget(max_dollars=10, max_seconds=100, hank=the_hank, clock=lambda: clock[0])
+    attempt = budget.track(build_initial_plan(the_hank), "a", Carried(1.5, 0, 90))
 
-    assert budget.seconds_left() == 100  # the run's clock counted those 90 s already
-    assert budget.add_usage(0.4, None) is None
-    assert budget.add_usage(0.1, None) is not None  # 1.5 + 0.5 >= 2.0
+    assert attempt.seconds_left() == 100  # the run's clock counted those 90 s already
+    assert attempt.limits.dollars.value == pytest.approx(0.5)  # $2.00, $1.50 of it used
+    assert attempt.add_usage(0.4, None) is None
+    breached = attempt.add_usage(0.1, None)
+    assert breached is not None  # 1.5 + 0.5 >= 2.0
+    assert attempt.ceiling_of(attempt.breach) == pytest.approx((2.0, 2.0))  # as a person knows it
+
+
+def test_the_tighter_of_the_codons_cap_and_the_runs_pool_holds_across_a_pause():
+    """$0.0004 of the codon's own, $0.00022 of it used before the pause; the run has $0.00028
+    left: the codon's $0.00018 is the tighter."""
+    the_hank = hank(codon("a", budget={"maxDollars": 0.0004}))
+    budget = RunBudget(max_dollars=0.0005, hank=the_hank).seed(
+        make_state(fresh_run("r1", completed("x", cost=0.00022))))
+
+    attempt = budget.track(build_initial_plan(the_hank), "a", Carried(0.0, 0, 0.0))
+    carried = budget.track(build_initial_plan(the_hank), "a", Carried(0.00022, 0, 0.0))
+
+    assert attempt.limits.dollars.value == pytest.approx(0.00028)
+    assert carried.limits.dollars.value == pytest.approx(0.00018)
+    assert carried.limits.dollars.scope == "codon"
+
+
+def test_an_extension_in_place_keeps_every_other_limit():
+    """The codon's own cap asked and was raised; the run's ceiling still holds."""
+    the_hank = hank(codon("a", budget={"maxDollars": 0.0002, "onExceeded": "ask"}))
+    budget = RunBudget(max_dollars=0.0005, hank=the_hank)
+    attempt = budget.track(build_initial_plan(the_hank), "a")
+    assert attempt.add_usage(0.00022, None) is not None
+    budget.grant("a", attempt.breach, 0.01)
+
+    attempt.extend(0.01)
+
+    assert attempt.limits.dollars.value == pytest.approx(0.0005)
+    assert attempt.limits.dollars.scope == "run"
+    assert attempt.add_usage(0.0003, None) is not None  # $0.00052 >= the run's $0.0005
 
 
 def test_waiting_for_a_person_is_not_counted_as_time():
@@ -168,14 +200,31 @@ def test_waiting_for_a_person_is_not_counted_as_time():
 
 
 @pytest.mark.parametrize(("given", "currency", "amount"), [
-    ("1.50", "cost", 1.5), ("$2", "cost", 2.0), ("90", "duration", 90.0),
+    ("1.50", "cost", 1.5), ("$2", "cost", 2.0), (" 5 ", "cost", 5.0), ("90", "duration", 90.0),
     ("90s", "duration", 90.0), ("5m", "duration", 300.0), ("1h", "duration", 3600.0),
-    ("20_000", "outputTokens", 20000.0), ("1,500.4", "contextTokens", 1500.0)])
+    ("20_000", "outputTokens", 20000.0), ("1500.4", "contextTokens", 1500.0)])
 def test_an_extension_is_read_in_the_ceilings_unit(given, currency, amount):
     assert parse_extension(given, currency) == amount
 
 
-@pytest.mark.parametrize("given", ["0", "-1", "nan", "inf", "", "5m", True, "1e400"])
+@pytest.mark.parametrize("given", ["0", "-1", "$-1", "nan", "inf", "", "5m", True, "1e400",
+                                   "1e308", "1,5", "\uff11\uff12"])  # the last: fullwidth 12
 def test_an_extension_that_is_not_a_positive_amount_is_refused(given):
     with pytest.raises(AnswerError, match="positive amount in dollars"):
         parse_extension(given, "cost")
+
+
+def test_a_token_extension_that_rounds_to_nothing_is_refused():
+    with pytest.raises(AnswerError, match="positive amount in tokens"):
+        parse_extension("0.4", "outputTokens")
+
+
+def test_the_websocket_refuses_a_boolean_extension():
+    from pydantic import ValidationError
+
+    from hankweave.server.protocol import InterruptionAnswerData
+
+    with pytest.raises(ValidationError):
+        InterruptionAnswerData.model_validate({"interruptionId": "int-1", "extend": True})
+    assert InterruptionAnswerData.model_validate(
+        {"interruptionId": "int-1", "extend": 1.5}).extend == 1.5

@@ -522,6 +522,14 @@ def inspect_interruptions(execution_dir: Path, only_pending: bool, as_json: bool
     _render_interruptions(items, make_console(wide))
 
 
+def _answer_forms(item: Interruption) -> str:
+    """What an interruption takes: its options, ``--extend AMOUNT | --reject`` for a budget
+    ceiling, or free text."""
+    if item.kind == "budget":
+        return "--extend AMOUNT | --reject"
+    return ", ".join(item.options or []) or "(free text)"
+
+
 def _render_interruptions(items: list[Interruption], console: Console) -> None:
     """Key columns: id, codon, status; the question first among the rest."""
     from rich.text import Text
@@ -543,7 +551,7 @@ def _render_interruptions(items: list[Interruption], console: Console) -> None:
                    if item.deadline and item.status == "pending" else "")
         table.add_row(Text(item.id), Text(item.codon_id), item.status, Text(item.question),
                       Text(answer), item.kind,
-                      Text(", ".join(item.options or []) or "(free text)"), Text(default),
+                      Text(_answer_forms(item)), Text(default),
                       Text(item.answered_by or ""))
     console.print(table)
     waiting = sum(1 for item in items if item.status == "pending")

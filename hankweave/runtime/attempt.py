@@ -172,6 +172,8 @@ class CodonAttempt:
                        claude_log_path=str(spec.log_path.relative_to(ctx.layout.path)),
                        previous_session_id=session)
         outcome = await self._drive(spec)
+        if outcome.interrupted == "skip":
+            await self.services.humans.withdraw_budget_asks(codon_id)
         return await self._complete(outcome)
 
     async def _end_rejected(self, rejected: Interruption) -> CodonResult:
@@ -218,9 +220,9 @@ class CodonAttempt:
 
     async def _drive(self, spec: AttemptSpec) -> AttemptOutcome:
         ctx = self.ctx
-        budget = ctx.budget.track(ctx.state.execution_plan, self.codon_id)
-        if self._continues:
-            budget.carry(*carried_usage(self.services.humans.interrupted_records(self.codon_id)))
+        carried = carried_usage(self.services.humans.interrupted_records(self.codon_id),
+                                ctx.state.interruptions) if self._continues else None
+        budget = ctx.budget.track(ctx.state.execution_plan, self.codon_id, carried)
         if budget.limits.on_exceeded == "ask" and ctx.config.policy is None:
             spec.ask_budget = functools.partial(self.services.humans.ask_budget, self.codon_id)
         self._report_limits(budget)

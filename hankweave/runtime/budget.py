@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +49,7 @@ from hankweave.state.types import (
     ExecutionCodonEntry,
     FailedCodon,
     HankweaveState,
+    Interruption,
     Run,
     RunningCodon,
     SkippedCodon,
@@ -107,6 +108,24 @@ def extension_of(answer: object) -> float | None:
 
 
 @dataclass(frozen=True)
+class Carried:
+    """What the records of an interrupted attempt used, that its carried-on attempt counts
+    against the codon's own limits."""
+
+    dollars: float = 0.0
+    output_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def any(self) -> bool:
+        return bool(self.dollars or self.output_tokens or self.seconds)
+
+    def of(self, currency: str) -> float:
+        return {"cost": self.dollars, "outputTokens": float(self.output_tokens),
+                "duration": self.seconds}.get(currency, 0.0)
+
+
+@dataclass(frozen=True)
 class Watched:
     """A ceiling an attempt is measured against, watched for ``budget.warning``."""
 
@@ -138,11 +157,11 @@ class BudgetWarning:
 
 
 def describe_amount(currency: str, value: float) -> str:
-    """A ceiling's amount as people write it: ``$2.00``, ``90s``, ``20,000 tokens``."""
+    """A ceiling's amount as people write it: ``$2.00``, ``90s``, ``1.6s``, ``20,000 tokens``."""
     if currency == "cost":
         return money(value)
     if currency == "duration":
-        return f"{value:.0f}s"
+        return f"{value:.0f}s" if value >= 10 or value == int(value) else f"{value:.1f}s"
     return f"{value:,.0f} tokens"
 
 
@@ -179,9 +198,9 @@ class CodonBudget:
     """The warnings given (shared with the run, so a ceiling warns once at each fraction)."""
     on_pause: Callable[[float], None] | None = None
     """Told the seconds the attempt waited for a person (the run's clock skips them too)."""
-    carried: dict[str, float] = field(default_factory=dict)
-    """What the interrupted attempt this one carries on used, per currency: it counts
-    against the codon's own limits (the run's and the loop's ledgers have it already)."""
+    resolve: Callable[[], tuple[EntryLimits, tuple[Watched, ...]]] | None = None
+    """The limits and watched ceilings as the run resolves them now (with the extensions
+    granted since): how :meth:`extend` raises one limit and keeps every other."""
 
     @property
     def exceeded(self) -> BudgetExceededData | None:
@@ -197,21 +216,7 @@ class CodonBudget:
     def seconds_left(self) -> float | None:
         """Until the time limit is reached (None: no time limit)."""
         limit = self.limits.seconds
-        return None if limit is None else limit.value - self._counted("duration", limit)
-
-    def carry(self, dollars: float, output_tokens: int, seconds: float) -> None:
-        """Count what the interrupted attempt this one carries on used (see :attr:`carried`)."""
-        self.carried = {"cost": dollars, "outputTokens": float(output_tokens),
-                        "duration": seconds}
-        self.watched = tuple(replace(ceiling, before=ceiling.before + self.carried.get(
-            ceiling.currency, 0.0)) if ceiling.scope == "codon" else ceiling
-            for ceiling in self.watched)
-
-    def _counted(self, currency: str, limit: Limit) -> float:
-        """What counts against ``limit``: this attempt's use, and for a codon's own limit
-        what the attempt it carries on used."""
-        used = self.used(currency)
-        return used + self.carried.get(currency, 0.0) if limit.scope == "codon" else used
+        return None if limit is None else limit.value - self.elapsed()
 
     def add_usage(self, cost: float, usage: TokenUsage | None) -> BudgetExceededData | None:
         """Account one assistant message; return the breach the first time a limit is hit."""
@@ -252,11 +257,25 @@ class CodonBudget:
         if self.on_pause is not None:
             self.on_pause(seconds)
 
+    def ceiling_of(self, breach: Breach) -> tuple[float, float]:
+        """The ceiling ``breach`` reached and what it has used, as a person knows it: the
+        run's or the loop's whole ceiling and spending, the codon's own limit counting the
+        attempt it carries on (a breach's own figures are this attempt's share of them)."""
+        for ceiling in self.watched:
+            if (ceiling.scope, ceiling.currency, ceiling.loop_id) == (
+                    breach.scope, breach.currency, breach.loop_id):
+                return ceiling.limit, ceiling.before + breach.used
+        return breach.limit, breach.used
+
     def extend(self, amount: float) -> None:
-        """Raise the limit that was reached by ``amount`` (a person granted it) and clear the
-        breach, so the attempt goes on measured against the higher limit."""
+        """After a person granted ``amount`` at the breached limit: the limits resolved again
+        (every other limit still holds) and the breach cleared, so the attempt goes on."""
         breach = self.breach
         if breach is None:
+            return
+        self.breach = None
+        if self.resolve is not None:
+            self.limits, self.watched = self.resolve()
             return
         limits = self.limits
         if breach.currency == "cost" and limits.dollars is not None:
@@ -273,7 +292,6 @@ class CodonBudget:
             if (ceiling.scope, ceiling.currency, ceiling.loop_id) == (
                 breach.scope, breach.currency, breach.loop_id) else ceiling
             for ceiling in self.watched)
-        self.breach = None
 
     def check(self) -> BudgetExceededData | None:
         """Compare usage with every limit (time included); record and return the first breach."""
@@ -287,7 +305,7 @@ class CodonBudget:
                 ("duration", limits.seconds)):
             if limit is None:
                 continue
-            found = breach_of(currency, limit, self._counted(currency, limit))
+            found = breach_of(currency, limit, self.used(currency))
             if found is not None:
                 self.breach = found
                 return found.data()
@@ -332,6 +350,8 @@ class RunBudget:
     """The limits each codon of this run was given (its newest attempt's), for the summary."""
     grants: list[Grant] = field(default_factory=list)
     """Extensions people granted (every run of the execution)."""
+    _carried: dict[str, Carried] = field(default_factory=dict, init=False)
+    """Per plan entry, what the interrupted attempt its running attempt carries on used."""
     warn_at: tuple[float, ...] = DEFAULT_WARN_AT
     warned: set[tuple[object, ...]] = field(default_factory=set)
     _loop_started: dict[str, float] = field(default_factory=dict, init=False)
@@ -370,7 +390,7 @@ class RunBudget:
         self.elapsed_before = 0.0
         for run in state.runs:
             self.started_ids.update(record.codon_id for record in run.codons)
-            self.elapsed_before += run_seconds(run, last_write)
+            self.elapsed_before += counted_seconds(run, state.interruptions, last_write)
             for loop_id, seconds in loop_seconds(run, last_write).items():
                 self.loop_elapsed_before[loop_id] = self.loop_elapsed_before.get(
                     loop_id, 0.0) + seconds
@@ -464,19 +484,23 @@ class RunBudget:
 
     def _granted_caps(self, codon_id: str, caps: Caps) -> Caps:
         """``caps`` with the extensions people granted plan entry ``codon_id`` at its own
-        limits."""
-        if not any(grant.scope == "codon" and grant.codon_id == codon_id
-                   for grant in self.grants):
+        limits, less what the interrupted attempt its running attempt carries on used."""
+        carried = self._carried.get(codon_id) or Carried()
+        if not carried.any and not any(grant.scope == "codon" and grant.codon_id == codon_id
+                                       for grant in self.grants):
             return caps
 
         def more(value: float | None, currency: str) -> float | None:
-            return None if value is None else value + self.granted("codon", currency, codon_id)
+            if value is None:
+                return None
+            return value + self.granted("codon", currency, codon_id) - carried.of(currency)
 
         tokens = [more(caps.max_output_tokens, "outputTokens"),
                   more(caps.max_context_tokens, "contextTokens")]
-        return replace(caps, extra_dollars=self.granted("codon", "cost", codon_id),
+        return replace(caps, extra_dollars=self.granted("codon", "cost", codon_id)
+                       - carried.dollars,
                        max_seconds=more(caps.max_seconds, "duration"),
-                       max_output_tokens=None if tokens[0] is None else int(tokens[0]),
+                       max_output_tokens=None if tokens[0] is None else max(0, int(tokens[0])),
                        max_context_tokens=None if tokens[1] is None else int(tokens[1]))
 
     def progress(self) -> Progress:
@@ -487,23 +511,35 @@ class RunBudget:
         return Progress(ledger=self.ledger, started=self.started_ids,
                         elapsed=self.elapsed_before + (now - self.started), loop_elapsed=loops)
 
-    def track(self, entries: Sequence[ExecutionCodonEntry], codon_id: str) -> CodonBudget:
+    def track(self, entries: Sequence[ExecutionCodonEntry], codon_id: str,
+              carried: Carried | None = None) -> CodonBudget:
         """The limits of a codon about to start, resolved against the run's ceiling and its
-        loop's budget; its loop's clock starts with the loop's first codon of this run."""
-        plan = self.plan(entries)
-        entry = plan.entry(codon_id)
+        loop's budget; its loop's clock starts with the loop's first codon of this run.
+
+        ``carried``: what the interrupted attempt this one carries on used.  The run's and
+        the loop's ledgers count it already; the codon's own limits are lowered by it, so the
+        attempt as a whole keeps to them.
+        """
+        self._carried[codon_id] = carried or Carried()
+        entry = self.plan(entries).entry(codon_id)
         loop_id = entry.loop_context.loop_id if entry.loop_context else None
         if loop_id is not None and loop_id not in self._loop_started:
             self._loop_started[loop_id] = self.clock()
         self._loop_of[codon_id] = loop_id
         progress = self.progress()
-        limits = plan.resolve(codon_id, progress)
         self.started_ids.add(codon_id)
-        self.limits[codon_id] = limits
+
+        def resolve() -> tuple[EntryLimits, tuple[Watched, ...]]:
+            # With the extensions granted so far, against what was spent when it started.
+            plan = self.plan(entries)
+            limits = plan.resolve(codon_id, progress)
+            self.limits[codon_id] = limits
+            return limits, self._watched(plan, entry, limits, progress)
+
+        limits, watched = resolve()
         budget = CodonBudget(codon_id=codon_id, limits=limits, started=self.clock(),
                              clock=self.clock, warn_at=self.warn_at, warned=self.warned,
-                             on_pause=self.exclude,
-                             watched=self._watched(plan, entry, limits, progress))
+                             on_pause=self.exclude, watched=watched, resolve=resolve)
         budget.warnings()  # what was passed before this attempt is not news
         return budget
 
@@ -529,13 +565,22 @@ class RunBudget:
                 watched.append(Watched("loop", "duration", loop.seconds.value,
                                        progress.loop_elapsed.get(loop_id, 0.0),
                                        loop.seconds.source, loop_id))
+        # The codon's own limits are lowered by what the attempt it carries on used: a person
+        # knows them whole, with that use counted.
+        carried = self._carried.get(entry.codon_id) or Carried()
         for currency, limit in (("cost", limits.dollars), ("duration", limits.seconds)):
-            if limit is not None and limit.scope == "codon" and limit.value > 0:
-                watched.append(Watched("codon", currency, limit.value, 0.0, limit.source))
+            if limit is not None and limit.scope == "codon":
+                before = carried.of(currency)
+                if limit.value + before > 0:
+                    watched.append(Watched("codon", currency, limit.value + before, before,
+                                           limit.source))
         for currency, tokens in (("outputTokens", limits.output_tokens),
                                  ("contextTokens", limits.context_tokens)):
-            if tokens:
-                watched.append(Watched("codon", currency, float(tokens), 0.0, "codon cap"))
+            if tokens is not None:
+                before = carried.of(currency)
+                if tokens + before > 0:
+                    watched.append(Watched("codon", currency, float(tokens) + before, before,
+                                           "codon cap"))
         return tuple(watched)
 
     def exclude(self, seconds: float) -> None:
@@ -588,16 +633,46 @@ def spent_by(record: CodonExecution) -> float:
     return 0.0
 
 
-def carried_usage(records: Sequence[CodonExecution]) -> tuple[float, int, float]:
-    """The dollars, output tokens and seconds the records of an interrupted attempt used."""
+def carried_usage(records: Sequence[CodonExecution],
+                  interruptions: Sequence[Interruption] = ()) -> Carried:
+    """The dollars, output tokens and seconds the records of an interrupted attempt used (a
+    wait for a person at a budget ceiling not counted)."""
     dollars, output_tokens, seconds = 0.0, 0, 0.0
     for record in records:
         tokens = getattr(record, "final_tokens", None) or getattr(record, "current_tokens", None)
         span = record_span(record)
         dollars += spent_by(record)
         output_tokens += tokens.output_tokens if tokens else 0
-        seconds += (span[1] - span[0]).total_seconds() if span else 0.0
-    return dollars, output_tokens, seconds
+        if span:
+            took = (span[1] - span[0]).total_seconds()
+            seconds += max(0.0, took - waited_in(record.start_time, took, None, interruptions,
+                                                 codon_id=record.codon_id))
+    return Carried(dollars, output_tokens, seconds)
+
+
+def waited_in(start: str, seconds: float, run_id: str | None,
+              interruptions: Sequence[Interruption], *, codon_id: str | None = None) -> float:
+    """The seconds of ``[start, start + seconds]`` spent waiting for a person at a budget
+    ceiling (``run_id``'s, or ``codon_id``'s): a run that waited live for the answer does not
+    count that time, now or in any later run (docs/budgets.md)."""
+    try:
+        begin = parse_iso(start)
+    except ValueError:
+        return 0.0
+    end = begin + timedelta(seconds=seconds)
+    total = 0.0
+    for item in interruptions:
+        if item.kind != "budget" or (run_id is not None and item.run_id != run_id) or (
+                codon_id is not None and item.codon_id != codon_id):
+            continue
+        try:
+            asked = parse_iso(item.created_at)
+            answered = parse_iso(item.answered_at) if item.answered_at else end
+        except ValueError:
+            continue
+        overlap = (min(end, answered) - max(begin, asked)).total_seconds()
+        total += max(0.0, overlap)
+    return min(total, seconds)
 
 
 def crash_ended(record: CodonExecution) -> bool:
@@ -633,6 +708,14 @@ def run_seconds(run: Run, last_write: LastWrite | None = None) -> float:
         return 0.0
     ends = [span[1] for span in (record_span(r, last_write) for r in run.codons) if span]
     return max(0.0, (max(ends) - start).total_seconds()) if ends else 0.0
+
+
+def counted_seconds(run: Run, interruptions: Sequence[Interruption],
+                    last_write: LastWrite | None = None) -> float:
+    """A run's time as time limits count it: :func:`run_seconds` without its waits for a
+    person at a budget ceiling."""
+    seconds = run_seconds(run, last_write)
+    return max(0.0, seconds - waited_in(run.start_time, seconds, run.run_id, interruptions))
 
 
 def loop_seconds(run: Run, last_write: LastWrite | None = None) -> dict[str, float]:

@@ -67,16 +67,16 @@ class Spent:
     """The money of every record of every run: a skipped or failed codon's partial cost too."""
     seconds: float
     """The runs' wall time, added up: the time between runs (waiting for a person, stopped)
-    does not count."""
+    does not count, nor a run's live wait for a person at a budget ceiling."""
 
 
 def spent_so_far(state: HankweaveState) -> Spent:
     """The figures the budget's ceiling is checked against; every view of "spent" and "time"
     shows these, so a page's cards and its budget bars agree."""
-    from hankweave.runtime.budget import run_seconds, spending_of
+    from hankweave.runtime.budget import counted_seconds, spending_of
 
     return Spent(dollars=spending_of(state).total,
-                 seconds=sum(run_seconds(run) for run in state.runs))
+                 seconds=sum(counted_seconds(run, state.interruptions) for run in state.runs))
 
 
 def budget_report(state: HankweaveState, recorded: RecordedLimits) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from hankweave.harness import (
 )
 from hankweave.processes import AGENT_MARKER_ENV, end_processes_now, marked_processes
 from hankweave.runtime.allocation import Breach
-from hankweave.runtime.budget import CodonBudget
+from hankweave.runtime.budget import CodonBudget, ceiling_name, describe_amount
 from hankweave.runtime.failures import classify_api_error_text, turn_limit_failure
 from hankweave.runtime.file_events import FileTracker
 from hankweave.runtime.notices import GivenWarnings
@@ -79,8 +79,8 @@ BudgetDecision: TypeAlias = float | Literal["reject", "wait"]
 the run stops to wait for the answer (it resumes this attempt later)."""
 AskBudget: TypeAlias = Callable[[Breach], Awaitable[BudgetDecision]]
 BUDGET_EXTENDED_PROMPT = (
-    "A person raised the budget limit you reached ({what}). Continue your task from where"
-    " you stopped.")
+    "A person raised the budget limit you reached (the {ceiling}) by {amount}. Continue your"
+    " task from where you stopped.")
 TOOL_RESULT_LIMIT = 2500
 BUSY_IDLE_TIMEOUT_S = 300.0
 """The idle limit while the harness says its agent is busy (``AttemptContext.busy()``), when
@@ -151,6 +151,8 @@ class CodonRunner:
         self._timeout_deadline: float | None = None
         """Set by a synthetic timeout: the loop time until which its result is awaited."""
         self._context: AttemptContext | None = None
+        self._asking = False
+        """A person is being asked at a ceiling (runtime.humans.HumanLoop.ask_budget)."""
         self._before_pass: tuple[float | None, TokenUsage] | None = None
         """The codon's cost (None: unknown) and tokens when the current extension pass began:
         a result's totals cover its own pass, so an extension's are added to these."""
@@ -201,8 +203,8 @@ class CodonRunner:
                 if self._interrupt == "budget" and (granted := await self._ask_budget()):
                     # As a resume after the person answered: calls the cut message made are
                     # run (a harness that keeps them), else the agent is told and goes on.
-                    request = self._next_pass(BUDGET_EXTENDED_PROMPT.format(what=granted),
-                                              extension=False, resumes_interruption=True)
+                    request = self._next_pass(granted, extension=False,
+                                              resumes_interruption=True)
                     continue
                 if not (ended and self._should_extend()):
                     break
@@ -381,8 +383,9 @@ class CodonRunner:
                                    resumes_interruption=resumes_interruption)
 
     async def _ask_budget(self) -> str | None:
-        """At a breached ``ask`` ceiling, what a person decides: a description of the
-        extension when they raised it (the attempt goes on), None when they rejected it
+        """At a breached ``ask`` ceiling, what a person decides: the prompt that tells the
+        agent of the extension when they raised it (the attempt goes on), None when they
+        rejected it
         (the breach ends the attempt) or the run stops to wait for them (``human``).  The
         time spent waiting for them is not counted against any time limit."""
         budget, ask = self.budget, self.spec.ask_budget
@@ -392,11 +395,14 @@ class CodonRunner:
         loop = asyncio.get_running_loop()
         began = loop.time()
         self._stop_signal = stop = loop.create_future()
-        asking = asyncio.ensure_future(ask(breach))
+        limit, used = budget.ceiling_of(breach)  # as the person knows the ceiling
+        asking = asyncio.ensure_future(ask(dataclasses.replace(breach, limit=limit, used=used)))
+        self._asking = True  # time waiting is no use of a time limit: no warnings meanwhile
         try:
             await asyncio.wait({asking, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._stop_signal = None
+            self._asking = False
             budget.pause(loop.time() - began)
         if not asking.done():  # a stop or a skip came first; the ask stays pending in state
             asking.cancel()
@@ -409,7 +415,9 @@ class CodonRunner:
             return None
         budget.extend(float(decision))
         self._interrupt = None
-        return f"{breach.message}; raised by {decision:g}"
+        return BUDGET_EXTENDED_PROMPT.format(
+            ceiling=ceiling_name(breach.currency, limit),
+            amount=describe_amount(breach.currency, float(decision)))
 
     def _should_extend(self) -> bool:
         spec = self.spec
@@ -535,7 +543,7 @@ class CodonRunner:
 
     def report_warnings(self) -> None:
         """``budget.warning`` for each ceiling fraction reached since the last call."""
-        if self.budget is None:
+        if self.budget is None or self._asking:
             return
         for warning in self.budget.warnings():
             self.reporter.budget_warning(self.codon_id, warning)

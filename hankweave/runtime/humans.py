@@ -78,6 +78,9 @@ if TYPE_CHECKING:
 WAITING_FOR_HUMAN = "waiting for a human"
 """The shutdown reason of a run that ended on an interruption (exit code 3)."""
 
+SKIPPED = "codon-skipped"
+"""``answeredBy`` of a budget ask closed because its codon was skipped meanwhile."""
+
 GateOutcome = Literal["go", "reject", "stop"]
 """What a gate decided: go on, rejected, or stop the run to wait for a person."""
 
@@ -187,6 +190,14 @@ class HumanLoop(AttemptPolicy):
             return "reject"
         self.ctx.budget.grant(codon_id, breach, amount)
         return amount
+
+    async def withdraw_budget_asks(self, codon_id: str) -> None:
+        """The codon was skipped while its ceiling asked: the ask is closed as rejected (by
+        ``codon-skipped``), so no later run waits for an answer about a skipped codon."""
+        for item in pending(self.ctx.state):
+            if item.kind == "budget" and item.codon_id == codon_id \
+                    and item.run_id == self.ctx.run_id:
+                await self._record_answer(item.id, REJECT, SKIPPED)
 
     def budget_rejected(self, codon_id: str) -> Interruption | None:
         """The rejected ceiling of the interrupted attempt this run carries on, if a person
@@ -367,17 +378,16 @@ class HumanLoop(AttemptPolicy):
     def interrupted_records(self, codon_id: str) -> list[CodonExecution]:
         """The records of the attempt this run carries on, newest first: it may have been
         interrupted in several runs (each resume carries it on again) and started in the
-        oldest, or as a retry."""
-        from hankweave.runtime.failures import WAITING_FOR_PERSON
-
+        oldest, or as a retry.  A record counts when its run paused it for a person, whether
+        that run then ended waiting, or was stopped or killed while it waited."""
         found: list[CodonExecution] = []
         for run_id in resume_chain(self.ctx.state, self.ctx.run_id)[1:]:
             run = self.ctx.state.run_by_id(run_id)
             record = next((r for r in reversed(run.codons if run else ())
                            if r.codon_id == codon_id), None)
-            reason = getattr(record, "failure_reason", None)
-            if record is None or reason is None \
-                    or not reason.message.startswith(WAITING_FOR_PERSON):
+            paused = any(item.run_id == run_id and item.codon_id == codon_id
+                         and item.kind != "approval" for item in self.ctx.state.interruptions)
+            if record is None or record.status != "failed" or not paused:
                 break
             found.append(record)
             if (record.attempt or 1) > 1:

@@ -188,11 +188,11 @@ class RunLifecycle:
         budget = ctx.budget
         if not budget.has_limits:
             return
-        ceiling = _present({"maxDollars": budget.max_dollars,
-                            "maxTimeSeconds": budget.max_seconds})
+        ceiling = _present({"maxDollars": budget.ceiling_dollars,
+                            "maxTimeSeconds": budget.ceiling_seconds})
         ctx.reporter.budget_summary(
             ceiling=ceiling, allocation=budget.allocation, rows=self._budget_rows(),
-            totals=_present({"budgetDollars": budget.max_dollars,
+            totals=_present({"budgetDollars": budget.ceiling_dollars,
                              "actualDollars": spending_of(ctx.state).total,
                              "actualTimeSeconds": budget.elapsed()}))
 

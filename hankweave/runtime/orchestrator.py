@@ -238,7 +238,7 @@ class Runtime:
                 if codon_id is None:
                     await control.shutdown(ALL_DONE)
                     break
-                if self.budget.exhausted():
+                if self.budget.exhausted() and not self._carries_on_a_budget_ask(codon_id):
                     self.reporter.info(f"Run budget exhausted; stopping before {codon_id}")
                     await self.lifecycle.end_run(failed=True)
                     await control.shutdown(CODON_FAILURE)
@@ -248,6 +248,14 @@ class Runtime:
         except asyncio.CancelledError:
             await control.shutdown("SIGINT")
         return self.lifecycle.exit_code(control.shutdown_request)
+
+    def _carries_on_a_budget_ask(self, codon_id: str) -> bool:
+        """Whether ``codon_id``'s next attempt carries on one a person answered at a budget
+        ceiling: it starts even when the run's money looks spent (a rejection then ends it
+        at once, completed; an extension too small for what was spent asks again)."""
+        humans = self.services.humans
+        return self.config.humans and humans.continues_interrupted_attempt(codon_id) and any(
+            item.kind == "budget" for item in humans.carried(codon_id))
 
     async def _after_codon(self, parked: str | None) -> StartRequest | None:
         """Wait for a client's decision when the codon parked the run, or after every codon

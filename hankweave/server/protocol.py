@@ -24,6 +24,8 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    StrictFloat,
+    StrictInt,
     TypeAdapter,
     ValidationError,
 )
@@ -216,7 +218,8 @@ class InterruptionAnswerData(_Wire):
     answer: Any = None
     approve: bool = False
     reject: bool = False
-    extend: Annotated[str, Field(min_length=1, max_length=40)] | float | None = None
+    extend: Annotated[str, Field(min_length=1, max_length=40)] | StrictFloat | StrictInt | None \
+        = None
     answered_by: str | None = None
     """Who answers, as recorded (default ``websocket:<the connection's id>``)."""
 

@@ -14,6 +14,7 @@ server and the runtime share:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import secrets
@@ -124,26 +125,34 @@ def _currency(item: Interruption) -> str:
 
 
 _TIME_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_MOST = {"cost": 1_000_000.0, "duration": 366 * 86400.0}
+"""The largest extension of each currency (tokens: 10**10): beyond it, a typo."""
 
 
 def parse_extension(given: Any, currency: str) -> float:
     """An extension amount in ``currency``'s unit: dollars (``1.50``, ``$1.50``), seconds
-    (``90``, ``90s``, ``5m``, ``1h``) or whole tokens; :class:`AnswerError` unless positive."""
-    text = str(given).strip().replace("_", "").replace(",", "")
+    (``90``, ``90s``, ``5m``, ``1h``) or whole tokens (``20000``, ``20_000``);
+    :class:`AnswerError` unless it is a positive amount no larger than a sane bound.  A comma
+    is refused, not guessed at: ``1,5`` could be one and a half or fifteen."""
+    text = str(given).strip().replace("_", "")
     scale = 1.0
     if currency == "cost":
         text = text.removeprefix("$")
     elif currency == "duration" and text[-1:].lower() in _TIME_UNITS:
         text, scale = text[:-1], _TIME_UNITS[text[-1:].lower()]
-    try:
-        amount = float(text) * scale
-    except ValueError:
-        amount = float("nan")
-    if isinstance(given, bool) or not math.isfinite(amount) or amount <= 0:
+    amount = float("nan")
+    if text.isascii() and "," not in text and not isinstance(given, bool):
+        with contextlib.suppress(ValueError):
+            amount = float(text) * scale
+    if currency in ("outputTokens", "contextTokens") and math.isfinite(amount):
+        amount = float(round(amount))
+    most = _MOST.get(currency, 1e10)
+    if not math.isfinite(amount) or amount <= 0 or amount > most:
         unit = {"cost": "dollars, e.g. 1.50", "duration": "seconds, e.g. 90, 90s or 5m"}.get(
             currency, "tokens, e.g. 20000")
-        raise AnswerError(f"--extend {given!r}: give a positive amount in {unit}")
-    return float(round(amount)) if currency in ("outputTokens", "contextTokens") else amount
+        raise AnswerError(f"--extend {given!r}: give a positive amount in {unit} (a dot for"
+                          f" decimals, no more than {most:,.0f})")
+    return amount
 
 
 def _within_options(item: Interruption, value: Any) -> Any:
