@@ -110,7 +110,7 @@ def test_the_preview_says_what_the_link_will_do_and_changes_nothing(
     assert data["execution"]["name"] == "gated" and data["execution"]["title"] == "gated-hank"
     assert data["interruption"] | {"createdAt": None} == {
         "id": item.id, "kind": "approval", "codonId": "draft", "codonName": "Codon draft",
-        "question": item.question, "toolName": None, "gate": "before", "budget": None,
+        "question": item.question, "toolName": None, "toolInput": None, "gate": "before", "budget": None,
         "createdAt": None, "deadline": None}
     assert project.pending(gated).id == item.id and journal_size(gated) == before
 
@@ -362,7 +362,7 @@ def test_a_budget_link_can_refuse_to_raise_the_ceiling(client: TestClient,
 
 @pytest.mark.parametrize(("ceiling", "action", "said"), [
     ({"scope": "codon", "currency": "cost", "limit": 0.0002}, "extend",
-     "Extend the $0.0002 ceiling of codon draft by $0.01"),
+     "Extend the $0.0002 ceiling of codon draft by $0.0001"),
     ({"scope": "loop", "loop_id": "polish", "currency": "duration", "limit": 600.0}, "extend",
      "Extend the 600s time limit of loop polish (at codon draft) by 300s"),
     ({"scope": "run", "currency": "outputTokens", "limit": 20000.0}, "reject",
