@@ -171,7 +171,7 @@ def _render_asks(asks: list[dict[str, Any]], console: Console) -> None:
     """The ceilings that asked a person, and what each person decided."""
     from rich.text import Text
 
-    from hankweave.runtime.budget import ceiling_name, describe_amount
+    from hankweave.runtime.budget import ceiling_name, describe_amount, describe_used
 
     if not asks:
         return
@@ -181,7 +181,8 @@ def _render_asks(asks: list[dict[str, Any]], console: Console) -> None:
         whose = {"codon": "its own", "run": "the run's",
                  "loop": f"loop {ask.get('loopId')}'s"}[ask["scope"]]
         what = (f"  {ask['codonId']}: {whose} {ceiling_name(currency, ask['limit'])}"
-                f" ({ask['source']}) reached at {describe_amount(currency, ask['used'])},"
+                f" ({ask['source']}) reached at"
+                f" {describe_used(currency, ask['used'], ask['limit'])},"
                 f" asked {ask['askedAt']}: ")
         if ask["decision"] == "extended":
             what += (f"extended by {describe_amount(currency, ask['amount'])} by"

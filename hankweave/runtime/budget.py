@@ -165,6 +165,15 @@ def describe_amount(currency: str, value: float) -> str:
     return f"{value:,.0f} tokens"
 
 
+def describe_used(currency: str, used: float, limit: float) -> str:
+    """What a ceiling used, with the precision that tells it from the ceiling: ``$0.1037``
+    against ``$0.10``, not ``$0.10``."""
+    shown = describe_amount(currency, used)
+    if currency == "cost" and shown == describe_amount(currency, limit) and used != limit:
+        return f"${used:.4f}"
+    return shown
+
+
 def ceiling_name(currency: str, limit: float) -> str:
     """``$2.00 ceiling``, ``90s time limit``, ``15-token output limit``."""
     if currency == "cost":

@@ -153,12 +153,16 @@ def budget_asks(state: HankweaveState) -> list[dict[str, Any]]:
 
 
 def _status(record: CodonExecution) -> str:
+    from hankweave.runtime.failures import failure_kind
     from hankweave.state.types import is_terminal_status
 
     if not is_terminal_status(record.status):
         return "running"
     if record.status == "completed" and getattr(record, "budget_exceeded", None):
         return "exceeded"
+    reason = getattr(record, "failure_reason", None)
+    if reason is not None and failure_kind(reason.type, reason.message) == "waiting":
+        return "waiting"  # for a person: not a failure
     return record.status
 
 

@@ -438,14 +438,12 @@ class HumanLoop(AttemptPolicy):
 
 def budget_question(codon_id: str, breach: Breach) -> str:
     """``codon draft reached its $2.00 ceiling (codon cap); spent $2.03; extend by?``"""
-    from hankweave.runtime.budget import ceiling_name, describe_amount
+    from hankweave.runtime.budget import ceiling_name, describe_used
 
     whose = {"codon": "its", "run": "the run's", "loop": f"loop {breach.loop_id}'s"}[
         breach.scope]
     verb = "spent" if breach.currency == "cost" else "used"
-    used = describe_amount(breach.currency, breach.used)
-    if breach.currency == "cost" and used == describe_amount("cost", breach.limit):
-        used = f"${breach.used:.4f}"  # $0.1226 against $0.12, not $0.12 against $0.12
+    used = describe_used(breach.currency, breach.used, breach.limit)
     return (f"codon {codon_id} reached {whose} {ceiling_name(breach.currency, breach.limit)}"
             f" ({breach.source}); {verb} {used}; extend by?")
 
