@@ -135,7 +135,7 @@ def test_an_extended_ceiling_carries_the_conversation_on(tmp_path: Path, harness
 
 def test_a_rejected_ceiling_ends_the_codon_without_asking_the_model_again(
         tmp_path: Path) -> None:
-    journey = Journey(tmp_path, "pi")
+    journey = Journey(tmp_path, "claude")
     asked = journey.start()
     assert asked.returncode == 3, asked.stderr
     [item] = journey.state()["interruptions"]

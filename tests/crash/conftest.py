@@ -21,7 +21,7 @@ from hankweave.registry import get_registry
 from tests.crash.crash_hank import BACKENDS, TALLY, CrashProject
 
 MIN_KILLS_ENV = "HANKWEAVE_CRASH_MIN_KILLS"
-DEFAULT_RANDOM_KILLS = 40
+DEFAULT_RANDOM_KILLS = 24
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_helpers import PACED, Dashboard, Project, dashboard
+from dashboard_helpers import Dashboard, Project, dashboard
 
 
 @pytest.fixture
@@ -18,9 +18,10 @@ def project(tmp_path: Path) -> Iterator[Project]:
 
 @pytest.fixture
 def finished(project: Project) -> Path:
-    """A completed execution of two codons: ``write`` writes two files, ``edit`` edits one."""
+    """A completed execution of two codons: ``write`` writes two files, ``edit`` edits one.
+    Unpaced: what it is made for is its record, and many tests make one."""
     hank = project.hank("notes", {
-        "write": {**PACED, "writeFiles": {"notes.md": "first line\n", "extra.txt": "x\n"},
+        "write": {"messages": 4, "writeFiles": {"notes.md": "first line\n", "extra.txt": "x\n"},
                   "cost": 0.02},
         "edit": {"messages": 2, "writeFiles": {"notes.md": "first line\nsecond line\n"},
                  "cost": 0.01},
