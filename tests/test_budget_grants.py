@@ -129,12 +129,13 @@ def test_grants_are_read_from_the_answered_budget_interruptions():
 
 
 def test_an_extension_raises_the_breached_limit_and_clears_the_breach():
-    clock = [0.0]
-    budget = CodonBudget("a", EntryLimits(codon_id="a", dollars=Limit(1.0, "codon cap")),
-                         started=0.0, clock=lambda: clock[0])
+    the_hank = hank(codon("a", budget={"maxDollars": 1.0}))
+    run = RunBudget(hank=the_hank)
+    budget = run.track(build_initial_plan(the_hank), "a")
     assert budget.add_usage(1.2, None) is not None
+    run.grant("a", budget.breach, 0.5)
 
-    budget.extend(0.5)
+    budget.extend()
 
     assert budget.breach is None and budget.limits.dollars.value == 1.5
     assert budget.add_usage(0.2, None) is None
@@ -178,7 +179,7 @@ def test_an_extension_in_place_keeps_every_other_limit():
     assert attempt.add_usage(0.00022, None) is not None
     budget.grant("a", attempt.breach, 0.01)
 
-    attempt.extend(0.01)
+    attempt.extend()
 
     assert attempt.limits.dollars.value == pytest.approx(0.0005)
     assert attempt.limits.dollars.scope == "run"

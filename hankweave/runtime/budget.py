@@ -276,31 +276,14 @@ class CodonBudget:
                 return ceiling.limit, ceiling.before + breach.used
         return breach.limit, breach.used
 
-    def extend(self, amount: float) -> None:
-        """After a person granted ``amount`` at the breached limit: the limits resolved again
-        (every other limit still holds) and the breach cleared, so the attempt goes on."""
-        breach = self.breach
-        if breach is None:
-            return
+    def extend(self) -> None:
+        """After a person granted an extension at the breached limit (recorded with
+        :meth:`RunBudget.grant`): the limits resolved again, so the raised one counts and
+        every other still holds, and the breach cleared, so the attempt goes on."""
+        if self.breach is None or self.resolve is None:
+            raise RuntimeError("only an attempt the run tracks, at a breach, is extended")
         self.breach = None
-        if self.resolve is not None:
-            self.limits, self.watched = self.resolve()
-            return
-        limits = self.limits
-        if breach.currency == "cost" and limits.dollars is not None:
-            limits = replace(limits, dollars=_more(limits.dollars, amount))
-        elif breach.currency == "duration" and limits.seconds is not None:
-            limits = replace(limits, seconds=_more(limits.seconds, amount))
-        elif breach.currency == "outputTokens" and limits.output_tokens is not None:
-            limits = replace(limits, output_tokens=limits.output_tokens + int(amount))
-        elif breach.currency == "contextTokens" and limits.context_tokens is not None:
-            limits = replace(limits, context_tokens=limits.context_tokens + int(amount))
-        self.limits = limits
-        self.watched = tuple(
-            replace(ceiling, limit=ceiling.limit + amount)
-            if (ceiling.scope, ceiling.currency, ceiling.loop_id) == (
-                breach.scope, breach.currency, breach.loop_id) else ceiling
-            for ceiling in self.watched)
+        self.limits, self.watched = self.resolve()
 
     def check(self) -> BudgetExceededData | None:
         """Compare usage with every limit (time included); record and return the first breach."""
@@ -323,10 +306,6 @@ class CodonBudget:
 
 def _cap(value: int | None) -> Limit | None:
     return Limit(float(value), "codon cap") if value is not None else None
-
-
-def _more(limit: Limit, amount: float) -> Limit:
-    return replace(limit, value=limit.value + amount, source=f"{limit.source}, extended")
 
 
 # --------------------------------------------------------------------------------------------

@@ -413,7 +413,7 @@ class CodonRunner:
             return None
         if decision == "reject" or self._interrupt != "budget":
             return None
-        budget.extend(float(decision))
+        budget.extend()  # the person's grant is recorded: HumanLoop.ask_budget
         self._interrupt = None
         return BUDGET_EXTENDED_PROMPT.format(
             ceiling=ceiling_name(breach.currency, limit),
