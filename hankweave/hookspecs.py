@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from hankweave.events.sink import EventSink
     from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry
+    from hankweave.proxy.types import ProxyMiddleware
     from hankweave.sentinel import SentinelKind, SentinelTrigger
 
 PROJECT_NAME = "hankweave"
@@ -110,6 +111,27 @@ def register_event_sinks(register: Callable[[type[EventSink]], None]) -> None:
 
     The return value is ignored.  Implemented by sink distributions (see the
     ``hankweave-sink-jsonl`` example in ``docs/writing-plugins.md``).
+    """
+
+
+@hookspec
+def register_proxy_middleware(register: Callable[[type[ProxyMiddleware]], None]) -> None:
+    """Register LLM proxy middleware classes: code that sees every agent request on its way
+    to the provider (``--proxy``, docs/proxy.md).
+
+    Called once per plugin manager, when a run that uses the proxy builds its middleware or a
+    command lists them.  A run builds only the middleware settings enable
+    (``proxy.middleware``: name and ``config``, validated by the class's ``Config``), once,
+    before the execution directory is touched, and calls them in that order for every request:
+    ``on_request`` (change the request, or answer it), ``on_response`` (change the status and
+    headers before the body streams through) and ``on_complete`` (what was recorded).
+
+    :param register: call ``register(MiddlewareClass)`` once per middleware.  The class must be
+        a concrete subclass of :class:`hankweave.proxy.types.ProxyMiddleware` with a non-empty
+        ``name``.  Duplicate names are an error naming both plugins.
+
+    The return value is ignored.  Implemented by middleware distributions (the
+    ``hankweave-proxy-headers`` example adds configured headers to every request).
     """
 
 

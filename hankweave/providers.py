@@ -18,7 +18,9 @@ This module turns either into a litellm call:
   missing key is a clear error before any call is made.
 
 Under ``hankweave run --mock-provider`` every model talks to the mock: Anthropic ones over the
-Anthropic protocol, all others over the OpenAI protocol, with the mock's dummy key.
+Anthropic protocol, all others over the OpenAI protocol, with the mock's dummy key.  Under
+``--proxy`` they talk to the LLM proxy instead, which the endpoint variables point at
+(docs/proxy.md).
 
 Pure data and functions: nothing here imports litellm (or anything else of the kernel), so
 validating a hank and loading sentinel configs stay light.
@@ -35,6 +37,9 @@ Protocol = Literal["openai", "anthropic", "native"]
 
 MOCK_URL_ENV = "HANKWEAVE_MOCK_PROVIDER_URL"
 """Set by ``run --mock-provider`` (hankweave.mock_provider.client_env)."""
+PROXY_URL_ENV = "HANKWEAVE_PROXY_URL"
+"""Set by ``run --proxy`` (hankweave.proxy.server.LlmProxy.client_env): the LLM proxy's base
+URL.  The base URL variables point into it too; under the mock, routes go through it."""
 
 KEY_VARIABLES: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
@@ -169,8 +174,13 @@ def _route(provider: str, model_id: str, env: Mapping[str, str], options: Provid
     if mock:
         anthropic = provider == "anthropic"
         variable = "ANTHROPIC_API_KEY" if anthropic else "OPENAI_API_KEY"
+        proxy = env.get(PROXY_URL_ENV)
+        if proxy:
+            base = f"{proxy}/anthropic" if anthropic else f"{proxy}/openai"
+        else:
+            base = mock if anthropic else f"{mock}/v1"
         return Route(provider, f"{'anthropic' if anthropic else 'openai'}/{model_id}", display,
-                     mock if anthropic else f"{mock}/v1", env.get(variable), variable)
+                     base, env.get(variable), variable)
     protocol = options.protocol or "native"
     if protocol == "openai":
         prefix = "openai"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from hankweave.events.sink import EventSink
     from hankweave.harness import Harness
     from hankweave.models import ModelEntry, ProviderEntry, Resolution
+    from hankweave.proxy.types import ProxyMiddleware
     from hankweave.sentinel import SentinelKind, SentinelTrigger
 
 T = TypeVar("T")
@@ -34,6 +35,7 @@ Kind = Literal[
     "harness",
     "checkpoint backend",
     "event sink",
+    "proxy middleware",
     "sentinel trigger",
     "sentinel kind",
     "model",
@@ -46,6 +48,7 @@ _CLASS_KINDS = {
     "harness": "_harnesses",
     "checkpoint backend": "_checkpoint_backends",
     "event sink": "_event_sinks",
+    "proxy middleware": "_proxy_middleware",
     "sentinel trigger": "_sentinel_triggers",
     "sentinel kind": "_sentinel_kinds",
 }
@@ -145,6 +148,10 @@ class Registry:
     def event_sinks(self) -> dict[str, type[EventSink]]:
         """Installed event sink classes by name."""
         return dict(self._event_sinks.items)
+
+    def proxy_middleware(self) -> dict[str, type[ProxyMiddleware]]:
+        """Installed LLM proxy middleware classes by name."""
+        return dict(self._proxy_middleware.items)
 
     def sentinel_triggers(self, *, include_builtin: bool = False
                           ) -> dict[str, type[SentinelTrigger]]:
@@ -384,6 +391,13 @@ class Registry:
         from hankweave.events.sink import EventSink
 
         return self._collect_classes("register_event_sinks", "event sink", EventSink)
+
+    @functools.cached_property
+    def _proxy_middleware(self) -> _Collection[type[ProxyMiddleware]]:
+        from hankweave.proxy.types import ProxyMiddleware
+
+        return self._collect_classes("register_proxy_middleware", "proxy middleware",
+                                     ProxyMiddleware)
 
     @functools.cached_property
     def _sentinel_triggers(self) -> _Collection[type[SentinelTrigger]]:

@@ -322,6 +322,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "spentDollars": 1.5,
         "elapsedSeconds": 120.5,
     },
+    "proxy.request": {
+        "requestId": "19a3f-1", "codonId": "draft", "upstream": "anthropic", "method": "POST",
+        "path": "/v1/messages", "model": "claude-sonnet-4-5", "streamed": True, "status": 200,
+        "inputTokens": 1850, "outputTokens": 420, "cacheReadTokens": 1200,
+        "cacheCreationTokens": 0, "cost": 0.0091, "ttfbMs": 412.5, "durationMs": 3120.2,
+    },
     "budget.warning": {
         "codonId": "draft", "scope": "run", "currency": "cost", "limit": 10, "used": 8.02,
         "source": "run ceiling", "fraction": 0.8,
@@ -367,14 +373,14 @@ def test_sample_payload_validates_and_round_trips_through_json(event_type: str) 
     assert json.loads(line)["data"] == payload
 
 
-def test_category_sets_hold_the_36_original_types_plus_six_of_ours() -> None:
-    ours = {"sink.failed", "budget.limits", "budget.warning", "interruption.created",
-            "interruption.answered", "run.crashed"}
-    assert len(SERVER_STATE_EVENTS) == 26
+def test_category_sets_hold_the_36_original_types_plus_seven_of_ours() -> None:
+    ours = {"sink.failed", "budget.limits", "budget.warning", "proxy.request",
+            "interruption.created", "interruption.answered", "run.crashed"}
+    assert len(SERVER_STATE_EVENTS) == 27
     assert len(AGENTIC_BACKBONE_EVENTS) == 7
     assert len(SENTINEL_EVENTS) == 5
     assert len(CONNECTION_EVENTS) == 4
-    assert len(ALL_EVENT_TYPES) == 42
+    assert len(ALL_EVENT_TYPES) == 43
     assert len(ALL_EVENT_TYPES - ours) == 36
     assert ours <= SERVER_STATE_EVENTS
 

@@ -22,7 +22,6 @@ from hankweave.config.settings import (
 )
 
 REFUSED: dict[str, Any] = {
-    "withoutProxy": False,
     "logParsingInterval": 1000,
     "sentinel.enablePersistence": False,
     "sentinel.healthCheckGracePeriodMs": 2000,
@@ -36,7 +35,6 @@ that asks for a mechanism hankweave lacks is refused even when it was the origin
 default)."""
 
 ACCEPTED: dict[str, Any] = {
-    "withoutProxy": True,
     "sentinel.enablePersistence": True,
     "sentinel.waitForAllHealthChecks": False,
     "telemetry.enabled": False,
@@ -100,23 +98,14 @@ def test_a_value_that_states_what_hankweave_does_is_accepted(key, tmp_path):
     assert resolved.warnings == []
 
 
-def test_the_proxy_flag_is_refused_until_the_proxy_exists(tmp_path):
-    (issue,) = refusal(tmp_path, cli=settings_layer({"without_proxy": False}))
-
-    assert issue.startswith("--proxy: withoutProxy false is refused: the LLM proxy is not"
-                            " built yet")
-    resolve(tmp_path, cli=settings_layer({"without_proxy": True}))  # --without-proxy
-
-
-def test_a_flag_beats_the_file_so_the_flag_is_named(tmp_path):
-    (issue,) = refusal(tmp_path, file={"withoutProxy": True},
-                       cli=settings_layer({"without_proxy": False}))
-
-    assert issue.startswith("--proxy:")
-
-
-def test_the_without_proxy_flag_overrides_a_refused_file_value(tmp_path):
-    resolve(tmp_path, file={"withoutProxy": False}, cli=settings_layer({"without_proxy": True}))
+def test_the_proxy_is_a_setting_now_and_every_layer_reaches_it(tmp_path):
+    assert resolve(tmp_path).settings.without_proxy is True  # off by default, as the original
+    assert resolve(tmp_path, cli=settings_layer({"without_proxy": False})
+                   ).settings.without_proxy is False  # --proxy
+    assert resolve(tmp_path, file={"withoutProxy": False}).settings.without_proxy is False
+    # The flag beats the file either way.
+    assert resolve(tmp_path, file={"withoutProxy": False},
+                   cli=settings_layer({"without_proxy": True})).settings.without_proxy is True
 
 
 def test_sentinel_settings_in_the_hanks_overrides_are_refused_with_their_json_path(tmp_path):
@@ -128,10 +117,10 @@ def test_sentinel_settings_in_the_hanks_overrides_are_refused_with_their_json_pa
 
 def test_every_refused_value_is_reported_at_once(tmp_path):
     issues = refusal(tmp_path, file={"logParsingInterval": 500, "telemetry": {"enabled": True}},
-                     env={"HANKWEAVE_RUNTIME_WITHOUT_PROXY": "false"})
+                     env={"HANKWEAVE_RUNTIME_LOG_PARSING_INTERVAL": "100"})
 
     assert [issue.split(":")[0] for issue in issues] == [
-        "HANKWEAVE_RUNTIME_WITHOUT_PROXY", "hankweave.json", "hankweave.json"]
+        "HANKWEAVE_RUNTIME_LOG_PARSING_INTERVAL", "hankweave.json"]
 
 
 def test_telemetry_keys_outside_the_originals_schema_are_errors(tmp_path):

@@ -40,7 +40,10 @@ if TYPE_CHECKING:
     from hankweave.harness import HarnessConfig
     from hankweave.mock_provider.script import MockScript
     from hankweave.mock_provider.server import MockProvider
+    from hankweave.proxy.server import LlmProxy
+    from hankweave.proxy.types import ProxyMiddleware, ProxyRecord
     from hankweave.registry import Registry
+    from hankweave.runtime.metering import ProxyGate
     from hankweave.runtime.orchestrator import Runtime
     from hankweave.runtime.rig import CommandPolicy
     from hankweave.state.boot import OwnedExecution
@@ -68,6 +71,8 @@ class Prepared:
     """Where and how the run's agents run, recorded once the run owns the execution."""
     intent_script: bytes | None = None
     """The ``--mock-provider`` script given to this run, copied into the execution with it."""
+    proxy_middleware: list[ProxyMiddleware] = field(default_factory=list)
+    """The LLM proxy's middleware (``proxy.middleware``), built when the proxy runs."""
 
     def release(self) -> None:
         """Give back what preparing took (sinks, an unpacked recording) if no run follows."""
@@ -201,6 +206,7 @@ def _prepare(request: LaunchRequest, registry: Registry, source: RunSource) -> P
     checked = _check_hank_and_settings(request, registry, source, paths.hank_path)
     backend = _checkpoint_backend(registry, checked.settings.checkpoints.backend)
     source.check_hank(checked.hank)
+    middleware = _build_middleware(registry, checked.settings, source)
     sinks = _build_sinks(registry, checked.settings, request, strict=checked.strict)
     setup = _set_up_execution(request, paths, checked.settings, source, sinks,
                               hank_source.meta_fields())
@@ -208,7 +214,8 @@ def _prepare(request: LaunchRequest, registry: Registry, source: RunSource) -> P
         request.notify(notice)
     # The runtime reads the hank's files where the execution recorded it (a replay: its copy).
     return Prepared(checked.hank, setup.hank_path or paths.hank_path, checked.settings, setup,
-                    registry, backend, source, checked.harness_configs, sinks, mock_script)
+                    registry, backend, source, checked.harness_configs, sinks, mock_script,
+                    proxy_middleware=middleware)
 
 
 def _locate(request: LaunchRequest, source: RunSource) -> tuple[ResolvedPaths, HankSource]:
@@ -343,6 +350,21 @@ def _checkpoint_backend(registry: Registry, name: str) -> type[CheckpointStore]:
         raise LaunchError(str(exc)) from None
 
 
+def _build_middleware(registry: Registry, settings: Settings, source: RunSource
+                      ) -> list[ProxyMiddleware]:
+    """The LLM proxy's middleware, when the proxy runs: one that cannot be built stops the
+    launch (it decides what reaches a provider)."""
+    if settings.without_proxy or not source.checks_harnesses or not settings.proxy.middleware:
+        return []
+    from hankweave.app.plugin_settings import build_proxy_middleware
+
+    built, problems = build_proxy_middleware(registry, settings.proxy.middleware)
+    if problems:
+        raise LaunchError("Cannot start: an enabled proxy middleware cannot be built:\n"
+                          + "\n".join(f"  - {problem}" for problem in problems))
+    return built
+
+
 def _build_sinks(registry: Registry, settings: Settings, request: LaunchRequest, *,
                  strict: bool) -> list[EventSink]:
     """The enabled event sinks, built before anything is created: one that cannot be built is
@@ -456,7 +478,8 @@ async def run_prepared(prepared: Prepared, request: LaunchRequest) -> int:
 
 def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
              checkpoints: CheckpointStore, emit: Callable[[str, Any], Any], *,
-             provider_env: Mapping[str, str]) -> Runtime:
+             provider_env: Mapping[str, str], observer_env: Mapping[str, str],
+             proxy: ProxyGate | None) -> Runtime:
     from hankweave.config.settings import settings_env
     from hankweave.runtime.budget import RunBudget, log_last_write
     from hankweave.runtime.orchestrator import PromptBuilder, Runtime, RuntimeConfig
@@ -471,12 +494,13 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
         settings=settings, env=env,
         harnesses=prepared.source, harness_configs=prepared.harness_configs,
         wait_for_answers=request.wait_for_answers, commands=command_policy(prepared),
-        sentinels=prepared.source.sentinels, humans=prepared.source.humans)
+        sentinels=prepared.source.sentinels, humans=prepared.source.humans, proxy=proxy)
     return Runtime(
         hank=prepared.hank, hank_dir=prepared.hank_path.parent, execution_dir=layout.path,
         owned=owned, checkpoints=checkpoints, registry=prepared.registry, emit=emit, config=config, budget=budget,
         prompt_builder=PromptBuilder(prepared.hank, prepared.hank_path.parent,
-                                     layout.agent_root, env, provider_env=provider_env),
+                                     layout.agent_root, env, provider_env=provider_env,
+                                     observer_env=observer_env),
         plan_builder=build_initial_plan)
 
 
@@ -489,6 +513,13 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
 
     settings, layout = prepared.settings, prepared.setup.layout
     mock = await _start_mock_provider(prepared, request)
+    gate = _proxy_gate(prepared)
+    try:
+        proxy = await _start_proxy(prepared, request, mock, gate) if gate is not None else None
+    except BaseException:
+        if mock is not None:
+            await mock.stop()
+        raise
     handler = _server_log(layout.server_log)
     checkpoints = prepared.checkpoint_backend(layout.path)
     bus = EventBus(EventJournal(layout.events_file))
@@ -498,8 +529,13 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     on_event = request.on_event
     if on_event is not None:
         bus.subscribe(lambda event: on_event(event.to_wire()))
+    if proxy is not None:
+        proxy.on_record = lambda record: bus.emit("proxy.request", proxy_event(record))
+    direct = mock.client_env() if mock is not None else {}
     runtime = _runtime(prepared, request, owned, checkpoints, bus.emit,
-                       provider_env=mock.client_env() if mock is not None else {})
+                       provider_env={**direct, **proxy.client_env()} if proxy else direct,
+                       observer_env=direct,
+                       proxy=gate)
     bus.subscribe(runtime.services.sentinels.observe)
     bus.run_id_source = lambda: runtime.state.current_run_id
     loop = asyncio.get_running_loop()
@@ -513,7 +549,8 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
         try:
             server = await serve_runtime(runtime, bus, owned, host=settings.host,
                                          port=settings.port, idle_timeout=settings.idle_timeout,
-                                         notify=request.notify)
+                                         notify=request.notify,
+                                         proxy_port=proxy.port if proxy is not None else None)
         except ControlServerError as exc:
             raise LaunchError(str(exc)) from None
         await runtime.boot()
@@ -529,10 +566,58 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
         bus.close()  # flushes every sink's queue
         runtime.ctx.checkpoints.close()
         checkpoints.close()
+        if proxy is not None:
+            await proxy.stop()
         if mock is not None:
             await mock.stop()
         logging.getLogger("hankweave").removeHandler(handler)
         handler.close()
+
+
+def _proxy_gate(prepared: Prepared) -> ProxyGate | None:
+    """The runtime's side of the LLM proxy, when agents call their providers through it (a
+    replay calls none)."""
+    if prepared.settings.without_proxy or not prepared.source.checks_harnesses:
+        return None
+    from hankweave.runtime.metering import ProxyGate
+
+    return ProxyGate()
+
+
+async def _start_proxy(prepared: Prepared, request: LaunchRequest,
+                       mock: MockProvider | None, gate: ProxyGate) -> LlmProxy:
+    """The run's LLM proxy on 127.0.0.1 (``--proxy``; docs/proxy.md), in front of the mock
+    provider under ``--mock-provider``: on the WebSocket port + 1 when a port is given (a free
+    one if that is taken), else on a free port."""
+    from hankweave.config.settings import agent_env, settings_env
+    from hankweave.proxy.server import LlmProxy, upstreams_for
+
+    settings = prepared.settings
+
+    env = agent_env({**request.env, **settings_env(settings)}, {})
+    upstreams = upstreams_for(env, settings.anthropic_base_url,
+                              mock.base_url if mock is not None else None)
+    proxy = LlmProxy(upstreams, gate=gate, middleware=prepared.proxy_middleware,
+                     log_path=prepared.setup.layout.proxy_log,
+                     port=settings.port + 1 if 0 < settings.port < 65535 else 0)
+    try:
+        await proxy.start()
+    except OSError as exc:
+        raise LaunchError(f"Cannot start the LLM proxy: {exc.strerror or exc}") from None
+    shown = ", ".join(f"{upstream.name} -> {mask_url_credentials(upstream.url)}"
+                      for upstream in upstreams)
+    request.notify(f"LLM proxy: {proxy.base_url} ({shown}; request log:"
+                   f" {prepared.setup.layout.proxy_log})")
+    return proxy
+
+
+def proxy_event(record: ProxyRecord) -> dict[str, Any]:
+    """The ``proxy.request`` event of one recorded request."""
+    data = record.to_json()
+    data["requestId"] = data.pop("id")
+    for key in ("at", "requestBytes", "responseBytes"):
+        data.pop(key, None)
+    return data
 
 
 async def _start_mock_provider(prepared: Prepared, request: LaunchRequest) -> MockProvider | None:

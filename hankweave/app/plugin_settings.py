@@ -1,7 +1,8 @@
-"""What settings enable from the installed plugins: each harness's settings, and event sinks.
+"""What settings enable from the installed plugins: each harness's settings, event sinks and
+the LLM proxy's middleware.
 
-Settings only carry these sections as data (``harnesses.<name>``, ``events.sinks``); this is
-where they meet the plugins that define them.  Both ``hankweave validate`` and ``hankweave run``
+Settings only carry these sections as data (``harnesses.<name>``, ``events.sinks``,
+``proxy.middleware``); this is where they meet the plugins that define them.  Both ``hankweave validate`` and ``hankweave run``
 go through here, before an execution directory is created, so a bad section is reported with
 its JSON path and where it was set, and nothing is recorded for a launch that cannot start.
 """
@@ -9,7 +10,7 @@ its JSON path and where it was set, and nothing is recorded for a launch that ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from hankweave.config.settings import SinkSpec
     from hankweave.events.sink import EventSink
     from hankweave.harness import Harness, HarnessConfig
+    from hankweave.proxy.types import ProxyMiddleware
     from hankweave.registry import Registry
 
 
@@ -94,28 +96,46 @@ def build_sinks(registry: Registry, specs: Sequence[SinkSpec], *,
     """Build each enabled sink from its settings, in order; with ``construct=False`` only
     check that it exists and that its settings are valid (``hankweave validate``)."""
     report = SinkReport()
-    installed = registry.event_sinks()
+    report.sinks, report.problems = _build_enabled(
+        registry.event_sinks(), specs, "events.sinks", "event sink", construct)
+    return report
+
+
+def build_proxy_middleware(registry: Registry, specs: Sequence[SinkSpec], *,
+                           construct: bool = True
+                           ) -> tuple[list[ProxyMiddleware], list[str]]:
+    """The LLM proxy middleware ``proxy.middleware`` enables, built in order, and the
+    problems (one line each: ``proxy.middleware[0]: ...``)."""
+    return _build_enabled(registry.proxy_middleware(), specs, "proxy.middleware",
+                          "proxy middleware", construct)
+
+
+def _build_enabled(installed: Mapping[str, type[Any]], specs: Sequence[SinkSpec], key: str,
+                   kind: str, construct: bool) -> tuple[list[Any], list[str]]:
+    """Each enabled plugin object (``{name, config}``) built with its validated ``Config``."""
+    built: list[Any] = []
+    problems: list[str] = []
     for index, spec in enumerate(specs):
-        where = f"events.sinks[{index}]"
-        sink_class = installed.get(spec.name)
-        if sink_class is None:
+        where = f"{key}[{index}]"
+        cls = installed.get(spec.name)
+        if cls is None:
             names = ", ".join(sorted(installed)) or "none"
-            report.problems.append(f'{where}: no installed event sink is named "{spec.name}"'
-                                   f" (installed: {names})")
+            problems.append(f'{where}: no installed {kind} is named "{spec.name}"'
+                            f" (installed: {names})")
             continue
         try:
-            config = sink_class.Config.model_validate(spec.config or {})
+            config = cls.Config.model_validate(spec.config or {})
         except ValidationError as exc:
-            report.problems.extend(
+            problems.extend(
                 f"{where}.config" + ("" if issue.path == "<root>" else f".{issue.path}")
                 + f": {issue.message}"
-                for issue in issues_from_validation_error(exc, sink_class.Config))
+                for issue in issues_from_validation_error(exc, cls.Config))
             continue
         if not construct:
             continue
         try:
-            report.sinks.append(sink_class(config))
+            built.append(cls(config))
         except Exception as exc:  # a plugin's constructor: report it, never crash the launch
-            report.problems.append(f'{where}: event sink "{spec.name}" could not be built:'
-                                   f" {type(exc).__name__}: {exc}")
-    return report
+            problems.append(f'{where}: {kind} "{spec.name}" could not be built:'
+                            f" {type(exc).__name__}: {exc}")
+    return built, problems

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hankweave.app.plugin_settings import build_sinks, harness_settings
+from hankweave.app.plugin_settings import build_proxy_middleware, build_sinks, harness_settings
 from hankweave.config.errors import ConfigError, HankIssue
 from hankweave.config.hank import Codon, HankFile, SandboxSettings, load_hank
 
@@ -258,9 +258,10 @@ class PluginSettingsCheck:
 
 def check_plugin_settings(registry: Registry, resolved: ResolvedSettings, *,
                           strict: bool) -> PluginSettingsCheck:
-    """Validate the ``harnesses.<name>`` sections and the enabled sinks' settings.
+    """Validate the ``harnesses.<name>`` sections, the enabled sinks' and proxy middleware's
+    settings.
 
-    A bad harness section is an error.  A sink that cannot be built is a warning (it would be
+    A bad harness section or proxy middleware is an error.  A sink that cannot be built is a warning (it would be
     skipped), an error when ``strict`` (``HANKWEAVE_STRICT_PLUGINS=1``, where it is fatal).
     """
     settings = resolved.settings
@@ -273,6 +274,15 @@ def check_plugin_settings(registry: Registry, resolved: ResolvedSettings, *,
             check.errors.append(HankIssue(path, message))
         else:
             check.warnings.append(f"{problem}; the sink would be skipped")
+    # Middleware decide what reaches a provider: one that cannot be built is always an error.
+    _, problems = build_proxy_middleware(registry, settings.proxy.middleware, construct=False)
+    for problem in problems:
+        path, _, message = problem.partition(": ")
+        check.errors.append(HankIssue(path, message))
+    if settings.proxy.middleware and settings.without_proxy:
+        check.warnings.append(
+            "proxy.middleware is set, but agents call their providers directly: it runs only"
+            " with the LLM proxy (run --proxy, or \"withoutProxy\": false)")
     return check
 
 

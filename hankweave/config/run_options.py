@@ -114,8 +114,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               " --mock-provider the mock answers instead.", metavar="URL",
               recorded="Anthropic base URL"),
     RunOption(("--without-proxy/--proxy",), "withoutProxy", "Call providers directly (the"
-              " default); --proxy is refused: the LLM proxy is not built yet.", value=bool,
-              either_way=True),
+              " default), or --proxy: every agent request through hankweave's LLM proxy on"
+              " 127.0.0.1, recorded and held to the budget.", value=bool, either_way=True,
+              recorded="LLM proxy bypass"),
     RunOption(("--max-cost",), "budget.maxDollars", "Run-wide dollar ceiling.", value=float,
               metavar="USD", minimum=0, open_minimum=True, recorded="dollar ceiling",
               unit="$"),

@@ -13,9 +13,9 @@ Deliberate differences from Hankweave 0.10.0:
 * an unknown `HANKWEAVE_RUNTIME_*` variable is a warning (0.10.0 refused to start), while a bad
   value of a known one is an error naming the variable; booleans must look like booleans;
 * `HANKWEAVE_RUNTIME_SHIM_IDLE_TIMEOUT` is parsed as a number, so it works;
-* every setting does something or is refused: `anthropicBaseUrl` reaches agents without a
-  proxy (:func:`settings_env`), `executionBaseDir` is the managed root, and the settings of
-  mechanisms hankweave lacks (the LLM proxy, log polling, sentinel health checks, usage
+* every setting does something or is refused: `anthropicBaseUrl` reaches agents (or the LLM
+  proxy's upstream, :func:`settings_env`), `executionBaseDir` is the managed root, and the
+  settings of mechanisms hankweave lacks (log polling, sentinel health checks, usage
   telemetry) are refused unless their value says what hankweave does anyway
   (:data:`UNSUPPORTED_SETTINGS`), naming the file, variable or flag that set them.
 
@@ -157,6 +157,14 @@ class SinkSpec(StrictModel):
     """Validated against the sink's own `Config` model when the sinks are built."""
 
 
+class ProxyConfig(StrictModel):
+    """The LLM proxy's plugins (a hankweave addition; docs/proxy.md)."""
+
+    middleware: Opt[list[SinkSpec]] = None
+    """The proxy middleware to run on every request, in order: a registered middleware's name
+    and its own settings (`config`); none by default."""
+
+
 class EventsConfig(StrictModel):
     """Event delivery (a hankweave addition)."""
 
@@ -185,7 +193,8 @@ class SettingsFile(StrictModel):
     """Show cost figures in the terminal (default: true; Hankweave 0.10.0's default was
     false)."""
     without_proxy: Opt[bool] = None
-    """Bypass the internal LLM proxy: only true is accepted, as the proxy is not built yet."""
+    """Agents call their providers directly (default: true); false sends every agent request
+    through the LLM proxy (docs/proxy.md)."""
     model: Opt[ModelName] = None
     """Model for every codon, resolved against the model registry."""
     anthropic_base_url: Opt[Annotated[str, Check(_base_url_problem)]] = None
@@ -219,6 +228,7 @@ class SettingsFile(StrictModel):
     harnesses: Opt[HarnessSections] = None
     """Each harness's own settings, by harness name (a hankweave addition)."""
     events: Opt[EventsConfig] = None
+    proxy: Opt[ProxyConfig] = None
     executors: Opt[dict[str, dict[str, Any]]] = None
     """Each executor plugin's own settings, by name (``executors.celery.broker``; a hankweave
     addition): the plugin validates its section."""
@@ -285,6 +295,12 @@ class EventSettings(_ResolvedModel):
     sinks: list[SinkSpec] = Field(default_factory=list)
 
 
+class ProxySettings(_ResolvedModel):
+    """Which middleware the LLM proxy runs."""
+
+    middleware: list[SinkSpec] = Field(default_factory=list)
+
+
 class Settings(_ResolvedModel):
     """The settings of one launch, every layer merged and every default applied."""
 
@@ -324,6 +340,9 @@ class Settings(_ResolvedModel):
     """Each harness's settings section, merged over every layer (validated by the harness's
     `Config` model at launch)."""
     events: EventSettings = Field(default_factory=EventSettings)
+    without_proxy: bool = True
+    """Agents call their providers directly; false: through the LLM proxy (`--proxy`)."""
+    proxy: ProxySettings = Field(default_factory=ProxySettings)
     overwrite_output: bool = False
     """Output copies replace existing files instead of getting a numbered name (CLI only)."""
     max_cost_per_codon: float | None = None
@@ -569,10 +588,6 @@ class UnsupportedSetting:
 
 
 UNSUPPORTED_SETTINGS: tuple[UnsupportedSetting, ...] = (
-    UnsupportedSetting("withoutProxy", lambda value: value is True,
-                       "the LLM proxy is not built yet, so agents call their providers"
-                       " directly", "leave it out (or set it to true); anthropicBaseUrl sets"
-                       " the Anthropic endpoint agents call"),
     UnsupportedSetting("logParsingInterval", _never,
                        "hankweave polls no agent log, it records each agent message as the"
                        " harness produces it", "leave it out"),
@@ -591,7 +606,7 @@ UNSUPPORTED_SETTINGS: tuple[UnsupportedSetting, ...] = (
 )
 """Every setting refused unless its value is what hankweave does (docs/differences.md)."""
 
-_NOT_RESOLVED = ("withoutProxy", "logParsingInterval", "sentinel", "telemetry")
+_NOT_RESOLVED = ("logParsingInterval", "sentinel", "telemetry")
 """Keys of :data:`UNSUPPORTED_SETTINGS` that have no :class:`Settings` field: their accepted
 values change nothing."""
 

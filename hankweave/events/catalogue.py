@@ -745,6 +745,34 @@ class BudgetWarningData(BudgetAskData):
     message: str
 
 
+# ----- the LLM proxy (ours: docs/proxy.md) -----
+
+
+class ProxyRequestData(EventData):
+    """Ours: one agent request the LLM proxy handled (``--proxy``), as
+    ``.hankweave/proxy/requests.jsonl`` records it; never a header, a key or a body."""
+
+    request_id: str
+    codon_id: str | None = None
+    upstream: str
+    method: str
+    path: str
+    model: str | None = None
+    streamed: bool
+    status: int
+    refused: str | None = None
+    """Why the proxy answered itself: ``budget``, ``stopping``, ``middleware``."""
+    error: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_creation_tokens: int | None = None
+    cost: Number | None = None
+    ttfb_ms: Number | None = None
+    duration_ms: Number
+    held_ms: Number | None = None
+
+
 # ----- interruptions (ours: docs/events.md) -----
 
 
@@ -984,13 +1012,14 @@ SERVER_STATE_EVENTS: frozenset[str] = frozenset(
         "sink.failed",
         "budget.limits",
         "budget.warning",
+        "proxy.request",
         "interruption.created",
         "interruption.answered",
         "run.crashed",
     }
 )
 """The original's 20 server-state events plus ``sink.failed``, ``budget.limits``,
-``budget.warning``, the two ``interruption.*`` events and ``run.crashed``."""
+``budget.warning``, ``proxy.request``, the two ``interruption.*`` events and ``run.crashed``."""
 
 AGENTIC_BACKBONE_EVENTS: frozenset[str] = frozenset(
     {
@@ -1067,6 +1096,7 @@ EVENT_DATA_MODELS: dict[str, type[EventData]] = {
     "sink.failed": SinkFailedData,
     "budget.limits": BudgetLimitsData,
     "budget.warning": BudgetWarningData,
+    "proxy.request": ProxyRequestData,
     "interruption.created": InterruptionCreatedData,
     "interruption.answered": InterruptionAnsweredData,
     "run.crashed": RunCrashedData,

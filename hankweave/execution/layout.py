@@ -161,6 +161,11 @@ class ExecutionLayout:
         return self.hankweave_dir / "mock-provider" / "requests.jsonl"
 
     @property
+    def proxy_log(self) -> Path:
+        """The LLM proxy's request log (JSONL; ``--proxy``, docs/proxy.md)."""
+        return self.hankweave_dir / "proxy" / "requests.jsonl"
+
+    @property
     def mock_provider_script(self) -> Path:
         """The copy of the mock provider script the execution's runs use (``run-intent.json``)."""
         return self.hankweave_dir / "mock-provider" / "script.json"

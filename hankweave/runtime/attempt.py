@@ -236,10 +236,15 @@ class CodonAttempt:
         if self._stop_reason() is not None:  # a stop that came during the last state write
             runner.interrupt("stop")
         watchdog = asyncio.create_task(_watch_time(runner, budget))
+        gate = ctx.config.proxy
+        if gate is not None:
+            gate.attach(runner)
         try:
             return await runner.run()
         finally:
             watchdog.cancel()
+            if gate is not None:
+                gate.detach(runner)
             self._runner = None
 
     def _report_limits(self, budget: CodonBudget) -> None:

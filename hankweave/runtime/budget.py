@@ -190,6 +190,27 @@ def ceiling_name(currency: str, limit: float) -> str:
 
 
 @dataclass
+class Metered:
+    """What one attempt used, as the LLM proxy measured its answers."""
+
+    dollars: float = 0.0
+    output_tokens: int = 0
+    context_high_water: int = 0
+
+    def add(self, cost: float, usage: TokenUsage) -> None:
+        self.dollars += cost
+        self.output_tokens += usage.output_tokens
+        self.context_high_water = max(self.context_high_water, context_of(usage))
+
+
+def context_of(usage: TokenUsage) -> int:
+    """The context one turn filled: everything it read and wrote."""
+    return usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + (
+        usage.cache_creation_tokens)
+
+
+
+@dataclass
 class CodonBudget:
     """The limits of one codon attempt and what it has used so far."""
 
@@ -200,6 +221,8 @@ class CodonBudget:
     dollars: float = 0.0
     output_tokens: int = 0
     context_high_water: int = 0
+    metered: Metered = field(default_factory=lambda: Metered())
+    """What the LLM proxy measured of this attempt's answers (docs/proxy.md)."""
     breach: Breach | None = None
     watched: tuple[Watched, ...] = ()
     warn_at: tuple[float, ...] = DEFAULT_WARN_AT
@@ -232,17 +255,25 @@ class CodonBudget:
         self.dollars += cost
         if usage is not None:
             self.output_tokens += usage.output_tokens
-            turn = usage.input_tokens + usage.output_tokens + usage.cache_read_tokens + (
-                usage.cache_creation_tokens)
-            self.context_high_water = max(self.context_high_water, turn)
+            self.context_high_water = max(self.context_high_water, context_of(usage))
+        return self.check()
+
+    def add_metered(self, cost: float, usage: TokenUsage) -> BudgetExceededData | None:
+        """Account one answer the LLM proxy passed on (before the agent's message about it
+        arrives, if one does); return the breach the first time a limit is hit."""
+        self.metered.add(cost, usage)
         return self.check()
 
     def used(self, currency: str) -> float:
-        """What this attempt has used in ``currency``."""
+        """What this attempt has used in ``currency``: the agent's messages and the proxy
+        measure the same answers, so the larger of the two counts."""
         if currency == "duration":
             return self.elapsed()
-        return {"cost": self.dollars, "outputTokens": float(self.output_tokens),
-                "contextTokens": float(self.context_high_water)}.get(currency, 0.0)
+        metered = self.metered
+        return {"cost": max(self.dollars, metered.dollars),
+                "outputTokens": float(max(self.output_tokens, metered.output_tokens)),
+                "contextTokens": float(max(self.context_high_water, metered.context_high_water)),
+                }.get(currency, 0.0)
 
     def warnings(self) -> list[BudgetWarning]:
         """The fractions of watched ceilings reached since last asked, each once."""

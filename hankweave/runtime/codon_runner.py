@@ -45,6 +45,7 @@ from hankweave.harness import (
     HarnessConfig,
 )
 from hankweave.processes import AGENT_MARKER_ENV, end_processes_now, marked_processes
+from hankweave.proxy.types import Refusal
 from hankweave.runtime.allocation import Breach
 from hankweave.runtime.budget import CodonBudget, ceiling_name, describe_amount
 from hankweave.runtime.failures import classify_api_error_text, turn_limit_failure
@@ -153,6 +154,13 @@ class CodonRunner:
         self._context: AttemptContext | None = None
         self._asking = False
         """A person is being asked at a ceiling (runtime.humans.HumanLoop.ask_budget)."""
+        self._deciding: asyncio.Future[str | None] | None = None
+        """The person's decision at the current breach, shared by the requests the LLM proxy
+        holds and the pass that ends at it: one breach is one question."""
+        self._ask_stop: asyncio.Future[None] | None = None
+        self.proxied = False
+        """The agent's requests go through the LLM proxy: past a ceiling that asks, its next
+        request waits for the person there, rather than the agent being stopped."""
         self._before_pass: tuple[float | None, TokenUsage] | None = None
         """The codon's cost (None: unknown) and tokens when the current extension pass began:
         a result's totals cover its own pass, so an extension's are added to these."""
@@ -171,9 +179,9 @@ class CodonRunner:
             self._interrupt = kind
         # Only the wait for the agent's next record is woken; a state write in progress is
         # never cancelled, and the record loop sees the flag once the record in hand is done.
-        stop = self._stop_signal
-        if stop is not None and not stop.done():
-            stop.set_result(None)
+        for stop in (self._stop_signal, self._ask_stop):
+            if stop is not None and not stop.done():
+                stop.set_result(None)
 
     # -- running --
 
@@ -200,7 +208,9 @@ class CodonRunner:
             request = spec.request
             while True:
                 ended = await self._one_pass(harness, context, writer, request)
-                if self._interrupt == "budget" and (granted := await self._ask_budget()):
+                if self._unasked_breach():
+                    self._interrupt = "budget"  # the proxy held no request: ask now
+                if self._interrupt == "budget" and (granted := await self._decide()):
                     # As a resume after the person answered: calls the cut message made are
                     # run (a harness that keeps them), else the agent is told and goes on.
                     request = self._next_pass(granted, extension=False,
@@ -300,7 +310,8 @@ class CodonRunner:
                                              return_when=asyncio.FIRST_COMPLETED)
                 if done or wait is None or self._timeout_deadline is not None:
                     break
-                if self._context is not None and self._context.waiting_for_human:
+                if self._asking or (self._context is not None
+                                    and self._context.waiting_for_human):
                     began = loop.time()  # a person takes their time: no idle limit meanwhile
                     continue
                 # Idle for the limit, but the agent says it is busy (a tool runs): the
@@ -382,6 +393,55 @@ class CodonRunner:
                                    extension=extension, fork_session=False,
                                    resumes_interruption=resumes_interruption)
 
+    # -- the LLM proxy's questions (hankweave.runtime.metering.ProxyGate) --
+
+    async def admit_request(self) -> Refusal | None:
+        """Whether the agent's next request may go: refused past a ceiling (the attempt
+        stops at it), held at a ceiling that asks until the person decides."""
+        self.proxied = True
+        budget = self.budget
+        if budget is not None and budget.breach is None and self._interrupt is None:
+            budget.check()  # a time limit reached between two messages
+        breach = budget.breach if budget is not None else None
+        if breach is None:
+            if self._interrupt is not None:
+                return Refusal("stopping", f"codon {self.codon_id} is stopping")
+            return None
+        if self.spec.ask_budget is not None and self._interrupt is None \
+                and await self._decide() is not None:
+            return None  # raised: the request goes on, the agent never knew
+        self.interrupt("budget")
+        return Refusal("budget", breach.message)
+
+    def metered(self, usage: TokenUsage, model: str | None) -> float | None:
+        """Account one answer the proxy passed on; its cost (the codon's model's prices)."""
+        cost = self._price(usage)
+        if self.budget is not None:
+            breached = self.budget.add_metered(cost or 0.0, usage) is not None
+            self.report_warnings()
+            if breached and self.spec.ask_budget is None:
+                self.interrupt("budget")
+        return cost
+
+    def _unasked_breach(self) -> bool:
+        """The pass ended by itself past a ceiling that asks, with no request held there."""
+        return (self.proxied and self._interrupt is None and self.budget is not None
+                and self.budget.breach is not None and self.spec.ask_budget is not None)
+
+    def _decide(self) -> asyncio.Future[str | None]:
+        """The person's decision at the current breach (see :meth:`_ask_budget`), asked once
+        however many requests wait for it."""
+        if self._deciding is None:
+            self._deciding = asyncio.ensure_future(self._ask_budget())
+            self._deciding.add_done_callback(self._decided)
+        return asyncio.shield(self._deciding)
+
+    def _decided(self, decision: asyncio.Future[str | None]) -> None:
+        # A raised ceiling can be reached again, and then asks again; a refusal is final.
+        if not decision.cancelled() and decision.exception() is None \
+                and decision.result() is not None:
+            self._deciding = None
+
     async def _ask_budget(self) -> str | None:
         """At a breached ``ask`` ceiling, what a person decides: the prompt that tells the
         agent of the extension when they raised it (the attempt goes on), None when they
@@ -394,14 +454,16 @@ class CodonRunner:
             return None
         loop = asyncio.get_running_loop()
         began = loop.time()
-        self._stop_signal = stop = loop.create_future()
+        self._ask_stop = stop = loop.create_future()
+        if self._interrupt not in (None, "budget"):
+            stop.set_result(None)
         limit, used = budget.ceiling_of(breach)  # as the person knows the ceiling
         asking = asyncio.ensure_future(ask(dataclasses.replace(breach, limit=limit, used=used)))
         self._asking = True  # time waiting is no use of a time limit: no warnings meanwhile
         try:
             await asyncio.wait({asking, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._stop_signal = None
+            self._ask_stop = None
             self._asking = False
             budget.pause(loop.time() - began)
         if not asking.done():  # a stop or a skip came first; the ask stays pending in state
@@ -409,9 +471,10 @@ class CodonRunner:
             return None
         decision = asking.result()
         if decision == "wait":
-            self._interrupt = "human"
+            self._interrupt = None
+            self.interrupt("human")  # a pass the proxy holds ends too
             return None
-        if decision == "reject" or self._interrupt != "budget":
+        if decision == "reject" or self._interrupt not in (None, "budget"):
             return None
         budget.extend()  # the person's grant is recorded: HumanLoop.ask_budget
         self._interrupt = None
@@ -538,8 +601,8 @@ class CodonRunner:
         if self.budget is not None:
             breached = self.budget.add_usage(cost or 0.0, usage) is not None
             self.report_warnings()
-            if breached:
-                self.interrupt("budget")
+            if breached and not (self.proxied and self.spec.ask_budget is not None):
+                self.interrupt("budget")  # (through the proxy, its next request is held)
 
     def report_warnings(self) -> None:
         """``budget.warning`` for each ceiling fraction reached since the last call."""

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from hankweave.models import ModelEntry
     from hankweave.registry import Registry
     from hankweave.runtime.budget import RunBudget
+    from hankweave.runtime.metering import ProxyGate
     from hankweave.runtime.prompts import PromptBuilder
     from hankweave.runtime.reporter import Reporter
     from hankweave.state.boot import OwnedExecution
@@ -76,6 +77,9 @@ class RuntimeConfig:
     """Whether codons' sentinels run (a replay runs none)."""
     humans: bool = True
     """Whether approval gates apply and interrupted runs resume (a replay asks no one)."""
+    proxy: ProxyGate | None = None
+    """The LLM proxy's view of the run, when agents call their providers through it
+    (``--proxy``, docs/proxy.md): attempts attach to it while they run."""
     commands: CommandPolicy = CommandPolicy.RUN
     """What happens to rig ``command`` operations and ``beforeCopy`` commands: a replay skips
     them (its hank is the recording author's code) unless ``--allow-commands`` was given."""

@@ -12,11 +12,15 @@ class PromptBuilder:
     """Builds a codon's prompts and agent environment from the hank and the workspace."""
 
     def __init__(self, hank: HankFile, hank_dir: Path, agent_root: Path,
-                 env: Mapping[str, str], *, provider_env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str], *, provider_env: Mapping[str, str] | None = None,
+                 observer_env: Mapping[str, str] | None = None) -> None:
         self.hank, self.hank_dir, self.agent_root, self.base_env = hank, hank_dir, agent_root, env
         self.provider_env = dict(provider_env or {})
         """Set last, over the codon's own ``env``: where a mock provider run sends its agents,
-        so a dry run never reaches a real provider with a real key."""
+        so a dry run never reaches a real provider with a real key, and the LLM proxy."""
+        self.observer_env = dict(self.provider_env if observer_env is None else observer_env)
+        """The same for sentinels, which call their models around the LLM proxy: what they
+        spend is not the codon's, and no ceiling of the codon holds them."""
 
     def user(self, codon: Codon) -> str:
         from hankweave.config.prompts import build_user_prompt

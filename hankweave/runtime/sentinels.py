@@ -197,7 +197,7 @@ class SentinelManager:
             codon_id=self._codon_id, run_id=self._run_id, config=config,
             options=loaded.options, config_directory=loaded.config_directory,
             execution_dir=layout.path, agent_root=layout.agent_root,
-            state_dir=layout.sentinels_dir, env={**ctx.config.env, **ctx.prompts.provider_env},
+            state_dir=layout.sentinels_dir, env={**ctx.config.env, **ctx.prompts.observer_env},
             codon_start_time=record.start_time, model_entry=self._model_entry(config.model))
         outputs = SentinelOutputFiles.resolve(
             sentinel_id=config.id, codon_id=self._codon_id, epoch_ms=int(time.time() * 1000),

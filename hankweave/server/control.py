@@ -1020,11 +1020,13 @@ async def serve_runtime(
     max_frame: int = DEFAULT_MAX_FRAME,
     idle_timeout: float = 0,
     notify: Callable[[str], None] | None = None,
+    proxy_port: int | None = None,
 ) -> ControlServer:
     """Start the live-control server of a runtime; ``hankweave run`` calls this before boot.
 
-    Binds ``host:port`` (port 0: a free one), writes the port into ``runtime.lock`` (whose
-    token authorises control), and tells the user where it listens, with a warning when the
+    Binds ``host:port`` (port 0: a free one), writes the port (and the LLM proxy's,
+    ``proxy_port``, which ``server.ready`` carries too) into ``runtime.lock`` (whose token
+    authorises control), and tells the user where it listens, with a warning when the
     address is reachable from other machines.  Calling it again for the same runtime returns
     the running server.  Stop it with :meth:`ControlServer.stop` at shutdown, before the bus
     is closed.
@@ -1040,13 +1042,16 @@ async def serve_runtime(
         notify(f"warning: the WebSocket server listens on {host}, reachable from other"
                " machines; anyone who can reach it can watch the run, and the control token"
                " travels unencrypted")
+    info = _server_info(runtime)
+    if proxy_port is not None:
+        info["proxyPort"] = proxy_port
     server = ControlServer(bus, commands=runtime.commands, token=owned.lock.token, host=host,
-                           port=port, max_frame=max_frame, server_info=_server_info(runtime),
+                           port=port, max_frame=max_frame, server_info=info,
                            idle_timeout=idle_timeout)
     await server.start()
     _SERVERS[runtime] = server
     try:
-        owned.lock.update(port=server.port)
+        owned.lock.update(port=server.port, proxy_port=proxy_port)
     except Exception:
         await server.stop()
         _SERVERS.pop(runtime, None)

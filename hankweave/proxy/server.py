@@ -1,0 +1,352 @@
+"""The LLM proxy's HTTP server (aiohttp), on 127.0.0.1 (docs/proxy.md).
+
+Every agent request goes ``http://127.0.0.1:<port>/<upstream>/<path>`` -> the upstream's base
+URL + ``<path>``: ``/anthropic/v1/messages`` -> ``https://api.anthropic.com/v1/messages``.  For
+each request the proxy:
+
+1. runs the enabled middleware's ``on_request`` (a middleware may answer it itself);
+2. asks the runtime's :class:`~hankweave.proxy.types.Gate` whether it may go: past a ceiling it
+   is refused with an error in the provider's own shape, at a ceiling that asks it waits for
+   the person's answer;
+3. sends it upstream as it is (credentials included: the proxy holds no key), asking for an
+   uncompressed answer so that it can read the usage;
+4. streams the answer back chunk by chunk as it arrives, reading its usage on the way
+   (:class:`~hankweave.proxy.meter.UsageMeter`);
+5. charges the usage to the codon, records the request (``requests.jsonl``, never a header or
+   a body) and reports it (the ``proxy.request`` event).
+
+``GET /health`` answers ``{"status": "ok", ...}``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hankweave.fsutil import open_private, private_dir, utc_now_iso
+from hankweave.providers import PROXY_URL_ENV
+from hankweave.proxy.meter import UsageMeter
+from hankweave.proxy.types import (
+    Admission,
+    Gate,
+    ProxyMiddleware,
+    ProxyRecord,
+    ProxyReply,
+    ProxyRequest,
+    ProxyResponseHead,
+    WireProtocol,
+)
+
+if TYPE_CHECKING:
+    from aiohttp import ClientSession, web
+
+log = logging.getLogger("hankweave.proxy")
+
+HOST = "127.0.0.1"
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+"""The Anthropic Messages API's own request limit."""
+_HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "trailers", "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"})
+_CONNECT_TIMEOUT_S = 30.0
+_SHUTDOWN_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where one upstream's requests go."""
+
+    name: str
+    url: str
+    """Its base URL, as the clients would call it directly (``https://api.openai.com/v1``)."""
+    protocol: WireProtocol
+
+
+def upstreams_for(env: Mapping[str, str], anthropic_base_url: str | None,
+                  mock_url: str | None = None) -> tuple[Upstream, ...]:
+    """The upstreams of a run: the mock provider's two protocols under ``--mock-provider``,
+    else ``anthropicBaseUrl`` (or ``ANTHROPIC_BASE_URL``, or Anthropic's API), OpenAI's
+    endpoint (``OPENAI_BASE_URL``/``OPENAI_API_BASE``, or OpenAI's API) and OpenRouter's."""
+    if mock_url is not None:
+        return (Upstream("anthropic", mock_url, "anthropic"),
+                Upstream("openai", f"{mock_url}/v1", "openai"))
+    return (
+        Upstream("anthropic", anthropic_base_url or env.get("ANTHROPIC_BASE_URL")
+                 or "https://api.anthropic.com", "anthropic"),
+        Upstream("openai", env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE")
+                 or "https://api.openai.com/v1", "openai"),
+        Upstream("openrouter", env.get("OPENROUTER_API_BASE") or "https://openrouter.ai/api/v1",
+                 "openai"))
+
+
+def provider_error(protocol: WireProtocol, status: int, kind: str, message: str
+                   ) -> dict[str, Any]:
+    """An error body as the provider would send it (``kind``: Anthropic's error type)."""
+    if protocol == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "param": None,
+                      "code": "budget_exceeded" if status == 400 else None}}
+
+
+class ProxyLog:
+    """``.hankweave/proxy/requests.jsonl``: one line per request, written when it is done."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._file = None
+        if path is not None:
+            private_dir(path.parent)
+            self._file = os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "a",
+                                   encoding="utf-8")
+
+    def write(self, record: ProxyRecord) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class LlmProxy:
+    """The proxy, in the running event loop: ``await proxy.start()`` ... ``await proxy.stop()``."""
+
+    def __init__(self, upstreams: Sequence[Upstream], *, gate: Gate | None = None,
+                 middleware: Sequence[ProxyMiddleware] = (), log_path: Path | None = None,
+                 on_record: Callable[[ProxyRecord], object] | None = None,
+                 port: int = 0, fallback_port: bool = True) -> None:
+        self.upstreams = {upstream.name: upstream for upstream in upstreams}
+        self.gate = gate
+        self.middleware = tuple(middleware)
+        self.log = ProxyLog(log_path)
+        self.on_record = on_record
+        self._port = port
+        self._fallback = fallback_port
+        self._runner: web.AppRunner | None = None
+        self._session: ClientSession | None = None
+        self._ids = itertools.count(1)
+        self._prefix = f"{int(time.time() * 1000):x}"
+        self.handled = 0
+        self.port: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the LLM proxy is not started")
+        return f"http://{HOST}:{self.port}"
+
+    def client_env(self) -> dict[str, str]:
+        """What agents need to call every upstream through the proxy."""
+        base = self.base_url
+        env = {PROXY_URL_ENV: base}
+        for upstream in self.upstreams.values():
+            url = f"{base}/{upstream.name}"
+            if upstream.name == "anthropic":
+                env["ANTHROPIC_BASE_URL"] = url
+            elif upstream.name == "openai":
+                env["OPENAI_BASE_URL"] = env["OPENAI_API_BASE"] = url
+            elif upstream.name == "openrouter":
+                env["OPENROUTER_API_BASE"] = url
+        return env
+
+    async def start(self) -> None:
+        import aiohttp
+        from aiohttp import web
+
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+        app.router.add_get("/health", self._health)
+        app.router.add_route("*", "/{upstream}/{tail:.*}", self._forward)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None,
+                                     shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
+        await self._runner.setup()
+        try:
+            await self._bind(web)
+        except BaseException:
+            await self.stop()
+            raise
+        # No decompression: the agent gets the upstream's bytes as they are.
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=_CONNECT_TIMEOUT_S))
+
+    async def _bind(self, web: Any) -> None:
+        assert self._runner is not None
+        try:
+            await web.TCPSite(self._runner, HOST, self._port).start()
+        except OSError:
+            if not (self._fallback and self._port):
+                raise
+            log.info("port %s is taken: the LLM proxy takes a free one", self._port)
+            await web.TCPSite(self._runner, HOST, 0).start()
+        self.port = self._runner.addresses[-1][1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        self.log.close()
+
+    async def _health(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        return web.json_response({"status": "ok", "upstreams": sorted(self.upstreams),
+                                  "requests": self.handled})
+
+    # -- one request --
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        began = time.monotonic()
+        at = utc_now_iso()
+        upstream = self.upstreams.get(request.match_info["upstream"])
+        if upstream is None:
+            return web.json_response(
+                {"error": {"message": f"no upstream {request.match_info['upstream']!r}: the"
+                           f" proxy serves /{'/, /'.join(sorted(self.upstreams))}/",
+                           "type": "not_found_error"}}, status=404)
+        tail = "/" + request.match_info["tail"]
+        body = await request.read()
+        proxied = ProxyRequest(
+            upstream=upstream.name, protocol=upstream.protocol, method=request.method,
+            path=tail + (f"?{request.query_string}" if request.query_string else ""),
+            headers={name.lower(): value for name, value in request.headers.items()
+                     if name.lower() not in _HOP_BY_HOP},
+            body=body, codon_id=self.gate.current_codon() if self.gate is not None else None)
+        record = ProxyRecord(id=f"{self._prefix}-{next(self._ids)}", at=at,
+                             codon_id=proxied.codon_id, upstream=upstream.name,
+                             method=request.method, path=tail,
+                             model=proxied.model, streamed=proxied.streamed, status=0,
+                             duration_ms=0.0, request_bytes=len(body))
+        self.handled += 1
+        response: web.StreamResponse | None = None
+        admission = Admission()
+        try:
+            reply = await self._before(proxied)
+            if reply is None:
+                admission = await self.gate.admit() if self.gate is not None else Admission()
+                record.codon_id = proxied.codon_id = admission.codon_id
+                if admission.held_s >= 0.001:
+                    record.held_ms = round(admission.held_s * 1000, 1)
+                if admission.refusal is not None:
+                    kind = "invalid_request_error"
+                    reply = ProxyReply(400, provider_error(
+                        upstream.protocol, 400, kind,
+                        f"hankweave: {admission.refusal.message}; the request was not sent"),
+                        headers={"x-hankweave-refused": admission.refusal.reason},
+                        reason=admission.refusal.reason)
+            if reply is not None:
+                record.refused, record.status = reply.reason, reply.status
+                record.model = proxied.model
+                response = web.json_response(reply.body, status=reply.status,
+                                             headers=dict(reply.headers))
+                record.ttfb_ms = _ms(began)
+                return response
+            record.model = proxied.model
+            response = await self._relay(request, proxied, upstream, record, admission, began)
+            return response
+        except Exception as exc:  # a middleware or the proxy broke: the agent's 500
+            log.exception("the LLM proxy failed a request to %s", upstream.name)
+            record.error = f"{type(exc).__name__}: {exc}"
+            if response is not None and response.prepared:
+                raise
+            record.status = 500
+            return web.json_response(provider_error(
+                upstream.protocol, 500, "api_error", f"hankweave proxy: {record.error}"),
+                status=500)
+        finally:
+            record.duration_ms = _ms(began)
+            await self._done(proxied, record)
+
+    async def _before(self, request: ProxyRequest) -> ProxyReply | None:
+        for middleware in self.middleware:
+            reply = await middleware.on_request(request)
+            if reply is not None:
+                return reply
+        return None
+
+    async def _relay(self, request: web.Request, proxied: ProxyRequest, upstream: Upstream,
+                     record: ProxyRecord, admission: Admission, began: float
+                     ) -> web.StreamResponse:
+        import aiohttp
+        from aiohttp import web
+
+        assert self._session is not None
+        url = upstream.url.rstrip("/") + proxied.path
+        headers = {**proxied.headers, "accept-encoding": "identity"}
+        try:
+            upstream_response = await self._session.request(
+                proxied.method, url, headers=headers, data=proxied.body,
+                allow_redirects=False)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            record.status = 502
+            record.error = f"upstream {upstream.url} unreachable: {exc or type(exc).__name__}"
+            return web.json_response(provider_error(
+                upstream.protocol, 502, "api_error",
+                f"hankweave proxy: cannot reach {upstream.url} ({exc or type(exc).__name__})"),
+                status=502)
+        async with upstream_response:
+            head = ProxyResponseHead(upstream_response.status, {
+                name: value for name, value in upstream_response.headers.items()
+                if name.lower() not in _HOP_BY_HOP})
+            for middleware in self.middleware:
+                await middleware.on_response(proxied, head)
+            record.status = head.status
+            response = web.StreamResponse(status=head.status, headers=head.headers)
+            length = upstream_response.headers.get("content-length")
+            if length is not None and length.isdigit():
+                response.content_length = int(length)
+            meter = UsageMeter(upstream.protocol, record.streamed) if head.status < 300 \
+                else None
+            await response.prepare(request)
+            sent = 0
+            try:
+                async for chunk in upstream_response.content.iter_any():
+                    if not sent:
+                        record.ttfb_ms = _ms(began)
+                    await response.write(chunk)
+                    sent += len(chunk)
+                    if meter is not None:
+                        meter.feed(chunk)
+                await response.write_eof()
+            except (TimeoutError, ConnectionResetError, aiohttp.ClientError) as exc:
+                record.error = f"stream cut: {exc or type(exc).__name__}"
+            finally:
+                record.response_bytes = sent
+                usage = meter.usage() if meter is not None else None
+                if usage is not None:
+                    record.input_tokens, record.output_tokens = (usage.input_tokens,
+                                                                 usage.output_tokens)
+                    record.cache_read_tokens = usage.cache_read_tokens
+                    record.cache_creation_tokens = usage.cache_creation_tokens
+                    record.cost = admission.charge(usage, proxied.model)
+            return response
+
+    async def _done(self, request: ProxyRequest, record: ProxyRecord) -> None:
+        self.log.write(record)
+        if self.on_record is not None:
+            try:
+                self.on_record(record)
+            except Exception:
+                log.exception("reporting a proxy request failed")
+        for middleware in self.middleware:
+            try:
+                await middleware.on_complete(request, record)
+            except Exception:
+                log.exception("proxy middleware %s failed on_complete", middleware.name)
+
+
+def _ms(began: float) -> float:
+    return round((time.monotonic() - began) * 1000, 2)
