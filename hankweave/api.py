@@ -183,6 +183,16 @@ if TYPE_CHECKING:
     from hankweave.providers import Route as Route
     from hankweave.providers import aws_credentials_visible as aws_credentials_visible
     from hankweave.providers import route as route
+    from hankweave.proxy.server import LlmProxy as LlmProxy
+    from hankweave.proxy.server import Upstream as Upstream
+    from hankweave.proxy.server import upstreams_for as upstreams_for
+    from hankweave.proxy.types import Admission as Admission
+    from hankweave.proxy.types import ProxyMiddleware as ProxyMiddleware
+    from hankweave.proxy.types import ProxyRecord as ProxyRecord
+    from hankweave.proxy.types import ProxyReply as ProxyReply
+    from hankweave.proxy.types import ProxyRequest as ProxyRequest
+    from hankweave.proxy.types import ProxyResponseHead as ProxyResponseHead
+    from hankweave.proxy.types import Refusal as Refusal
     from hankweave.registry import Registry as Registry
     from hankweave.registry import get_registry as get_registry
     from hankweave.runtime.budget import ceiling_name as ceiling_name
