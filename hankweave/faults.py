@@ -13,6 +13,10 @@ mid-run.  The runtime marks those moments with :func:`kill_point` and its own fi
     ``OSError(<ERRNO>)`` (``ENOSPC`` for a full disk, ``EROFS`` for a read-only one), as a full
     disk stays full.
 
+``HANKWEAVE_TEST_PROXY_DOWN_AT=<N>``
+    The LLM proxy stops listening when its Nth request arrives, and cuts that request: how
+    a test makes the proxy go down in the middle of a run (:func:`proxy_down_at`).
+
 ``HANKWEAVE_TEST_FAULT_TRACE=<file>``
     Every point reached is appended to ``<file>``, one name a line: how a test finds the
     points a run reaches, and how often.
@@ -29,12 +33,13 @@ import signal
 import threading
 from functools import lru_cache
 
-__all__ = ["DISK_FAULT_ENV", "KILL_AT_ENV", "KILL_POINTS", "TRACE_ENV", "disk_write",
-           "kill_point"]
+__all__ = ["DISK_FAULT_ENV", "KILL_AT_ENV", "KILL_POINTS", "PROXY_DOWN_ENV", "TRACE_ENV",
+           "disk_write", "kill_point", "proxy_down_at"]
 
 KILL_AT_ENV = "HANKWEAVE_TEST_KILL_AT"
 DISK_FAULT_ENV = "HANKWEAVE_TEST_DISK_FAULT"
 TRACE_ENV = "HANKWEAVE_TEST_FAULT_TRACE"
+PROXY_DOWN_ENV = "HANKWEAVE_TEST_PROXY_DOWN_AT"
 
 KILL_POINTS: dict[str, str] = {
     "rig.command": "a rig command runs (its first line of output arrived)",
@@ -104,6 +109,12 @@ def kill_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if fault:
         _maybe_begin_fault(fault, name, count)
+
+
+def proxy_down_at() -> int | None:
+    """The request at which the LLM proxy goes down (``HANKWEAVE_TEST_PROXY_DOWN_AT``)."""
+    value = _env(PROXY_DOWN_ENV)
+    return int(value) if value and value.isdigit() else None
 
 
 def disk_write(path: object) -> None:

@@ -553,9 +553,14 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
                                          proxy_port=proxy.port if proxy is not None else None)
         except ControlServerError as exc:
             raise LaunchError(str(exc)) from None
-        await runtime.boot()
-        code = await runtime.drive()
-        await runtime.finish()
+        watch = asyncio.create_task(_watch_proxy(proxy, runtime, request)) if proxy else None
+        try:
+            await runtime.boot()
+            code = await runtime.drive()
+            await runtime.finish()
+        finally:
+            if watch is not None:
+                watch.cancel()
         return code
     finally:
         if server is not None:
@@ -609,6 +614,27 @@ async def _start_proxy(prepared: Prepared, request: LaunchRequest,
     request.notify(f"LLM proxy: {proxy.base_url} ({shown}; request log:"
                    f" {prepared.setup.layout.proxy_log})")
     return proxy
+
+
+PROXY_WATCH_S = 0.5
+"""How often a run checks that its LLM proxy still answers."""
+
+
+async def _watch_proxy(proxy: LlmProxy, runtime: Runtime, request: LaunchRequest) -> None:
+    """Stop the run, saying why, once the LLM proxy no longer answers: every agent request
+    would fail, and each codon would be recorded failed for a reason that is not its own."""
+    while True:
+        await asyncio.sleep(PROXY_WATCH_S)
+        problem = await proxy.answering()
+        if problem is None:
+            continue
+        message = (f"The LLM proxy at {proxy.base_url} stopped answering ({problem}): agents"
+                   " cannot reach their providers, so the run stops. Resume it with:"
+                   f" hankweave run -e {shlex.quote(str(runtime.execution_dir))}")
+        runtime.ctx.reporter.error(message, fatal=True, code="proxy-down")
+        request.notify(f"error: {message}")
+        runtime.commands.request_shutdown("LLM proxy down")
+        return
 
 
 def proxy_event(record: ProxyRecord) -> dict[str, Any]:

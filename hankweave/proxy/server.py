@@ -20,6 +20,7 @@ each request the proxy:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hankweave.faults import proxy_down_at
 from hankweave.fsutil import open_private, private_dir, utc_now_iso
 from hankweave.providers import PROXY_URL_ENV
 from hankweave.proxy.meter import UsageMeter
@@ -136,6 +138,7 @@ class LlmProxy:
         self._ids = itertools.count(1)
         self._prefix = f"{int(time.time() * 1000):x}"
         self.handled = 0
+        self._down = False
         self.port: int | None = None
 
     @property
@@ -198,6 +201,34 @@ class LlmProxy:
             self._session = None
         self.log.close()
 
+    async def answering(self, timeout: float = 2.0) -> str | None:
+        """None when the proxy answers its ``/health`` over TCP, else what went wrong."""
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(HOST, self.port), timeout)
+        except (OSError, TimeoutError) as exc:
+            return str(exc) or type(exc).__name__
+        try:
+            writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Connection: close\r\n\r\n")
+            status = await asyncio.wait_for(reader.readline(), timeout)
+            if status.split(b" ")[1:2] == [b"200"]:
+                return None
+            return f"/health answered {status.decode(errors='replace').strip()!r}"
+        except (OSError, TimeoutError, IndexError) as exc:
+            return str(exc) or type(exc).__name__
+        finally:
+            writer.close()
+
+    async def _go_down(self, request: web.Request) -> None:
+        assert self._runner is not None
+        self._down = True  # connections kept alive are cut too
+        for site in list(self._runner.sites):
+            await site.stop()
+        if request.transport is not None:
+            request.transport.close()
+        raise asyncio.CancelledError
+
     async def _health(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
@@ -231,6 +262,8 @@ class LlmProxy:
                              model=proxied.model, streamed=proxied.streamed, status=0,
                              duration_ms=0.0, request_bytes=len(body))
         self.handled += 1
+        if self._down or self.handled == proxy_down_at():  # test-only (docs/crash-testing.md)
+            await self._go_down(request)
         response: web.StreamResponse | None = None
         admission = Admission()
         try:
@@ -298,8 +331,10 @@ class LlmProxy:
                 f"hankweave proxy: cannot reach {upstream.url} ({exc or type(exc).__name__})"),
                 status=502)
         async with upstream_response:
+            # Lower-case names, as the request's: a middleware that sets a header replaces
+            # the upstream's instead of sending it twice.
             head = ProxyResponseHead(upstream_response.status, {
-                name: value for name, value in upstream_response.headers.items()
+                name.lower(): value for name, value in upstream_response.headers.items()
                 if name.lower() not in _HOP_BY_HOP})
             for middleware in self.middleware:
                 await middleware.on_response(proxied, head)
@@ -323,6 +358,10 @@ class LlmProxy:
                 await response.write_eof()
             except (TimeoutError, ConnectionResetError, aiohttp.ClientError) as exc:
                 record.error = f"stream cut: {exc or type(exc).__name__}"
+                # Cut the agent's connection too: a clean end would pass the part it got off
+                # as the whole answer.
+                if request.transport is not None:
+                    request.transport.abort()
             finally:
                 record.response_bytes = sent
                 usage = meter.usage() if meter is not None else None

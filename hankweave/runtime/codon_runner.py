@@ -83,6 +83,10 @@ BUDGET_EXTENDED_PROMPT = (
     "A person raised the budget limit you reached (the {ceiling}) by {amount}. Continue your"
     " task from where you stopped.")
 TOOL_RESULT_LIMIT = 2500
+MAX_REFUSALS = 5
+"""Refused requests an agent may make past a ceiling before it is stopped."""
+REFUSAL_GRACE_S = 10.0
+"""How long an agent whose request the LLM proxy refused at a ceiling has to end its turn."""
 BUSY_IDLE_TIMEOUT_S = 300.0
 """The idle limit while the harness says its agent is busy (``AttemptContext.busy()``), when
 that is longer than the idle timeout: the original pi watchdog's ``max(idle, 300 s)``."""
@@ -159,8 +163,12 @@ class CodonRunner:
         holds and the pass that ends at it: one breach is one question."""
         self._ask_stop: asyncio.Future[None] | None = None
         self.proxied = False
-        """The agent's requests go through the LLM proxy: past a ceiling that asks, its next
-        request waits for the person there, rather than the agent being stopped."""
+        """The agent's requests go through the LLM proxy, which holds a ceiling between two
+        messages: past it, the agent is not stopped at once; its next request is refused (the
+        agent ends its turn at the provider error), or waits for the person at a ceiling that
+        asks.  Tool calls the crossing message made still run."""
+        self._refusals = 0
+        self._refusal_grace: asyncio.TimerHandle | None = None
         self._before_pass: tuple[float | None, TokenUsage] | None = None
         """The codon's cost (None: unknown) and tokens when the current extension pass began:
         a result's totals cover its own pass, so an extension's are added to these."""
@@ -225,6 +233,8 @@ class CodonRunner:
             log.exception("harness %s could not start", spec.harness.name)
             self._crash = exc
         finally:
+            if self._refusal_grace is not None:
+                self._refusal_grace.cancel()
             if harness is not None:
                 await self._bounded(harness.aclose(), "aclose()", context)
                 # Closed, it should have ended what it started: nothing outlives the attempt,
@@ -410,21 +420,31 @@ class CodonRunner:
         if self.spec.ask_budget is not None and self._interrupt is None \
                 and await self._decide() is not None:
             return None  # raised: the request goes on, the agent never knew
-        self.interrupt("budget")
+        self._refused()
         return Refusal("budget", breach.message)
+
+    def _refused(self) -> None:
+        """A request was refused at a ceiling: the agent should end its turn at the error
+        (the Claude CLI tries twice more first).  One that keeps asking, or is still at it
+        after :data:`REFUSAL_GRACE_S`, is stopped."""
+        self._refusals += 1
+        if self._refusals > MAX_REFUSALS:
+            self.interrupt("budget")
+        elif self._refusal_grace is None:
+            self._refusal_grace = asyncio.get_running_loop().call_later(
+                REFUSAL_GRACE_S, self.interrupt, "budget")
 
     def metered(self, usage: TokenUsage, model: str | None) -> float | None:
         """Account one answer the proxy passed on; its cost (the codon's model's prices)."""
         cost = self._price(usage)
         if self.budget is not None:
-            breached = self.budget.add_metered(cost or 0.0, usage) is not None
+            self.budget.add_metered(cost or 0.0, usage)  # a breach holds the next request
             self.report_warnings()
-            if breached and self.spec.ask_budget is None:
-                self.interrupt("budget")
         return cost
 
     def _unasked_breach(self) -> bool:
-        """The pass ended by itself past a ceiling that asks, with no request held there."""
+        """The pass ended by itself past a ceiling that asks, with no request held there
+        (the agent's last answer crossed it)."""
         return (self.proxied and self._interrupt is None and self.budget is not None
                 and self.budget.breach is not None and self.spec.ask_budget is not None)
 
@@ -601,8 +621,8 @@ class CodonRunner:
         if self.budget is not None:
             breached = self.budget.add_usage(cost or 0.0, usage) is not None
             self.report_warnings()
-            if breached and not (self.proxied and self.spec.ask_budget is not None):
-                self.interrupt("budget")  # (through the proxy, its next request is held)
+            if breached and not self.proxied:  # (through the proxy its next request is)
+                self.interrupt("budget")
 
     def report_warnings(self) -> None:
         """``budget.warning`` for each ceiling fraction reached since the last call."""
