@@ -177,7 +177,10 @@ if TYPE_CHECKING:
     from hankweave.processes import end_processes as end_processes
     from hankweave.processes import end_processes_now as end_processes_now
     from hankweave.processes import marked_processes as marked_processes
+    from hankweave.providers import ANTHROPIC_API_URL as ANTHROPIC_API_URL
     from hankweave.providers import AWS_CREDENTIALS_HINT as AWS_CREDENTIALS_HINT
+    from hankweave.providers import PROXY_ANTHROPIC_UPSTREAM_ENV as PROXY_ANTHROPIC_UPSTREAM_ENV
+    from hankweave.providers import PROXY_URL_ENV as PROXY_URL_ENV
     from hankweave.providers import CredentialsError as CredentialsError
     from hankweave.providers import ProviderOptions as ProviderOptions
     from hankweave.providers import Route as Route

@@ -37,6 +37,11 @@ Protocol = Literal["openai", "anthropic", "native"]
 
 MOCK_URL_ENV = "HANKWEAVE_MOCK_PROVIDER_URL"
 """Set by ``run --mock-provider`` (hankweave.mock_provider.client_env)."""
+ANTHROPIC_API_URL = "https://api.anthropic.com"
+"""Anthropic's own API: where the Claude CLI and litellm go with no base URL set."""
+PROXY_ANTHROPIC_UPSTREAM_ENV = "HANKWEAVE_PROXY_ANTHROPIC_UPSTREAM"
+"""Set beside :data:`PROXY_URL_ENV`: where the LLM proxy sends Anthropic requests, so that a
+harness can tell a proxy in front of Anthropic's own API from one in front of another server."""
 PROXY_URL_ENV = "HANKWEAVE_PROXY_URL"
 """Set by ``run --proxy`` (hankweave.proxy.server.LlmProxy.client_env): the LLM proxy's base
 URL.  The base URL variables point into it too; under the mock, routes go through it."""

@@ -15,7 +15,8 @@ Then the harness's own variables:
   in the system temp folder (a socket path has at most 103 bytes: under a deeply nested
   execution directory the sockets go to a private folder of the system temp folder instead,
   removed after the attempt too);
-* with a base URL set (a proxy, a local server, the mock provider) the CLI's config folder
+* with a base URL set (a proxy, a local server, the mock provider; hankweave's LLM proxy only
+  when its upstream is not Anthropic's API) the CLI's config folder
   (``CLAUDE_CONFIG_DIR``, where it keeps its session transcripts) is the execution's own
   ``.hankweave/harnesses/claude/config/``, so an offline run never touches ``~/.claude``; against
   Anthropic itself it is the user's (a Claude login lives there) unless ``configDir`` says
@@ -38,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hankweave.api import ANTHROPIC_API_URL, PROXY_ANTHROPIC_UPSTREAM_ENV
 from hankweave_harness_claude.human import HUMAN_WAIT_S
 
 ALLOWED = frozenset({"PATH", "HOME", "USER", "SHELL", "TMPDIR", "LANG", "LC_ALL",
@@ -66,7 +68,12 @@ MCP_DEFAULTS = {"ENABLE_TOOL_SEARCH": "false", "MCP_TOOL_TIMEOUT": str(HUMAN_WAI
 
 
 def base_url_set(env: Mapping[str, str]) -> bool:
-    """Whether the CLI is pointed at a server other than Anthropic's (a proxy, the mock)."""
+    """Whether the CLI is pointed at a server other than Anthropic's (a proxy, the mock).
+    Through hankweave's own LLM proxy (``--proxy``) the proxy's upstream decides: in front of
+    Anthropic's API, the CLI is as if called directly (the user's login counts)."""
+    upstream = env.get(PROXY_ANTHROPIC_UPSTREAM_ENV)
+    if upstream:
+        return upstream.rstrip("/") != ANTHROPIC_API_URL
     return any(env.get(name) for name in BASE_URL_VARIABLES)
 
 

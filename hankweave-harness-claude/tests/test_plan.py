@@ -23,6 +23,7 @@ from hankweave_harness_claude.environment import (
     SOCKET_PATH_LIMIT,
     SOCKET_SUFFIX,
     CLIFolders,
+    base_url_set,
     cli_environment,
 )
 from hankweave_harness_claude.harness import ClaudeSetupError, permissions
@@ -150,6 +151,18 @@ def test_the_cli_sees_an_allowlist_of_the_runtime_environment_and_the_hanks_over
     # ask_human: its schema sent directly, and a week for a person to answer it.
     assert result["ENABLE_TOOL_SEARCH"] == "false"
     assert result["MCP_TOOL_TIMEOUT"] == str(7 * 24 * 3600 * 1000)
+
+
+def test_through_hankweaves_proxy_the_proxys_upstream_decides_whose_config_folder() -> None:
+    proxy = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/anthropic",
+             "HANKWEAVE_PROXY_URL": "http://127.0.0.1:9"}
+    # In front of Anthropic's own API: as if called directly (the user's login counts).
+    assert not base_url_set({**proxy, "HANKWEAVE_PROXY_ANTHROPIC_UPSTREAM":
+                             "https://api.anthropic.com/"})
+    # In front of the mock or another server: the execution's own folder.
+    assert base_url_set({**proxy, "HANKWEAVE_PROXY_ANTHROPIC_UPSTREAM": "http://127.0.0.1:7"})
+    assert base_url_set({"ANTHROPIC_BASE_URL": "http://127.0.0.1:7"})
+    assert not base_url_set({})
 
 
 def test_the_overlay_wins_and_may_turn_traffic_back_on(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -26,7 +26,13 @@ from hankweave.api import (
     PreflightProblem,
     PreflightRequest,
 )
-from hankweave_harness_pi.providers import CredentialsError, ProviderOptions, route
+from hankweave_harness_pi.providers import (
+    PROXY_URL_ENV,
+    CredentialsError,
+    ProviderOptions,
+    Route,
+    route,
+)
 from hankweave_harness_pi.sessions import SessionNotFoundError, SessionStore
 
 if TYPE_CHECKING:  # the state types load pydantic models: not at `hankweave validate` time
@@ -131,6 +137,7 @@ class PiHarness(Harness):
         try:
             target = route(model.provider_id, model.model_id, request.env,
                            _provider_options(config, model.provider_id))
+            _warn_if_around_the_proxy(target, request.env, context)
             if request.session_id_to_resume and request.fork_session:
                 # A new attempt: its own copy, so its turns never reach a later attempt.
                 session = sessions.fork(request.session_id_to_resume)
@@ -198,3 +205,15 @@ def _data_roots(request: CodonRequest) -> list[Any]:
         return [link.resolve(strict=True)] if link.is_symlink() else []
     except OSError:
         return []
+
+
+def _warn_if_around_the_proxy(target: Route, env: Mapping[str, str],
+                              context: AttemptContext) -> None:
+    """Under ``--proxy``, a provider the proxy does not serve (its own ``apiBase``, a native
+    protocol other than Anthropic's and OpenAI's) is called directly: say so, once."""
+    proxy = env.get(PROXY_URL_ENV)
+    if proxy and not (target.api_base or "").startswith(proxy.rstrip("/") + "/"):
+        context.warn(f"Model {target.display} is called directly, not through the LLM proxy"
+                     " (--proxy serves the Anthropic and OpenAI endpoints): its requests are"
+                     " not in .hankweave/proxy/requests.jsonl, and its ceilings hold at its"
+                     " messages only")

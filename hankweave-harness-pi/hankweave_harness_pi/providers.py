@@ -6,6 +6,6 @@ sentinels' observer calls; this module re-exports what the harness's modules use
 
 from __future__ import annotations
 
-from hankweave.api import CredentialsError, ProviderOptions, Route, route
+from hankweave.api import PROXY_URL_ENV, CredentialsError, ProviderOptions, Route, route
 
-__all__ = ["CredentialsError", "ProviderOptions", "Route", "route"]
+__all__ = ["PROXY_URL_ENV", "CredentialsError", "ProviderOptions", "Route", "route"]

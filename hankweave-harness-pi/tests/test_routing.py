@@ -72,6 +72,35 @@ def test_the_mock_provider_takes_every_model() -> None:
     assert route("anthropic", "claude-haiku-4-5", env).api_base == "http://127.0.0.1:7"
 
 
+def test_under_the_proxy_every_model_routes_through_it_and_one_that_cannot_is_named() -> None:
+    from hankweave_harness_pi.harness import _warn_if_around_the_proxy
+
+    proxy = "http://127.0.0.1:8"
+    env = {"HANKWEAVE_MOCK_PROVIDER_URL": "http://127.0.0.1:7", "HANKWEAVE_PROXY_URL": proxy,
+           "OPENAI_API_KEY": "m", "ANTHROPIC_API_KEY": "m"}
+    assert route("google", "gemini-2.5-flash", env).api_base == f"{proxy}/openai"
+    assert route("anthropic", "claude-haiku-4-5", env).api_base == f"{proxy}/anthropic"
+
+    warned: list[str] = []
+
+    class Context:
+        def warn(self, message: str) -> None:
+            warned.append(message)
+
+    direct = {"HANKWEAVE_PROXY_URL": proxy, "OPENAI_BASE_URL": f"{proxy}/openai",
+              "OPENAI_API_KEY": "k", "GEMINI_API_KEY": "k"}
+    _warn_if_around_the_proxy(route("openai", "gpt-5.2", direct), direct,
+                              Context())  # type: ignore[arg-type]
+    assert warned == []
+    local = route("local", "qwen3-coder", direct, ProviderOptions(
+        api_base="http://127.0.0.1:8000/v1", protocol="openai"))
+    _warn_if_around_the_proxy(local, direct, Context())  # type: ignore[arg-type]
+    _warn_if_around_the_proxy(route("google", "gemini-2.5-flash", direct), direct,
+                              Context())  # type: ignore[arg-type]
+    assert [message.split(" is called")[0] for message in warned] == [
+        "Model local/qwen3-coder", "Model google/gemini-2.5-flash"]
+
+
 def test_validating_pi_models_never_imports_litellm(tmp_path: Path) -> None:
     hank = tmp_path / "hank.json"
     hank.write_text(json.dumps({"hank": [

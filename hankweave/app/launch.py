@@ -513,7 +513,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
 
     settings, layout = prepared.settings, prepared.setup.layout
     mock = await _start_mock_provider(prepared, request)
-    gate = _proxy_gate(prepared)
+    gate = _proxy_gate(prepared, request)
     try:
         proxy = await _start_proxy(prepared, request, mock, gate) if gate is not None else None
     except BaseException:
@@ -579,10 +579,13 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
         handler.close()
 
 
-def _proxy_gate(prepared: Prepared) -> ProxyGate | None:
+def _proxy_gate(prepared: Prepared, request: LaunchRequest) -> ProxyGate | None:
     """The runtime's side of the LLM proxy, when agents call their providers through it (a
     replay calls none)."""
-    if prepared.settings.without_proxy or not prepared.source.checks_harnesses:
+    if prepared.settings.without_proxy:
+        return None
+    if not prepared.source.checks_harnesses:
+        request.notify("The LLM proxy does not run: a replay calls no provider")
         return None
     from hankweave.runtime.metering import ProxyGate
 
@@ -611,6 +614,12 @@ async def _start_proxy(prepared: Prepared, request: LaunchRequest,
         raise LaunchError(f"Cannot start the LLM proxy: {exc.strerror or exc}") from None
     shown = ", ".join(f"{upstream.name} -> {mask_url_credentials(upstream.url)}"
                       for upstream in upstreams)
+    for codon in prepared.hank.codon_configs().values():
+        overridden = sorted(set(codon.env or {}) & set(proxy.client_env()))
+        if overridden:
+            request.notify(f"warning: codon {codon.id} sets {', '.join(overridden)} in its env;"
+                           " under --proxy its agent calls the proxy, whose upstreams are the"
+                           " run's (anthropicBaseUrl, the environment)")
     request.notify(f"LLM proxy: {proxy.base_url} ({shown}; request log:"
                    f" {prepared.setup.layout.proxy_log})")
     return proxy

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from hankweave.faults import proxy_down_at
 from hankweave.fsutil import open_private, private_dir, utc_now_iso
-from hankweave.providers import PROXY_URL_ENV
+from hankweave.providers import ANTHROPIC_API_URL, PROXY_ANTHROPIC_UPSTREAM_ENV, PROXY_URL_ENV
 from hankweave.proxy.meter import UsageMeter
 from hankweave.proxy.types import (
     Admission,
@@ -81,7 +81,7 @@ def upstreams_for(env: Mapping[str, str], anthropic_base_url: str | None,
                 Upstream("openai", f"{mock_url}/v1", "openai"))
     return (
         Upstream("anthropic", anthropic_base_url or env.get("ANTHROPIC_BASE_URL")
-                 or "https://api.anthropic.com", "anthropic"),
+                 or ANTHROPIC_API_URL, "anthropic"),
         Upstream("openai", env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE")
                  or "https://api.openai.com/v1", "openai"),
         Upstream("openrouter", env.get("OPENROUTER_API_BASE") or "https://openrouter.ai/api/v1",
@@ -155,6 +155,7 @@ class LlmProxy:
             url = f"{base}/{upstream.name}"
             if upstream.name == "anthropic":
                 env["ANTHROPIC_BASE_URL"] = url
+                env[PROXY_ANTHROPIC_UPSTREAM_ENV] = upstream.url
             elif upstream.name == "openai":
                 env["OPENAI_BASE_URL"] = env["OPENAI_API_BASE"] = url
             elif upstream.name == "openrouter":

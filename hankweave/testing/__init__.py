@@ -4,7 +4,8 @@
 * :class:`MemorySink` (``hankweave.testing.sinks``) and the in-memory checkpoint backend
   (``hankweave.testing.memory_checkpoints``): real plugins that keep things in memory;
 * the contract suites every implementation subclasses: :class:`HarnessContract`,
-  :class:`EventSinkContract`, :class:`CheckpointStoreContract`;
+  :class:`EventSinkContract`, :class:`CheckpointStoreContract`,
+  :class:`ProxyMiddlewareContract`;
 * helpers: :func:`attempt_context` and :func:`run_attempt` (a harness called directly, or one
   attempt through the kernel's runner), :func:`codon_outcomes` (what a run left, per codon);
 * the scripted mock provider for tests: :func:`start_mock_provider`, :func:`scripted_mock` (a
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     )
     from hankweave.testing.outcomes import codon_outcomes
     from hankweave.testing.project import TEST_PLUGINS, HankProject
+    from hankweave.testing.proxy import ProxyMiddlewareContract
     from hankweave.testing.sinks import EventSinkContract, MemorySink
 
 _EXPORTS = {
@@ -55,6 +57,7 @@ _EXPORTS = {
     "MemoryCheckpointStore": "memory_checkpoints",
     "MemorySink": "sinks",
     "MockProviderLog": "mock_provider",
+    "ProxyMiddlewareContract": "proxy",
     "RecordingPolicy": "harness",
     "TEST_PLUGINS": "project",
     "attempt_context": "harness",
@@ -83,6 +86,7 @@ __all__ = [
     "MemoryCheckpointStore",
     "MemorySink",
     "MockProviderLog",
+    "ProxyMiddlewareContract",
     "RecordingPolicy",
     "attempt_context",
     "codon_outcomes",
