@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import asyncio
 import inspect
 import re
 import types
@@ -99,6 +100,7 @@ def test_the_hook_examples_work_as_plugins() -> None:
     import click
 
     from hankweave.plugins import make_plugin_manager
+    from hankweave.proxy.types import ProxyRequest
     from hankweave.registry import Registry
 
     pm = make_plugin_manager(load_entrypoints=False, env={})
@@ -117,6 +119,12 @@ def test_the_hook_examples_work_as_plugins() -> None:
 
     assert set(registry.harnesses()) == {"echo"}
     assert set(registry.event_sinks()) == {"stderr"}
+    add_headers = registry.proxy_middleware()["add-headers"]
+    middleware = add_headers(add_headers.Config.model_validate({"set": {"x-team": "a"}}))
+    request = ProxyRequest(upstream="openai", protocol="openai", method="POST",
+                           path="/chat/completions", headers={}, body=b"{}")
+    assert asyncio.run(middleware.on_request(request)) is None
+    assert request.headers == {"x-team": "a"}
     every_nth = registry.sentinel_triggers()["every-nth"]
     trigger = every_nth(every_nth.Config.model_validate({"type": "every-nth", "n": 2}))
     assert [trigger.observe({"type": "a"}), trigger.observe({"type": "b"})] == [

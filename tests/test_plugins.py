@@ -269,6 +269,39 @@ def test_hook_register_event_sinks(pm: HankweavePluginManager, registry: Registr
     assert sink.events == [{"type": "codon.started", "data": {}}]
 
 
+def test_hook_register_proxy_middleware(pm: HankweavePluginManager, registry: Registry) -> None:
+    from hankweave.app.plugin_settings import build_proxy_middleware
+    from hankweave.config.settings import SinkSpec
+    from hankweave.proxy.types import ProxyMiddleware, ProxyReply, ProxyRequest
+
+    class Tagging(ProxyMiddleware):
+        name = "tagging"
+
+        async def on_request(self, request: ProxyRequest) -> ProxyReply | None:
+            request.headers["x-tag"] = "tagged"
+            return None
+
+    class MiddlewarePlugin:
+        @hookimpl
+        def register_proxy_middleware(
+            self, register: Callable[[type[ProxyMiddleware]], None]
+        ) -> None:
+            register(Tagging)
+
+    pm.register(MiddlewarePlugin(), name="middleware-plugin")
+
+    assert registry.proxy_middleware() == {"tagging": Tagging}
+    assert registry.registered_by("proxy middleware", "tagging") == "middleware-plugin"
+    (built,), problems = build_proxy_middleware(registry, [SinkSpec(name="tagging")])
+    request = ProxyRequest(upstream="anthropic", protocol="anthropic", method="POST",
+                           path="/v1/messages", headers={}, body=b"{}")
+    assert problems == [] and asyncio.run(built.on_request(request)) is None
+    assert request.headers == {"x-tag": "tagged"}
+    _, problems = build_proxy_middleware(registry, [SinkSpec(name="tagged")])
+    assert problems == ['proxy.middleware[0]: no installed proxy middleware is named "tagged"'
+                        " (installed: tagging)"]
+
+
 def test_hook_register_sentinel_triggers(pm: HankweavePluginManager, registry: Registry) -> None:
     class TriggerPlugin:
         @hookimpl

@@ -276,9 +276,12 @@ def check_plugin_settings(registry: Registry, resolved: ResolvedSettings, *,
             check.warnings.append(f"{problem}; the sink would be skipped")
     # Middleware decide what reaches a provider: one that cannot be built is always an error.
     _, problems = build_proxy_middleware(registry, settings.proxy.middleware, construct=False)
+    from hankweave.config.settings import RUNTIME_CONFIG_FILE
+
+    where = resolved.runtime_config_path or RUNTIME_CONFIG_FILE
     for problem in problems:
         path, _, message = problem.partition(": ")
-        check.errors.append(HankIssue(path, message))
+        check.errors.append(HankIssue(path, f"{message} (set in {where})"))
     if settings.proxy.middleware and settings.without_proxy:
         check.warnings.append(
             "proxy.middleware is set, but agents call their providers directly: it runs only"

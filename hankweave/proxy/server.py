@@ -293,7 +293,8 @@ class LlmProxy:
             return response
         except Exception as exc:  # a middleware or the proxy broke: the agent's 500
             log.exception("the LLM proxy failed a request to %s", upstream.name)
-            record.error = f"{type(exc).__name__}: {exc}"
+            # Only the kind: a middleware's message may quote a header (server.log has it).
+            record.error = f"{type(exc).__name__} (.hankweave/logs/server.log has the details)"
             if response is not None and response.prepared:
                 raise
             record.status = 500
@@ -319,7 +320,10 @@ class LlmProxy:
 
         assert self._session is not None
         url = upstream.url.rstrip("/") + proxied.path
-        headers = {**proxied.headers, "accept-encoding": "identity"}
+        # Middleware may have added any name in any case: the proxy's own rules hold after.
+        headers = {name.lower(): value for name, value in proxied.headers.items()
+                   if name.lower() not in _HOP_BY_HOP}
+        headers["accept-encoding"] = "identity"
         try:
             upstream_response = await self._session.request(
                 proxied.method, url, headers=headers, data=proxied.body,

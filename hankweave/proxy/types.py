@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from hankweave.plugin_config import PluginConfig
 from hankweave.state.types import TokenUsage
 
 WireProtocol = Literal["anthropic", "openai"]
@@ -45,24 +46,27 @@ class ProxyRequest:
     body: bytes
     codon_id: str | None = None
     """The codon whose agent sent it (None: no codon runs)."""
-    _json: dict[str, Any] | None = field(default=None, repr=False)
+    _parsed: tuple[bytes, dict[str, Any] | None] | None = field(default=None, repr=False)
 
     @property
     def json(self) -> dict[str, Any] | None:
-        """The body as a JSON object (None when it is not one).  Changes made to the object
-        are sent: call :meth:`set_json` after changing it, or assign a new object."""
-        if self._json is None and self.body[:1] == b"{":
-            try:
-                parsed = json.loads(self.body)
-            except ValueError:
-                return None
-            self._json = parsed if isinstance(parsed, dict) else None
-        return self._json
+        """The body as a JSON object (None when it is not one), parsed again whenever the
+        body changed.  Changing the object changes nothing sent: pass it to
+        :meth:`set_json`."""
+        if self._parsed is None or self._parsed[0] is not self.body:
+            parsed = None
+            if self.body[:1] == b"{":
+                try:
+                    parsed = json.loads(self.body)
+                except ValueError:
+                    parsed = None
+            self._parsed = (self.body, parsed if isinstance(parsed, dict) else None)
+        return self._parsed[1]
 
     def set_json(self, value: dict[str, Any]) -> None:
         """Replace the body with ``value``, encoded."""
-        self._json = value
         self.body = json.dumps(value, separators=(",", ":")).encode()
+        self._parsed = (self.body, value)
 
     @property
     def model(self) -> str | None:
@@ -132,10 +136,8 @@ class ProxyRecord(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
-class NoSettings(BaseModel):
+class NoSettings(PluginConfig):
     """The settings of a middleware that takes none: an empty object."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class ProxyMiddleware:
@@ -159,7 +161,7 @@ class ProxyMiddleware:
     """Its settings (``proxy.middleware[].config``); none by default."""
 
     def __init__(self, config: BaseModel | None = None) -> None:
-        self.config = config
+        self.config = config if config is not None else self.Config()
 
     async def on_request(self, request: ProxyRequest) -> ProxyReply | None:
         return None
