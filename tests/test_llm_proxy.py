@@ -77,14 +77,14 @@ def anthropic_stream() -> list[bytes]:
 
 
 def openai_stream() -> list[bytes]:
-    """A streamed chat completion with ``include_usage``'s last chunk (cached tokens inside
-    prompt_tokens)."""
+    """A streamed chat completion as OpenAI sends it when asked to ``include_usage``: every
+    chunk says ``"usage":null`` but the last, which counts cached tokens inside prompt_tokens."""
     base = {"id": "chatcmpl-01", "object": "chat.completion.chunk", "created": 1700000000,
             "model": "gpt-test"}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         return sse(None, {**base, "choices": [{"index": 0, "delta": delta,
-                                               "finish_reason": finish}]})
+                                               "finish_reason": finish}], "usage": None})
 
     events = b"".join([
         chunk({"role": "assistant", "content": ""}),
@@ -353,18 +353,18 @@ def test_a_streamed_answer_arrives_byte_for_byte_and_its_first_chunk_before_the_
 def test_a_plain_answer_keeps_its_bytes_and_content_length():
     raw = json.dumps(ANTHROPIC.plain_answer, indent=1).encode()
 
-    async def answer(request: web.Request) -> web.StreamResponse:
+    async def indented(request: web.Request) -> web.StreamResponse:
         return web.Response(body=raw, content_type="application/json")
 
     async def scenario() -> Answer:
-        async with FakeProvider(answer) as provider, proxy_to(provider.url) as proxy:
+        async with FakeProvider(indented) as provider, proxy_to(provider.url) as proxy:
             return await send(proxy.base_url + ANTHROPIC.path, ANTHROPIC.body(stream=False))
 
-    answer_ = run(scenario())
-    assert answer_.status == 200
-    assert answer_.body == raw
-    assert answer_.headers["content-length"] == str(len(raw))
-    assert "transfer-encoding" not in answer_.headers
+    answer = run(scenario())
+    assert answer.status == 200
+    assert answer.body == raw
+    assert answer.headers["content-length"] == str(len(raw))
+    assert "transfer-encoding" not in answer.headers
 
 
 def test_an_upstream_error_passes_through_with_its_status_and_is_not_metered():
@@ -422,6 +422,36 @@ def test_a_stream_the_upstream_cuts_is_cut_for_the_client_too_and_recorded():
     assert isinstance(proxied_error, aiohttp.ClientPayloadError)
     assert record.error is not None and record.error.startswith("stream cut")
     assert record.response_bytes == len(chunks[0])
+
+
+def test_a_client_that_hangs_up_mid_stream_ends_the_upstream_request_and_is_recorded():
+    stopped = asyncio.Event()
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            while True:
+                await response.write(sse("ping", {"type": "ping"}))
+                await asyncio.sleep(0.005)
+        stopped.set()
+        return response
+
+    async def scenario() -> list[ProxyRecord]:
+        records: list[ProxyRecord] = []
+        async with FakeProvider(endless) as provider, \
+                proxy_to(provider.url, on_record=records.append) as proxy:
+            async with aiohttp.ClientSession() as session:
+                response = await session.post(proxy.base_url + ANTHROPIC.path,
+                                              json=ANTHROPIC.body(stream=True))
+                await response.content.readany()
+                response.close()
+            await asyncio.wait_for(stopped.wait(), TIMEOUT_S)
+            return await recorded(records)
+
+    (record,) = run(scenario())
+    assert record.error is not None and record.error.startswith("stream cut")
+    assert record.status == 200 and record.response_bytes > 0
 
 
 MOCK_SCRIPT = {"rules": [{"name": "plan", "reply": {
@@ -569,7 +599,7 @@ def test_an_anthropic_stream_reports_the_last_cumulative_output():
 
 
 def test_an_openai_stream_without_a_usage_chunk_is_recorded_without_usage_and_not_charged():
-    without_usage = re.sub(rb'data: \{[^\n]*"usage"[^\n]*\n\n', b"",
+    without_usage = re.sub(rb'data: [^\n]*"usage":\{[^\n]*\n\n', b"",
                            b"".join(openai_stream()))
 
     async def scenario() -> tuple[list[ProxyRecord], FakeGate]:
@@ -581,7 +611,7 @@ def test_an_openai_stream_without_a_usage_chunk_is_recorded_without_usage_and_no
             return await recorded(records), gate
 
     (record,), gate = run(scenario())
-    assert b'"usage"' not in without_usage
+    assert b'"usage":{' not in without_usage and b'"content":"survey."' in without_usage
     assert (record.status, record.input_tokens, record.output_tokens, record.cost) == (
         200, None, None, None)
     assert gate.charged == []
@@ -778,8 +808,9 @@ def test_a_failing_middleware_is_a_500_in_the_providers_shape_and_the_next_reque
         assert (body["type"], body["error"]["type"]) == ("error", "api_error")
     else:
         assert body["error"]["type"] == "api_error"
-    assert "RuntimeError: boom" in body["error"]["message"]
-    assert (first.status, first.error) == (500, "RuntimeError: boom")
+    assert "hankweave proxy: RuntimeError" in body["error"]["message"]
+    assert first.status == 500
+    assert first.error is not None and first.error.startswith("RuntimeError")
     assert (served.status, served.json()) == (200, wire.plain_answer)
     assert (second.status, second.error) == (200, None)
 

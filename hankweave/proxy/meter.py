@@ -10,7 +10,8 @@ a few of its server-sent events only:
   which ``prompt_tokens_details.cached_tokens`` names.
 
 The meter never holds the stream back: it reads a copy of each chunk, and decodes only the
-event lines that mention ``usage`` (a few per answer), so its cost per chunk is a byte search.
+event lines that carry a ``usage`` object (a few per answer; OpenAI's other chunks say
+``"usage":null``), so its cost per chunk is a byte search.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class UsageMeter:
         if b'"usage"' not in lines:
             return
         for line in lines.split(b"\n"):
-            if line.startswith(b"data:") and b'"usage"' in line:
+            # OpenAI sends "usage":null in every chunk but the last: only objects count.
+            if line.startswith(b"data:") and (b'"usage":{' in line or b'"usage": {' in line):
                 self._event(line[5:])
 
     def usage(self) -> TokenUsage | None:

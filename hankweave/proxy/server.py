@@ -179,6 +179,8 @@ class LlmProxy:
             raise
         # No decompression: the agent gets the upstream's bytes as they are.
         self._session = aiohttp.ClientSession(
+            # No pool limit: every agent stream is one connection, held as long as it runs.
+            connector=aiohttp.TCPConnector(limit=0),
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=_CONNECT_TIMEOUT_S))
 

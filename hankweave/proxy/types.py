@@ -84,6 +84,7 @@ class ProxyResponseHead:
 
     status: int
     headers: dict[str, str]
+    """Lower-case names (a header the upstream repeats keeps its last value)."""
 
 
 @dataclass(frozen=True)
