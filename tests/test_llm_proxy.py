@@ -696,6 +696,22 @@ def test_health_answers_ok_and_an_unknown_upstream_is_404():
     assert "mistral" in unknown.json()["error"]["message"]
 
 
+def test_a_request_for_another_host_name_is_refused_before_anything():
+    """A web page reaching the proxy by DNS rebinding names its own host: 403, not relayed."""
+    async def scenario() -> tuple[Answer, Answer, Answer, list[Received]]:
+        async with FakeProvider(answering({})) as provider, proxy_to(provider.url) as proxy:
+            foreign = {"host": f"evil.example:{proxy.port}"}
+            return (await send(proxy.base_url + "/anthropic/v1/messages", {}, headers=foreign),
+                    await send(proxy.base_url + "/health", method="GET", headers=foreign),
+                    await send(proxy.base_url + "/anthropic/v1/messages", {},
+                               headers={"host": f"localhost:{proxy.port}"}),
+                    provider.received)
+
+    relayed, health, local, received = run(scenario())
+    assert (relayed.status, health.status, local.status) == (403, 403, 200)
+    assert len(received) == 1
+
+
 @pytest.mark.parametrize("wire", WIRES)
 def test_an_upstream_that_refuses_connections_is_a_502_in_the_providers_shape(wire):
     url = f"http://127.0.0.1:{closed_port()}"

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from hankweave.faults import proxy_down_at
 from hankweave.fsutil import open_private, private_dir, utc_now_iso
+from hankweave.hosts import LOCAL_HOST_NAMES, host_allowed
 from hankweave.providers import ANTHROPIC_API_URL, PROXY_ANTHROPIC_UPSTREAM_ENV, PROXY_URL_ENV
 from hankweave.proxy.meter import UsageMeter
 from hankweave.proxy.types import (
@@ -235,6 +236,9 @@ class LlmProxy:
     async def _health(self, request: web.Request) -> web.StreamResponse:
         from aiohttp import web
 
+        if not host_allowed(request.headers.get("host"), LOCAL_HOST_NAMES):
+            return _foreign_host()
+
         return web.json_response({"status": "ok", "upstreams": sorted(self.upstreams),
                                   "requests": self.handled})
 
@@ -245,6 +249,8 @@ class LlmProxy:
 
         began = time.monotonic()
         at = utc_now_iso()
+        if not host_allowed(request.headers.get("host"), LOCAL_HOST_NAMES):
+            return _foreign_host()  # a web page's request by DNS rebinding
         upstream = self.upstreams.get(request.match_info["upstream"])
         if upstream is None:
             return web.json_response(
@@ -392,6 +398,14 @@ class LlmProxy:
                 await middleware.on_complete(request, record)
             except Exception:
                 log.exception("proxy middleware %s failed on_complete", middleware.name)
+
+
+def _foreign_host() -> web.StreamResponse:
+    from aiohttp import web
+
+    return web.json_response({"error": {"message": "hankweave proxy: this server answers to"
+                                         " 127.0.0.1 and localhost only", "type": "forbidden"}},
+                             status=403)
 
 
 def _ms(began: float) -> float:
