@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from hankweave.mock_provider.script import MockScript
     from hankweave.mock_provider.server import MockProvider
     from hankweave.proxy.server import LlmProxy
-    from hankweave.proxy.types import ProxyMiddleware, ProxyRecord
+    from hankweave.proxy.types import ProxyMiddleware
     from hankweave.registry import Registry
     from hankweave.runtime.metering import ProxyGate
     from hankweave.runtime.orchestrator import Runtime
@@ -530,7 +530,7 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     if on_event is not None:
         bus.subscribe(lambda event: on_event(event.to_wire()))
     if proxy is not None:
-        proxy.on_record = lambda record: bus.emit("proxy.request", proxy_event(record))
+        proxy.on_record = lambda record: bus.emit("proxy.request", record.event())
     direct = mock.client_env() if mock is not None else {}
     runtime = _runtime(prepared, request, owned, checkpoints, bus.emit,
                        provider_env={**direct, **proxy.client_env()} if proxy else direct,
@@ -644,15 +644,6 @@ async def _watch_proxy(proxy: LlmProxy, runtime: Runtime, request: LaunchRequest
         request.notify(f"error: {message}")
         runtime.commands.request_shutdown("LLM proxy down")
         return
-
-
-def proxy_event(record: ProxyRecord) -> dict[str, Any]:
-    """The ``proxy.request`` event of one recorded request."""
-    data = record.to_json()
-    data["requestId"] = data.pop("id")
-    for key in ("at", "requestBytes", "responseBytes"):
-        data.pop(key, None)
-    return data
 
 
 async def _start_mock_provider(prepared: Prepared, request: LaunchRequest) -> MockProvider | None:

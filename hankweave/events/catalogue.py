@@ -750,7 +750,8 @@ class BudgetWarningData(BudgetAskData):
 
 class ProxyRequestData(EventData):
     """Ours: one agent request the LLM proxy handled (``--proxy``), as
-    ``.hankweave/proxy/requests.jsonl`` records it; never a header, a key or a body."""
+    ``.hankweave/proxy/requests.jsonl`` records it (``hankweave.proxy.types.ProxyRecord``);
+    never a header, a key or a body."""
 
     request_id: str
     codon_id: str | None = None

@@ -265,7 +265,7 @@ class LlmProxy:
             headers={name.lower(): value for name, value in request.headers.items()
                      if name.lower() not in _HOP_BY_HOP},
             body=body, codon_id=self.gate.current_codon() if self.gate is not None else None)
-        record = ProxyRecord(id=f"{self._prefix}-{next(self._ids)}", at=at,
+        record = ProxyRecord(request_id=f"{self._prefix}-{next(self._ids)}", at=at,
                              codon_id=proxied.codon_id, upstream=upstream.name,
                              method=request.method, path=tail,
                              model=proxied.model, streamed=proxied.streamed, status=0,

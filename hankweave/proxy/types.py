@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel
 
+from hankweave.events.catalogue import ProxyRequestData
 from hankweave.plugin_config import PluginConfig
 from hankweave.state.types import TokenUsage
 
@@ -98,43 +98,22 @@ class ProxyReply:
     """Why (recorded): ``budget``, ``stopping``, ``middleware``, ``unknown-upstream``."""
 
 
-class ProxyRecord(BaseModel):
-    """One request the proxy handled, as recorded (never a header, a key or a body)."""
+class ProxyRecord(ProxyRequestData):
+    """One request the proxy handled, as ``requests.jsonl`` records it: the ``proxy.request``
+    event's fields (never a header, a key or a body), when it arrived and its sizes."""
 
-    id: str
     at: str
     """When it arrived (ISO 8601, UTC)."""
-    codon_id: str | None = None
-    upstream: str
-    method: str
-    path: str
-    """Without its query string."""
-    model: str | None = None
-    streamed: bool = False
-    status: int
-    """What the agent got (502 when upstream could not be reached)."""
-    refused: str | None = None
-    """Why the proxy answered itself (``budget``, ``stopping``, ``middleware``, ...)."""
-    error: str | None = None
-    """What went wrong on the way (upstream unreachable, the agent hung up)."""
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_creation_tokens: int | None = None
-    cost: float | None = None
-    """In dollars, priced by the model catalogue (None: unknown or nothing used)."""
-    ttfb_ms: float | None = None
-    """From the request's arrival to the first byte of the answer sent to the agent."""
-    duration_ms: float
-    held_ms: float | None = None
-    """How long the request waited for a person at a ceiling that asks."""
     request_bytes: int = 0
     response_bytes: int = 0
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, exclude_none=True)
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def event(self) -> dict[str, Any]:
+        """The ``proxy.request`` event's data."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True,
+                               exclude={"at", "request_bytes", "response_bytes"})
 
 
 class NoSettings(PluginConfig):

@@ -96,7 +96,7 @@ _MOCK_SCRIPT = {"rules": [], "default": {"text": "Hello from the mock provider."
 
 def sample_record(request: ProxyRequest, status: int = 200) -> ProxyRecord:
     """What the proxy would record of ``request`` once answered."""
-    return ProxyRecord(id="contract-1", at="2026-12-01T10:00:00.000Z",
+    return ProxyRecord(request_id="contract-1", at="2026-12-01T10:00:00.000Z",
                        codon_id=request.codon_id, upstream=request.upstream,
                        method=request.method, path=request.path.split("?", 1)[0],
                        model=request.model, streamed=request.streamed, status=status,
