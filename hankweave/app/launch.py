@@ -712,7 +712,8 @@ def _where(layout: ExecutionLayout, notify: Callable[[str], None]) -> None:
         f"  codon logs   {layout.runs_dir}/<run>/<codon>-claude.log\n"
         f"  checkpoints  {layout.checkpoints_dir}\n"
         f"  workspace    {layout.agent_root}\n"
-        f"Inspect it:   hankweave inspect thread -e {execution}\n"
+        + (f"  proxy log    {layout.proxy_log}\n" if layout.proxy_log.exists() else "")
+        + f"Inspect it:   hankweave inspect thread -e {execution}\n"
         f"              hankweave inspect state -e {execution}\n"
         f"              hankweave journal -e {execution}")
 

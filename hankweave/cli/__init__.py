@@ -47,6 +47,7 @@ def _register_commands() -> None:
     from hankweave.cli.init_cmd import init_command
     from hankweave.cli.inspect import inspect_group
     from hankweave.cli.inspect_budget import inspect_budget
+    from hankweave.cli.inspect_proxy import inspect_proxy
     from hankweave.cli.journal_cmd import journal_command
     from hankweave.cli.mock_provider_cmd import mock_provider_group
     from hankweave.cli.pack_cmd import pack_command
@@ -65,6 +66,7 @@ def _register_commands() -> None:
     # `inspect budget` has its own module (it needs the allocation rules), which uses the
     # group's helpers: added here, so neither module imports the other back.
     inspect_group.add_command(inspect_budget)
+    inspect_group.add_command(inspect_proxy)
 
 
 _register_commands()

@@ -328,7 +328,9 @@ def _files_lines(execution: Path) -> list[tuple[str, str]]:
             (f"  journal      {layout.events_file}", ""),
             (f"  codon logs   {layout.runs_dir}/<run>/<codon>-claude.log", ""),
             (f"  checkpoints  {layout.checkpoints_dir}", ""),
-            (f"  workspace    {layout.agent_root}", "")]
+            (f"  workspace    {layout.agent_root}", ""),
+            # Only an execution whose agents went through the LLM proxy has one.
+            *([(f"  proxy log    {layout.proxy_log}", "")] if layout.proxy_log.exists() else [])]
 
 
 def _codons_line(summary: RunSummary) -> tuple[str, str]:
