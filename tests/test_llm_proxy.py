@@ -677,6 +677,30 @@ def test_a_held_request_waits_for_the_gate_then_goes_upstream():
     assert record.refused is None
 
 
+def test_a_held_request_whose_agent_hung_up_never_goes_upstream():
+    """A client that gives up waiting (a timeout, then a retry) must not be paid for: its
+    request is dropped when the person answers, the retry's goes on."""
+    async def scenario() -> tuple[int, list[ProxyRecord]]:
+        records: list[ProxyRecord] = []
+        gate = FakeGate(release=asyncio.Event())
+        async with FakeProvider(answering(ANTHROPIC.plain_answer)) as provider, \
+                proxy_to(provider.url, gate=gate, on_record=records.append) as proxy:
+            sending = asyncio.create_task(
+                send(proxy.base_url + ANTHROPIC.path, ANTHROPIC.body(stream=False)))
+            await asyncio.wait_for(gate.asked.wait(), TIMEOUT_S)
+            sending.cancel()  # the agent's client times out and closes its connection
+            with contextlib.suppress(asyncio.CancelledError):
+                await sending
+            await asyncio.sleep(0.1)
+            gate.release.set()
+            await recorded(records)
+            return len(provider.received), records
+
+    received, (record,) = run(scenario())
+    assert received == 0
+    assert record.error == "the agent hung up while the request was held"
+
+
 # --------------------------------------------------------------------------------------------
 # the proxy's own answers
 # --------------------------------------------------------------------------------------------

@@ -297,6 +297,9 @@ class LlmProxy:
                 record.ttfb_ms = _ms(began)
                 return response
             record.model = proxied.model
+            if _hung_up(request):  # it gave up while held: nobody would read the answer
+                record.error = "the agent hung up while the request was held"
+                raise asyncio.CancelledError
             response = await self._relay(request, proxied, upstream, record, admission, began)
             return response
         except Exception as exc:  # a middleware or the proxy broke: the agent's 500
@@ -398,6 +401,11 @@ class LlmProxy:
                 await middleware.on_complete(request, record)
             except Exception:
                 log.exception("proxy middleware %s failed on_complete", middleware.name)
+
+
+def _hung_up(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def _foreign_host() -> web.StreamResponse:
