@@ -1,7 +1,8 @@
 """Every setting either does something or is refused with its reason (issue 36), through the
 real command line: ``anthropicBaseUrl`` sends agents to another Anthropic endpoint,
-``showCosts`` takes cost figures out of the terminal lines, and the proxy settings are refused
-until the proxy exists, naming the file, variable or flag that set them."""
+``showCosts`` takes cost figures out of the terminal lines, ``withoutProxy`` turns the LLM
+proxy on from every layer, and the settings of mechanisms hankweave lacks are refused, naming
+the file, variable or flag that set them."""
 
 from __future__ import annotations
 
@@ -115,29 +116,36 @@ def test_show_costs_from_the_environment_hides_costs(project):
 # ----- refused settings -----
 
 
-def test_the_proxy_flag_is_refused_before_anything_is_created(project):
+@pytest.mark.parametrize("layer", ["flag", "file", "env"])
+def test_the_proxy_runs_when_any_layer_asks_and_the_flag_beats_the_file(project, layer):
     project.write_hank([codon("a")])
+    args: tuple[str, ...] = ()
+    if layer == "flag":
+        args = ("--proxy",)
+    elif layer == "file":
+        write_settings(project, {"withoutProxy": False})
+    else:
+        project.env["HANKWEAVE_RUNTIME_WITHOUT_PROXY"] = "false"
 
-    refused = project.run("--proxy")
+    ran = project.run(*args)
 
-    assert refused.returncode == 2
-    assert "--proxy: withoutProxy false is refused: the LLM proxy is not built yet" \
-        in refused.stderr
-    assert "Traceback" not in refused.stderr
-    assert not project.exec_dir.exists()
-    assert project.run("--without-proxy").returncode == 0
+    assert ran.returncode == 0, ran.stderr
+    assert "LLM proxy: http://127.0.0.1:" in ran.stderr
+    if layer == "file":
+        again = project.run("--without-proxy")
+        assert again.returncode == 0 and "LLM proxy:" not in again.stderr
 
 
 @pytest.mark.parametrize(("where", "source"), [
-    ("file", "hankweave.json:withoutProxy"),
-    ("env", "HANKWEAVE_RUNTIME_WITHOUT_PROXY"),
+    ("file", "hankweave.json:logParsingInterval"),
+    ("env", "HANKWEAVE_RUNTIME_LOG_PARSING_INTERVAL"),
 ])
 def test_validate_reports_a_refused_setting_with_where_it_came_from(project, where, source):
     project.write_hank([codon("a")])
     if where == "file":
-        write_settings(project, {"withoutProxy": False})
+        write_settings(project, {"logParsingInterval": 500})
     else:
-        project.env["HANKWEAVE_RUNTIME_WITHOUT_PROXY"] = "false"
+        project.env["HANKWEAVE_RUNTIME_LOG_PARSING_INTERVAL"] = "500"
 
     checked = project.hw("validate", str(project.hank_dir), str(project.data), "--json")
 
@@ -145,7 +153,7 @@ def test_validate_reports_a_refused_setting_with_where_it_came_from(project, whe
     report = json.loads(checked.stdout)
     (error,) = report["errors"]
     assert error["path"] == source
-    assert "the LLM proxy is not built yet" in error["message"]
+    assert "no agent log" in error["message"]
 
 
 def test_sentinel_health_check_settings_in_a_hank_are_refused_by_run(project):

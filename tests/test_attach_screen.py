@@ -132,11 +132,18 @@ def start_run(tmp_path: Path, script: dict[str, Any]) -> tuple[subprocess.Popen[
                             "-e", str(exec_dir), "--headless"], env=env, cwd=tmp_path,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     lock = exec_dir / ".hankweave" / "runtime.lock"
-    deadline = time.monotonic() + 30
-    while '"port"' not in (lock.read_text() if lock.exists() else ""):
+    deadline = time.monotonic() + 60
+    while not isinstance(_lock_port(lock), int):  # the lock says "port": null until it serves
         assert run.poll() is None and time.monotonic() < deadline, "the run did not start"
         time.sleep(0.1)
     return run, exec_dir
+
+
+def _lock_port(lock: Path) -> object:
+    try:
+        return json.loads(lock.read_text()).get("port")
+    except (OSError, ValueError):
+        return None  # not written yet, or written as we read it
 
 
 class Pane:

@@ -177,6 +177,8 @@ class Received:
     path: str
     headers: Mapping[str, str]
     body: bytes
+    raw_path: str = ""
+    """As sent, still encoded."""
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -208,7 +210,7 @@ class FakeProvider:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.received.append(Received(request.method, request.path_qs,
                                       {k.lower(): v for k, v in request.headers.items()},
-                                      await request.read()))
+                                      await request.read(), request.raw_path))
         return await self.answer(request)
 
 
@@ -704,6 +706,78 @@ def test_a_held_request_whose_agent_hung_up_never_goes_upstream():
 # --------------------------------------------------------------------------------------------
 # the proxy's own answers
 # --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/openai/../../x", "/openai/%2e%2e/%2e%2e/x",
+                                  "/openai/chat/..%2F..%2Fx"])
+def test_a_path_that_would_leave_the_upstreams_base_url_is_refused(path):
+    async def scenario() -> tuple[Answer, list[Received]]:
+        async with FakeProvider(answering({})) as provider, proxy_to(provider.url) as proxy:
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n"
+                         "Connection: close\r\n\r\n{}".encode())
+            raw = await reader.read()
+            writer.close()
+            status = int(raw.split(b" ", 2)[1])
+            body = raw.split(b"\r\n\r\n", 1)[1]
+            return Answer(status, {}, body), provider.received
+
+    answer, received = run(scenario())
+    assert answer.status == 400 and b"`..`" in answer.body
+    assert received == []
+
+
+def test_the_path_goes_upstream_as_the_agent_encoded_it_and_is_recorded_without_query():
+    async def scenario() -> tuple[list[Received], list[ProxyRecord]]:
+        records: list[ProxyRecord] = []
+        async with FakeProvider(answering({})) as provider, \
+                proxy_to(provider.url, on_record=records.append) as proxy:
+            await send(proxy.base_url + "/openai/chat%3Fa=1%23frag?x=1", {})
+            return provider.received, await recorded(records)
+
+    (received,), (record,) = run(scenario())
+    assert received.raw_path == "/v1/chat%3Fa=1%23frag?x=1"
+    assert record.path == "/chat%3Fa=1%23frag"
+
+
+def test_a_gateway_credential_in_the_upstream_url_is_used_masked_and_never_recorded():
+    async def scenario() -> tuple[list[Received], Answer, list[ProxyRecord]]:
+        records: list[ProxyRecord] = []
+        async with FakeProvider(answering({})) as provider:
+            gateway = provider.url.replace("http://", "http://gw:GWPASS-SECRET@")
+            async with proxy_to(gateway, on_record=records.append) as proxy:
+                await send(proxy.base_url + "/anthropic/v1/messages", {})
+                await send(proxy.base_url + "/anthropic/v1/messages", {},
+                           headers={"authorization": "Bearer agent-own"})
+            async with proxy_to(f"http://gw:GWPASS-SECRET@127.0.0.1:{closed_port()}",
+                                on_record=records.append) as proxy:
+                down = await send(proxy.base_url + "/anthropic/v1/messages", {})
+            return provider.received, down, await recorded(records, 3)
+
+    received, down, records = run(scenario())
+    assert received[0].headers["authorization"].startswith("Basic ")  # the gateway's
+    assert received[1].headers["authorization"] == "Bearer agent-own"  # the agent's wins
+    assert down.status == 502 and b"GWPASS" not in down.body and b"gw:***@" in down.body
+    assert not any("GWPASS" in json.dumps(r.to_json()) for r in records)
+
+
+def test_a_body_that_never_arrives_is_answered_and_the_proxy_goes_on(monkeypatch):
+    from hankweave.proxy import server
+
+    monkeypatch.setattr(server, "BODY_TIMEOUT_S", 0.2)
+
+    async def scenario() -> tuple[bytes, Answer]:
+        async with FakeProvider(answering({})) as provider, proxy_to(provider.url) as proxy:
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            writer.write(b"POST /anthropic/v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Content-Length: 100\r\n\r\n{")
+            stalled = await asyncio.wait_for(reader.readline(), TIMEOUT_S)
+            writer.close()
+            return stalled, await send(proxy.base_url + "/anthropic/v1/messages", {})
+
+    stalled, after = run(scenario())
+    assert stalled.startswith(b"HTTP/1.1 408")
+    assert after.status == 200
 
 
 def test_health_answers_ok_and_an_unknown_upstream_is_404():

@@ -224,3 +224,54 @@ def test_a_refused_agent_gets_a_grace_period_then_is_stopped(
     outcome, _ = asyncio.run(_attempt(tmp_path, Lingering, "complete", None))
 
     assert outcome.interrupted == "budget"
+
+
+def test_what_the_proxy_measured_beyond_the_agents_messages_is_counted_in_the_state(
+        tmp_path: Path) -> None:
+    """A side request the agent keeps to itself (or an answer cut off before its message):
+    the record's cost becomes what the proxy measured, so later ceilings see it."""
+    class SideRequests(ProxiedAgent):
+        async def run_codon(self, request: CodonRequest, context: AttemptContext
+                            ) -> AsyncIterator[Any]:
+            yield init_record("s-1")
+            usage = TokenUsage(input_tokens=2_000)
+            (await GATE.admit()).charge(usage, "m")
+            yield assistant_text("reported", usage=usage)
+            (await GATE.admit()).charge(TokenUsage(input_tokens=3_000, output_tokens=100), "m")
+            yield result_record(session_id="s-1", success=True, text="done")
+
+    outcome, runner = asyncio.run(_attempt(tmp_path, SideRequests, "complete", None))
+
+    record = last_record(runner.store.state.runs[0], "c")
+    assert outcome.success and record is not None
+    # $0.002 reported + $0.0035 measured on the side ($1/M in, $5/M out).
+    assert round(record[1].current_cost, 6) == 0.0055  # type: ignore[union-attr]
+    assert record[1].current_tokens == TokenUsage(  # type: ignore[union-attr]
+        input_tokens=5_000, output_tokens=100)
+
+
+def test_a_stop_while_a_request_is_held_refuses_it_as_stopping(tmp_path: Path) -> None:
+    held = asyncio.Event()
+
+    async def never() -> float:
+        held.set()
+        await asyncio.sleep(30)
+        return 1.0
+
+    async def stop_when_held() -> tuple[AttemptOutcome, Any]:
+        attempt = asyncio.ensure_future(
+            _attempt(tmp_path, type("Agent", (ProxiedAgent,), {
+                "answers": [11_000, 1_000], "refusals": []}), "ask", Asked(never)))
+        await asyncio.wait_for(held.wait(), 5)
+        runner = GATE._runner
+        assert runner is not None
+        another = asyncio.ensure_future(runner.admit_request())  # a second request, held
+        await asyncio.sleep(0.05)
+        runner.interrupt("stop")
+        refusal = await asyncio.wait_for(another, 5)
+        return await attempt, refusal
+
+    (outcome, _), refusal = asyncio.run(stop_when_held())
+
+    assert outcome.interrupted == "stop"
+    assert refusal is not None and refusal.reason == "stopping"

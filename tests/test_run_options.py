@@ -19,10 +19,10 @@ from hankweave.config.settings import Settings, resolve_settings
 from hankweave.execution.intent import GivenIntent, RunIntent, changes, merge_intent, reused
 
 SAMPLES: dict[type, Any] = {float: 1.5, int: 7, str: "sonnet", bool: True}
-KEY_SAMPLES: dict[str, Any] = {"anthropicBaseUrl": "http://127.0.0.1:9", "sandbox.mode": "required"}
-SETTING_OPTIONS = [option for option in RUN_OPTIONS if option.key != "withoutProxy"]
-"""The options whose setting has a field (`--without-proxy/--proxy` only refuses --proxy:
-tests/test_unsupported_settings.py)."""
+KEY_SAMPLES: dict[str, Any] = {"anthropicBaseUrl": "http://127.0.0.1:9", "sandbox.mode": "required",
+                               "withoutProxy": False}  # --proxy: the default is true
+SETTING_OPTIONS = list(RUN_OPTIONS)
+"""The options whose setting has a field: every one."""
 
 
 def given(option: RunOption) -> Any:
@@ -91,7 +91,7 @@ def test_each_recorded_option_is_kept_reused_and_its_change_reported(option):
 
     assert RunIntent.model_validate(data) == recorded
     assert reused(recorded, GivenIntent()) == [f"{option.recorded} {option.shown(value)}"]
-    other = False if option.value is bool else SAMPLES[option.value] * 2
+    other = (not value) if option.value is bool else SAMPLES[option.value] * 2
     (line,) = changes(recorded, merge_intent(recorded, GivenIntent(**{option.name: other})))
     assert line.startswith(f"{option.recorded} ({option.flag}): {option.shown(value)} -> ")
 

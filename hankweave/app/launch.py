@@ -587,9 +587,9 @@ def _proxy_gate(prepared: Prepared, request: LaunchRequest) -> ProxyGate | None:
     if not prepared.source.checks_harnesses:
         request.notify("The LLM proxy does not run: a replay calls no provider")
         return None
-    from hankweave.runtime.metering import ProxyGate
+    from hankweave.runtime.metering import ProxyGate, wire_prices
 
-    return ProxyGate()
+    return ProxyGate(wire_prices(prepared.registry.models()))
 
 
 async def _start_proxy(prepared: Prepared, request: LaunchRequest,

@@ -55,6 +55,9 @@ class RunOption:
     messages name it: ``dollar ceiling``."""
     unit: str = ""
     """How a recorded value is shown: ``$`` before it, ``s`` after it, or nothing."""
+    words: tuple[str, str] = ("on", "off")
+    """How a recorded true and false are shown (``--without-proxy`` true is the proxy
+    ``off``)."""
 
     @property
     def name(self) -> str:
@@ -87,7 +90,7 @@ class RunOption:
         if value is None:
             return "none"
         if isinstance(value, bool):
-            return "on" if value else "off"
+            return self.words[0] if value else self.words[1]
         if self.unit == "$":
             return f"${value:g}"
         if self.unit == "s":
@@ -116,7 +119,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption(("--without-proxy/--proxy",), "withoutProxy", "Call providers directly (the"
               " default), or --proxy: every agent request through hankweave's LLM proxy on"
               " 127.0.0.1, recorded and held to the budget.", value=bool, either_way=True,
-              recorded="LLM proxy bypass"),
+              recorded="LLM proxy", words=("off", "on")),
     RunOption(("--max-cost",), "budget.maxDollars", "Run-wide dollar ceiling.", value=float,
               metavar="USD", minimum=0, open_minimum=True, recorded="dollar ceiling",
               unit="$"),

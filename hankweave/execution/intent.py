@@ -177,10 +177,18 @@ def reused(recorded: IntentBase, given: GivenIntent) -> list[str]:
     given on the command line, as ``label value``."""
     taken = []
     for name, label in _labels().items():
-        if given.value(name) is None and recorded.value(name) not in (None, False) \
+        if given.value(name) is None and _said(name, recorded.value(name)) \
                 and not (name == "mock_provider" and given.no_mock_provider):
             taken.append(f"{label.partition(' (')[0]} {_shown(recorded, name)}")
     return taken
+
+
+def _said(name: str, value: object) -> bool:
+    """Whether a recorded value is worth naming: set, and not a switch that is off (either
+    spelling of a ``--x/--y`` option is a choice)."""
+    if value is None:
+        return False
+    return value is not False or (name not in _SPECIAL and run_option(name).either_way)
 
 
 def _shown(intent: IntentBase, name: str) -> str:

@@ -21,11 +21,13 @@ each request the proxy:
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import logging
 import os
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ from hankweave.proxy.types import (
     ProxyResponseHead,
     WireProtocol,
 )
+from hankweave.secrets import mask_url_credentials
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession, web
@@ -59,6 +62,8 @@ _HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "trailers", "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"})
 _CONNECT_TIMEOUT_S = 30.0
+BODY_TIMEOUT_S = 60.0
+"""How long a request's body may take to arrive (a client that stalls holds a connection)."""
 _SHUTDOWN_TIMEOUT_S = 2.0
 
 
@@ -249,16 +254,17 @@ class LlmProxy:
 
         began = time.monotonic()
         at = utc_now_iso()
-        if not host_allowed(request.headers.get("host"), LOCAL_HOST_NAMES):
-            return _foreign_host()  # a web page's request by DNS rebinding
-        upstream = self.upstreams.get(request.match_info["upstream"])
-        if upstream is None:
-            return web.json_response(
-                {"error": {"message": f"no upstream {request.match_info['upstream']!r}: the"
-                           f" proxy serves /{'/, /'.join(sorted(self.upstreams))}/",
-                           "type": "not_found_error"}}, status=404)
-        tail = "/" + request.match_info["tail"]
-        body = await request.read()
+        target = self._target(request)
+        if isinstance(target, web.StreamResponse):
+            return target
+        upstream, tail = target
+        try:
+            body = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+        except TimeoutError:
+            return web.json_response(provider_error(
+                upstream.protocol, 408, "request_too_slow",
+                f"hankweave proxy: the request body did not arrive within {BODY_TIMEOUT_S:g}s"),
+                status=408)
         proxied = ProxyRequest(
             upstream=upstream.name, protocol=upstream.protocol, method=request.method,
             path=tail + (f"?{request.query_string}" if request.query_string else ""),
@@ -274,34 +280,20 @@ class LlmProxy:
         if self._down or self.handled == proxy_down_at():  # test-only (docs/crash-testing.md)
             await self._go_down(request)
         response: web.StreamResponse | None = None
-        admission = Admission()
         try:
-            reply = await self._before(proxied)
-            if reply is None:
-                admission = await self.gate.admit() if self.gate is not None else Admission()
-                record.codon_id = proxied.codon_id = admission.codon_id
-                if admission.held_s >= 0.001:
-                    record.held_ms = round(admission.held_s * 1000, 1)
-                if admission.refusal is not None:
-                    kind = "invalid_request_error"
-                    reply = ProxyReply(400, provider_error(
-                        upstream.protocol, 400, kind,
-                        f"hankweave: {admission.refusal.message}; the request was not sent"),
-                        headers={"x-hankweave-refused": admission.refusal.reason},
-                        reason=admission.refusal.reason)
+            reply, admission = await self._decide(proxied, record)
+            record.model = proxied.model
             if reply is not None:
                 record.refused, record.status = reply.reason, reply.status
-                record.model = proxied.model
-                response = web.json_response(reply.body, status=reply.status,
-                                             headers=dict(reply.headers))
                 record.ttfb_ms = _ms(began)
-                return response
-            record.model = proxied.model
+                return web.json_response(reply.body, status=reply.status,
+                                         headers=dict(reply.headers))
             if _hung_up(request):  # it gave up while held: nobody would read the answer
                 record.error = "the agent hung up while the request was held"
                 raise asyncio.CancelledError
-            response = await self._relay(request, proxied, upstream, record, admission, began)
-            return response
+            response = web.StreamResponse()
+            return await self._relay(request, response, proxied, upstream, record,
+                                     admission, began)
         except Exception as exc:  # a middleware or the proxy broke: the agent's 500
             log.exception("the LLM proxy failed a request to %s", upstream.name)
             # Only the kind: a middleware's message may quote a header (server.log has it).
@@ -316,6 +308,48 @@ class LlmProxy:
             record.duration_ms = _ms(began)
             await self._done(proxied, record)
 
+    def _target(self, request: web.Request) -> tuple[Upstream, str] | web.StreamResponse:
+        """The upstream a request is for and its path there, still encoded as the agent sent
+        it; or the answer to a request the proxy does not relay."""
+        from aiohttp import web
+
+        if not host_allowed(request.headers.get("host"), LOCAL_HOST_NAMES):
+            return _foreign_host()  # a web page's request by DNS rebinding
+        name = request.match_info["upstream"]
+        upstream = self.upstreams.get(name)
+        if upstream is None:
+            return web.json_response(
+                {"error": {"message": f"no upstream {name!r}: the proxy serves"
+                           f" /{'/, /'.join(sorted(self.upstreams))}/",
+                           "type": "not_found_error"}}, status=404)
+        # The raw path, not the decoded one: what reaches the upstream is what the agent sent.
+        tail = request.raw_path.split("?", 1)[0][len(name) + 1:] or "/"
+        if ".." in urllib.parse.unquote(tail).split("/"):
+            return web.json_response(provider_error(
+                upstream.protocol, 400, "invalid_request_error",
+                "hankweave proxy: a path with `..` would leave the upstream's base URL"),
+                status=400)
+        return upstream, tail
+
+    async def _decide(self, proxied: ProxyRequest, record: ProxyRecord
+                      ) -> tuple[ProxyReply | None, Admission]:
+        """The middleware's answer, else the runtime's (a refusal, or a wait at a ceiling
+        that asks, then a go)."""
+        reply = await self._before(proxied)
+        if reply is not None or self.gate is None:
+            return reply, Admission()
+        admission = await self.gate.admit()
+        record.codon_id = proxied.codon_id = admission.codon_id
+        if admission.held_s >= 0.001:
+            record.held_ms = round(admission.held_s * 1000, 1)
+        refusal = admission.refusal
+        if refusal is None:
+            return None, admission
+        return ProxyReply(400, provider_error(
+            proxied.protocol, 400, "invalid_request_error",
+            f"hankweave: {refusal.message}; the request was not sent"),
+            headers={"x-hankweave-refused": refusal.reason}, reason=refusal.reason), admission
+
     async def _before(self, request: ProxyRequest) -> ProxyReply | None:
         for middleware in self.middleware:
             reply = await middleware.on_request(request)
@@ -323,28 +357,31 @@ class LlmProxy:
                 return reply
         return None
 
-    async def _relay(self, request: web.Request, proxied: ProxyRequest, upstream: Upstream,
-                     record: ProxyRecord, admission: Admission, began: float
-                     ) -> web.StreamResponse:
+    async def _relay(self, request: web.Request, response: web.StreamResponse,
+                     proxied: ProxyRequest, upstream: Upstream, record: ProxyRecord,
+                     admission: Admission, began: float) -> web.StreamResponse:
         import aiohttp
+        import yarl
         from aiohttp import web
 
         assert self._session is not None
-        url = upstream.url.rstrip("/") + proxied.path
         # Middleware may have added any name in any case: the proxy's own rules hold after.
         headers = {name.lower(): value for name, value in proxied.headers.items()
                    if name.lower() not in _HOP_BY_HOP}
         headers["accept-encoding"] = "identity"
+        url, gateway = _without_userinfo(upstream.url)
+        if gateway is not None:  # the agent's own credential wins over a gateway's in the URL
+            headers.setdefault("authorization", gateway)
         try:
             upstream_response = await self._session.request(
-                proxied.method, url, headers=headers, data=proxied.body,
-                allow_redirects=False)
+                proxied.method, yarl.URL(url.rstrip("/") + proxied.path, encoded=True),
+                headers=headers, data=proxied.body, allow_redirects=False)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            shown = mask_url_credentials(f"{upstream.url} ({exc or type(exc).__name__})")
             record.status = 502
-            record.error = f"upstream {upstream.url} unreachable: {exc or type(exc).__name__}"
+            record.error = f"upstream unreachable: {shown}"
             return web.json_response(provider_error(
-                upstream.protocol, 502, "api_error",
-                f"hankweave proxy: cannot reach {upstream.url} ({exc or type(exc).__name__})"),
+                upstream.protocol, 502, "api_error", f"hankweave proxy: cannot reach {shown}"),
                 status=502)
         async with upstream_response:
             # Lower-case names, as the request's: a middleware that sets a header replaces
@@ -355,23 +392,16 @@ class LlmProxy:
             for middleware in self.middleware:
                 await middleware.on_response(proxied, head)
             record.status = head.status
-            response = web.StreamResponse(status=head.status, headers=head.headers)
+            response.set_status(head.status)
+            response.headers.update(head.headers)
             length = upstream_response.headers.get("content-length")
             if length is not None and length.isdigit():
                 response.content_length = int(length)
             meter = UsageMeter(upstream.protocol, record.streamed) if head.status < 300 \
                 else None
-            await response.prepare(request)
-            sent = 0
             try:
-                async for chunk in upstream_response.content.iter_any():
-                    if not sent:
-                        record.ttfb_ms = _ms(began)
-                    await response.write(chunk)
-                    sent += len(chunk)
-                    if meter is not None:
-                        meter.feed(chunk)
-                await response.write_eof()
+                await response.prepare(request)
+                await self._stream(upstream_response, response, record, meter, began)
             except (TimeoutError, ConnectionResetError, aiohttp.ClientError) as exc:
                 record.error = f"stream cut: {exc or type(exc).__name__}"
                 # Cut the agent's connection too: a clean end would pass the part it got off
@@ -379,7 +409,6 @@ class LlmProxy:
                 if request.transport is not None:
                     request.transport.abort()
             finally:
-                record.response_bytes = sent
                 usage = meter.usage() if meter is not None else None
                 if usage is not None:
                     record.input_tokens, record.output_tokens = (usage.input_tokens,
@@ -388,6 +417,19 @@ class LlmProxy:
                     record.cache_creation_tokens = usage.cache_creation_tokens
                     record.cost = admission.charge(usage, proxied.model)
             return response
+
+    @staticmethod
+    async def _stream(upstream: Any, response: web.StreamResponse, record: ProxyRecord,
+                      meter: UsageMeter | None, began: float) -> None:
+        """Each chunk to the agent as it arrives, a copy to the meter."""
+        async for chunk in upstream.content.iter_any():
+            if not record.response_bytes:
+                record.ttfb_ms = _ms(began)
+            await response.write(chunk)
+            record.response_bytes += len(chunk)
+            if meter is not None:
+                meter.feed(chunk)
+        await response.write_eof()
 
     async def _done(self, request: ProxyRequest, record: ProxyRecord) -> None:
         self.log.write(record)
@@ -401,6 +443,18 @@ class LlmProxy:
                 await middleware.on_complete(request, record)
             except Exception:
                 log.exception("proxy middleware %s failed on_complete", middleware.name)
+
+
+def _without_userinfo(url: str) -> tuple[str, str | None]:
+    """``url`` without a ``user:password@`` (aiohttp refuses one beside an ``Authorization``
+    header), and that user and password as a basic ``Authorization`` value."""
+    import yarl
+
+    parsed = yarl.URL(url)
+    if parsed.user is None:
+        return url, None
+    pair = f"{parsed.user}:{parsed.password or ''}".encode()
+    return str(parsed.with_user(None)), f"Basic {base64.b64encode(pair).decode()}"
 
 
 def _hung_up(request: web.Request) -> bool:

@@ -196,11 +196,14 @@ class Metered:
     dollars: float = 0.0
     output_tokens: int = 0
     context_high_water: int = 0
+    tokens: TokenUsage | None = None
+    """Every answer's usage, summed (None: none measured)."""
 
     def add(self, cost: float, usage: TokenUsage) -> None:
         self.dollars += cost
         self.output_tokens += usage.output_tokens
         self.context_high_water = max(self.context_high_water, context_of(usage))
+        self.tokens = usage if self.tokens is None else self.tokens + usage
 
 
 def context_of(usage: TokenUsage) -> int:

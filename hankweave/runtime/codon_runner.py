@@ -169,6 +169,7 @@ class CodonRunner:
         asks.  Tool calls the crossing message made still run."""
         self._refusals = 0
         self._refusal_grace: asyncio.TimerHandle | None = None
+        self._closing = False
         self._before_pass: tuple[float | None, TokenUsage] | None = None
         """The codon's cost (None: unknown) and tokens when the current extension pass began:
         a result's totals cover its own pass, so an extension's are added to these."""
@@ -233,6 +234,7 @@ class CodonRunner:
             log.exception("harness %s could not start", spec.harness.name)
             self._crash = exc
         finally:
+            self._closing = True
             if self._refusal_grace is not None:
                 self._refusal_grace.cancel()
             if harness is not None:
@@ -247,6 +249,7 @@ class CodonRunner:
                           f"the agent of {self.codon_id} left it running")
             context.stderr.close()
             writer.close()
+        await self._count_unreported()
         return self._finish()
 
     async def _one_pass(self, harness: Harness, context: AttemptContext,
@@ -417,11 +420,15 @@ class CodonRunner:
             if self._interrupt is not None:
                 return Refusal("stopping", f"codon {self.codon_id} is stopping")
             return None
-        if self.spec.ask_budget is not None and self._interrupt is None \
-                and await self._decide() is not None:
-            return None  # raised: the request goes on, the agent never knew
+        if self.spec.ask_budget is not None and self._interrupt is None:
+            if await self._decide() is not None:
+                return None  # raised: the request goes on, the agent never knew
+            if self._interrupt not in (None, "budget"):  # stopped, skipped, left to wait
+                return Refusal("stopping", f"codon {self.codon_id} is stopping")
         self._refused()
-        return Refusal("budget", breach.message)
+        # What the attempt has used by now (requests in flight at the breach have added to it).
+        return Refusal("budget", dataclasses.replace(
+            breach, used=budget.used(breach.currency) if budget else breach.used).message)
 
     def _refused(self) -> None:
         """A request was refused at a ceiling: the agent should end its turn at the error
@@ -430,17 +437,49 @@ class CodonRunner:
         self._refusals += 1
         if self._refusals > MAX_REFUSALS:
             self.interrupt("budget")
-        elif self._refusal_grace is None:
+        elif self._refusal_grace is None and not self._closing:
             self._refusal_grace = asyncio.get_running_loop().call_later(
                 REFUSAL_GRACE_S, self.interrupt, "budget")
 
-    def metered(self, usage: TokenUsage, model: str | None) -> float | None:
-        """Account one answer the proxy passed on; its cost (the codon's model's prices)."""
-        cost = self._price(usage)
+    def metered(self, usage: TokenUsage, cost: float | None) -> float | None:
+        """Account one answer the proxy passed on, at ``cost`` (its model's catalogue price;
+        None: the codon's model's); return the cost counted."""
+        if cost is None:
+            cost = self._price(usage)
         if self.budget is not None:
             self.budget.add_metered(cost or 0.0, usage)  # a breach holds the next request
             self.report_warnings()
         return cost
+
+    async def _count_unreported(self) -> None:
+        """Count what the proxy measured beyond what the agent reported (an answer cut or
+        refused mid-stream, a side request the agent keeps to itself): the record's cost and
+        tokens become the larger of the two, so the state, every later ceiling and a resume
+        see what was really spent."""
+        budget = self.budget
+        codon = self._record()
+        if budget is None or budget.metered.tokens is None or codon is None \
+                or codon.status != "running":
+            return
+        recorded = codon.current_tokens or TokenUsage()
+        measured = budget.metered.tokens
+        extra_cost = budget.metered.dollars - codon.current_cost
+        extra = TokenUsage(**{
+            name: max(0, getattr(measured, name) - getattr(recorded, name))
+            for name in ("input_tokens", "output_tokens", "cache_read_tokens",
+                         "cache_creation_tokens")})
+        if extra_cost <= 1e-9 and extra == TokenUsage():
+            return
+        request = self.spec.request
+        await self.store.transition(CostsIncremented(data=CostsIncrementedData(
+            run_id=request.run_id, codon_id=request.codon_id,
+            cost_delta=max(0.0, extra_cost), tokens_delta=extra)))
+        if extra_cost > 1e-9:
+            more = describe_amount("cost", extra_cost)
+            self.reporter.info(
+                f"Codon {self.codon_id}: the LLM proxy measured {more} more than its agent"
+                " reported (an answer cut off or refused, a side request); it is counted in"
+                " the codon's cost")
 
     def _unasked_breach(self) -> bool:
         """The pass ended by itself past a ceiling that asks, with no request held there
