@@ -13,6 +13,7 @@ This module sits above the runtime and the server: it is what puts the two toget
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
@@ -505,6 +506,21 @@ def _runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
 
 
 async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution) -> int:
+    # The local servers the agents call stop last, however the run ends (or fails to start).
+    async with contextlib.AsyncExitStack() as servers:
+        mock = await _start_mock_provider(prepared, request)
+        if mock is not None:
+            servers.push_async_callback(mock.stop)
+        gate = _proxy_gate(prepared, request)
+        proxy = await _start_proxy(prepared, request, mock, gate) if gate is not None else None
+        if proxy is not None:
+            servers.push_async_callback(proxy.stop)
+        return await _drive_runtime(prepared, request, owned, mock, proxy, gate)
+
+
+async def _drive_runtime(prepared: Prepared, request: LaunchRequest, owned: OwnedExecution,
+                         mock: MockProvider | None, proxy: LlmProxy | None,
+                         gate: ProxyGate | None) -> int:
     from hankweave.app.stop_latch import rearm_latch
     from hankweave.events.bus import EventBus
     from hankweave.events.delivery import QueuedSink
@@ -512,14 +528,6 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
     from hankweave.server import ControlServerError, serve_runtime
 
     settings, layout = prepared.settings, prepared.setup.layout
-    mock = await _start_mock_provider(prepared, request)
-    gate = _proxy_gate(prepared, request)
-    try:
-        proxy = await _start_proxy(prepared, request, mock, gate) if gate is not None else None
-    except BaseException:
-        if mock is not None:
-            await mock.stop()
-        raise
     handler = _server_log(layout.server_log)
     checkpoints = prepared.checkpoint_backend(layout.path)
     bus = EventBus(EventJournal(layout.events_file))
@@ -571,11 +579,8 @@ async def _drive(prepared: Prepared, request: LaunchRequest, owned: OwnedExecuti
         bus.close()  # flushes every sink's queue
         runtime.ctx.checkpoints.close()
         checkpoints.close()
-        if proxy is not None:
-            await proxy.stop()
-        if mock is not None:
-            await mock.stop()
-        logging.getLogger("hankweave").removeHandler(handler)
+        for name in _LOGGED:
+            logging.getLogger(name).removeHandler(handler)
         handler.close()
 
 
@@ -629,13 +634,19 @@ PROXY_WATCH_S = 0.5
 """How often a run checks that its LLM proxy still answers."""
 
 
+PROXY_WATCH_MISSES = 3
+"""Checks in a row the proxy must miss to be down (one miss may be a moment of load)."""
+
+
 async def _watch_proxy(proxy: LlmProxy, runtime: Runtime, request: LaunchRequest) -> None:
     """Stop the run, saying why, once the LLM proxy no longer answers: every agent request
     would fail, and each codon would be recorded failed for a reason that is not its own."""
+    missed = 0
     while True:
         await asyncio.sleep(PROXY_WATCH_S)
         problem = await proxy.answering()
-        if problem is None:
+        missed = 0 if problem is None else missed + 1
+        if missed < PROXY_WATCH_MISSES:
             continue
         message = (f"The LLM proxy at {proxy.base_url} stopped answering ({problem}): agents"
                    " cannot reach their providers, so the run stops. Resume it with:"
@@ -742,15 +753,20 @@ def _install_signals(loop: asyncio.AbstractEventLoop, runtime: Runtime) -> list[
     return installed
 
 
+_LOGGED = ("hankweave", "aiohttp", "asyncio")
+"""What ``server.log`` records: the runtime's own lines, and its local servers' (the mock's,
+the LLM proxy's, the event loop's), which would otherwise go to the terminal."""
+
+
 def _server_log(path: Path) -> logging.Handler:
     private_dir(path.parent)
     os.close(open_private(path, os.O_WRONLY | os.O_APPEND))  # 0600 before the handler opens it
     handler = logging.FileHandler(path, encoding="utf-8")
     # Masks URL credentials in every line, whatever logged it (a library's error text too).
     handler.setFormatter(MaskingFormatter("[%(asctime)s] [%(levelname)s] %(name)s: %(message)s"))
-    logger = logging.getLogger("hankweave")
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
+    for name in _LOGGED:
+        logging.getLogger(name).addHandler(handler)
+    logging.getLogger("hankweave").setLevel(logging.DEBUG)
     return handler
 
 
