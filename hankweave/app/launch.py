@@ -561,14 +561,17 @@ async def _drive_runtime(prepared: Prepared, request: LaunchRequest, owned: Owne
                                          proxy_port=proxy.port if proxy is not None else None)
         except ControlServerError as exc:
             raise LaunchError(str(exc)) from None
-        watch = asyncio.create_task(_watch_proxy(proxy, runtime, request)) if proxy else None
+        watch = ProxyWatch(proxy, runtime, request) if proxy is not None else None
+        watching = asyncio.create_task(watch.watch()) if watch is not None else None
         try:
             await runtime.boot()
             code = await runtime.drive()
+            if watch is not None:
+                await watch.last_look()
             await runtime.finish()
         finally:
-            if watch is not None:
-                watch.cancel()
+            if watching is not None:
+                watching.cancel()
         return code
     finally:
         if server is not None:
@@ -632,29 +635,41 @@ async def _start_proxy(prepared: Prepared, request: LaunchRequest,
 
 PROXY_WATCH_S = 0.5
 """How often a run checks that its LLM proxy still answers."""
-
-
 PROXY_WATCH_MISSES = 3
 """Checks in a row the proxy must miss to be down (one miss may be a moment of load)."""
 
 
-async def _watch_proxy(proxy: LlmProxy, runtime: Runtime, request: LaunchRequest) -> None:
-    """Stop the run, saying why, once the LLM proxy no longer answers: every agent request
+class ProxyWatch:
+    """Stops the run, saying why, once the LLM proxy no longer answers: every agent request
     would fail, and each codon would be recorded failed for a reason that is not its own."""
-    missed = 0
-    while True:
-        await asyncio.sleep(PROXY_WATCH_S)
-        problem = await proxy.answering()
-        missed = 0 if problem is None else missed + 1
-        if missed < PROXY_WATCH_MISSES:
-            continue
-        message = (f"The LLM proxy at {proxy.base_url} stopped answering ({problem}): agents"
-                   " cannot reach their providers, so the run stops. Resume it with:"
-                   f" hankweave run -e {shlex.quote(str(runtime.execution_dir))}")
-        runtime.ctx.reporter.error(message, fatal=True, code="proxy-down")
-        request.notify(f"error: {message}")
-        runtime.commands.request_shutdown("LLM proxy down")
-        return
+
+    def __init__(self, proxy: LlmProxy, runtime: Runtime, request: LaunchRequest) -> None:
+        self.proxy, self.runtime, self.request = proxy, runtime, request
+        self.reported = False
+
+    async def watch(self) -> None:
+        missed = 0
+        while not self.reported:
+            await asyncio.sleep(PROXY_WATCH_S)
+            problem = await self.proxy.answering()
+            missed = 0 if problem is None else missed + 1
+            if missed >= PROXY_WATCH_MISSES and problem is not None:
+                self.report(problem)
+                self.runtime.commands.request_shutdown("LLM proxy down")
+
+    async def last_look(self) -> None:
+        """When the run ended before the watch saw it (an agent failed at once), still say
+        why: its failure was the proxy's."""
+        if not self.reported and (problem := await self.proxy.answering()) is not None:
+            self.report(problem)
+
+    def report(self, problem: str) -> None:
+        self.reported = True
+        message = (f"The LLM proxy at {self.proxy.base_url} stopped answering ({problem}):"
+                   " agents cannot reach their providers, so the run stops. Resume it with:"
+                   f" hankweave run -e {shlex.quote(str(self.runtime.execution_dir))}")
+        self.runtime.ctx.reporter.error(message, fatal=True, code="proxy-down")
+        self.request.notify(f"error: {message}")
 
 
 async def _start_mock_provider(prepared: Prepared, request: LaunchRequest) -> MockProvider | None:
