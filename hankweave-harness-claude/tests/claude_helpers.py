@@ -29,9 +29,20 @@ def haiku() -> ModelEntry:
     return get_registry().resolve_model("haiku")
 
 
-def cli_processes() -> list[int]:
-    """Running Claude Code CLI processes started by these tests (they carry an agent marker)."""
-    return [pid for pid in marked_processes("", prefix=True) if _is_cli(pid)]
+def cli_processes(root: Path | None = None) -> list[int]:
+    """Running Claude Code CLI processes started by hankweave (they carry an agent marker);
+    with ``root``, only those working under it (this test session's temporary folder: another
+    session on the machine, such as a tox env running beside this one, has its own)."""
+    return [pid for pid in marked_processes("", prefix=True)
+            if _is_cli(pid) and (root is None or _works_under(pid, root))]
+
+
+def _works_under(pid: int, root: Path) -> bool:
+    try:
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return False
+    return cwd == root or root in cwd.parents
 
 
 def _is_cli(pid: int) -> bool:

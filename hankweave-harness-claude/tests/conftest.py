@@ -16,9 +16,11 @@ def project(tmp_path: Path) -> HankProject:
 
 
 @pytest.fixture(autouse=True)
-def no_cli_left_behind():
-    """No test leaves a Claude Code CLI running."""
-    before = set(cli_processes())
+def no_cli_left_behind(tmp_path_factory: pytest.TempPathFactory):
+    """No test leaves a Claude Code CLI running (of this session's: CI runs another tox env
+    beside this one, whose CLIs are its own)."""
+    root = tmp_path_factory.getbasetemp().resolve()
+    before = set(cli_processes(root))
     yield
-    left = set(cli_processes()) - before
+    left = set(cli_processes(root)) - before
     assert not left, f"Claude Code CLI processes left running: {sorted(left)}"
