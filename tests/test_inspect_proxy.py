@@ -68,8 +68,8 @@ def test_the_command_shows_the_codons_and_the_problems(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["inspect", "proxy", "-e", str(path), "--wide"])
 
     assert result.exit_code == 0, result.output
-    assert "5 request(s) through the LLM proxy: 1 refused, 1 held for a person, 1 failed;" \
-        " $0.0300" in result.output
+    assert "5 request(s) through the LLM proxy, $0.0300: 1 refused, 1 held for a person," \
+        " 1 failed" in result.output
     assert "(between codons)" in result.output
     assert "refused (budget)" in result.output and "upstream unreachable" in result.output
     as_json = CliRunner().invoke(cli, ["inspect", "proxy", "-e", str(path), "--json"])

@@ -67,9 +67,9 @@ def _render(report: dict[str, Any], console: Console) -> None:
     from hankweave.cli.tables import FitTable, TableColumn
 
     console.print(Text(
-        f"{report['requests']} request(s) through the LLM proxy: {report['refused']} refused,"
-        f" {report['held']} held for a person, {report['errors']} failed;"
-        f" {_money(report['cost'])}"))
+        f"{report['requests']} request(s) through the LLM proxy, {_money(report['cost'])}:"
+        f" {report['refused']} refused, {report['held']} held for a person,"
+        f" {report['errors']} failed"))
     table = FitTable([
         TableColumn("Codon", key=True), TableColumn("Requests", key=True, justify="right"),
         TableColumn("Refused", priority=0, justify="right"),
@@ -86,9 +86,12 @@ def _render(report: dict[str, Any], console: Console) -> None:
                       f"{codon['inputTokens']:,}", f"{codon['outputTokens']:,}",
                       _money(codon["cost"]), _ms(codon["ttfbP50Ms"]))
     console.print(table)
+    if report["problems"]:
+        console.print(Text("Refused or failed (UTC):"))
     for problem in report["problems"]:
         why = (problem.get("refused") and f"refused ({problem['refused']})") or problem.get(
             "error") or f"status {problem['status']}"
-        console.print(Text(f"  {problem['at']}  {problem.get('codonId') or '-'}"
-                           f"  {problem['method']} {problem['upstream']}{problem['path']}"
+        when = problem["at"][11:19]  # the time of day (UTC): the record has the whole date
+        console.print(Text(f"  {when}  {problem.get('codonId') or '-'}"
+                           f"  {problem['method']} /{problem['upstream']}{problem['path']}"
                            f"  {problem['status']}  {why}"))
