@@ -72,7 +72,14 @@ def open_execution(page: Any, served: Dashboard, name: str) -> None:
     """From the list, by the link of the execution's row (its id is the link's target)."""
     page.goto(served.url)
     ident = _id_of(served, name)
-    page.click(f"#executions tbody tr[data-id='{ident}'] a")
+    follow(page, f"#executions tbody tr[data-id='{ident}'] a")
+
+
+def follow(page: Any, link: str) -> None:
+    """Click ``link`` and wait for the page it opens to be ready (not the one it leaves,
+    which may be ready still when the click returns: under load the new one comes later)."""
+    with page.expect_navigation():
+        page.click(link)
     page.wait_for_selector("body[data-ready='1']")
 
 
@@ -264,8 +271,7 @@ def test_the_fork_family_links_to_the_compare_page(project: Project, finished: P
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         family.screenshot(path=str(ARTIFACTS / f"{page.shot_name}-family.png"))
 
-        page.click("#family li.fork a.compare-link")
-        page.wait_for_selector("body[data-ready='1']")
+        follow(page, "#family li.fork a.compare-link")
         rows = page.locator("#codons tbody tr")
         assert rows.count() == 2
         assert "same (shared)" in rows.first.inner_text()
@@ -278,8 +284,7 @@ def test_the_fork_family_links_to_the_compare_page(project: Project, finished: P
         assert diff.locator("span.del").all_inner_texts()[-1].startswith("-second line")
         screenshot(page)
 
-        page.click(".side[data-side=B] .side-head a")  # the fork's own page names its source
-        page.wait_for_selector("body[data-ready='1']")
+        follow(page, ".side[data-side=B] .side-head a")  # the fork's own page names its source
         source = page.locator("#family .relative.source")
         assert source.inner_text().startswith("Forked from finished after codon write")
         link = source.locator("a").first
