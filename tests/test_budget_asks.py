@@ -291,7 +291,7 @@ def test_time_waiting_for_a_person_does_not_count_in_later_runs(project):
 
     async def control(runtime):
         item = await _ask_of(runtime, "a")
-        await asyncio.sleep(1.5)  # a person takes their time
+        await asyncio.sleep(5)  # a person takes their time
         await runtime.commands.answer(item.id, GivenAnswer(extend="0.01"), "t")
         await _ask_of(runtime, "b")
         runtime.commands.request_shutdown("SIGINT")
@@ -302,7 +302,8 @@ def test_time_waiting_for_a_person_does_not_count_in_later_runs(project):
     answer(project, item.id, "--extend", "0.01")
     second = project.run({"b": {"messages": 1}})
     elapsed = second.of_type("budget.limits")[0]["elapsedSeconds"]
-    assert elapsed < 1.0, elapsed  # the wait is not counted
+    # The wait is not counted (the runs' own time, on a loaded machine, stays well below it).
+    assert elapsed < 3.0, elapsed
 
 
 def test_a_codon_skipped_while_it_asks_leaves_no_ask_behind(project):

@@ -172,7 +172,7 @@ def test_the_harness_default_idle_timeout_applies_without_a_setting(project, mon
     outcome = project.run({"a": {"hang": True}})
 
     assert outcome.code == 1
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # (room for a loaded machine: CI runs two tox envs)
     assert "Idle timeout: no events received for 1000ms" in outcome.record(
         "a").failure_reason.message
 
@@ -239,7 +239,7 @@ def test_a_close_that_overruns_is_cut_short_and_its_process_killed(project, monk
 
     assert outcome.code == 0
     assert outcome.statuses() == [("a", "completed"), ("b", "completed")]
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # (room for a loaded machine: CI runs two tox envs)
     assert reported and not any(process_running(pid) for pid in reported)
 
 
@@ -287,7 +287,7 @@ def test_a_harness_that_ignores_cancellation_is_abandoned_and_its_process_killed
 
     assert outcome.code == 0
     assert outcome.statuses()[0] == ("a", "skipped")
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # (room for a loaded machine: CI runs two tox envs)
     assert stubborn and not process_running(stubborn[0])
 
 

@@ -327,7 +327,7 @@ def test_events_acknowledged_before_sigkill_survive_and_numbering_continues(path
 
 def test_follow_yields_events_appended_by_another_writer(path: Path) -> None:
     stop = threading.Event()
-    watchdog = threading.Timer(10, stop.set)
+    watchdog = threading.Timer(30, stop.set)  # only a failure waits it out
     watchdog.start()
 
     def writer() -> None:
@@ -357,7 +357,7 @@ def test_follow_after_seq_starts_after_it_and_waits_for_complete_lines(path: Pat
         for i in range(3):
             info(journal, f"old{i}")
     stop = threading.Event()
-    watchdog = threading.Timer(10, stop.set)
+    watchdog = threading.Timer(30, stop.set)  # only a failure waits it out
     watchdog.start()
     line = make_event("info", {"message": "new"}, seq=4).model_dump_json().encode()
 

@@ -482,7 +482,7 @@ def test_heartbeat_forever_calls_on_lost_once_and_stops(hw_dir: Path, live_pid: 
     async def on_lost(exc: LockLostError) -> None:
         lost.append(exc)
 
-    asyncio.run(asyncio.wait_for(heartbeat_forever(lock, 0.01, on_lost=on_lost), timeout=2))
+    asyncio.run(asyncio.wait_for(heartbeat_forever(lock, 0.01, on_lost=on_lost), timeout=30))
 
     assert len(lost) == 1 and lost[0].found is not None and lost[0].found.pid == live_pid
 

@@ -89,20 +89,31 @@ def repo(tmp_path: Path) -> Repo:
 
 @pytest.fixture
 def daemon(repo: Repo) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={port}",
-         f"--base-path={repo.served}", str(repo.served)], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as client:
-            if client.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
-    yield f"git://127.0.0.1:{port}/repo.git", server
+    # Until our daemon serves our repository: a port taken between the probe and the daemon's
+    # bind (CI runs another tox env beside this one) ends the daemon, and another port is tried.
+    for _ in range(5):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        url = f"git://127.0.0.1:{port}/repo.git"
+        server = subprocess.Popen(
+            ["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1",
+             f"--port={port}", f"--base-path={repo.served}", str(repo.served)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while server.poll() is None and subprocess.run(
+                ["git", "ls-remote", url], capture_output=True, timeout=60,
+                check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                server.kill()
+                server.wait()
+                pytest.fail(f"git daemon did not serve {url} within 60 s")
+            time.sleep(0.1)
+        if server.poll() is None:
+            break
+    else:
+        pytest.fail(f"git daemon could not serve on a free port (rc {server.poll()})")
+    yield url, server
     server.terminate()
     server.wait(timeout=10)
 

@@ -229,7 +229,7 @@ def test_timeout_kills_the_command_and_reports_timeout(layout: Layout) -> None:
 
     result, _ = rig(layout, ops(command_op("sleep 30")), timeout_s=0.3)
 
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 25  # not the command's 30 s (room for a loaded machine)
     failure = result.failed
     assert failure is not None
     assert failure.failure_type == "timeout"
@@ -320,7 +320,7 @@ def test_run_command_does_not_hang_on_a_background_process_holding_the_pipe(
 
     os.kill(int((tmp_path / "bg.pid").read_text()), signal.SIGKILL)
     assert result.ok
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 25  # not the background process's 30 s
 
 
 # ----- a replay's commands (CommandPolicy) -----

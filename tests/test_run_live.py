@@ -288,7 +288,7 @@ class Terminal:
         return int(self.done.read_text())
 
     def mode_restored(self) -> bool:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not self.stty[1].exists() or not self.stty[1].read_text():
             assert time.monotonic() < deadline
             time.sleep(0.1)

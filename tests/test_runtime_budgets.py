@@ -345,7 +345,8 @@ def test_a_resumed_run_counts_what_the_stopped_run_spent_and_how_long_it_took(pr
     b = limits_events(second)["b"]
     assert b["spentDollars"] == pytest.approx(3 * ONE_MESSAGE)  # a, and b's stopped attempt
     assert b["limits"]["maxDollars"] == pytest.approx(0.001 - 3 * ONE_MESSAGE)
-    assert took <= b["elapsedSeconds"] < took + 2
+    # Plus the second run's own time until b: room for a loaded machine (CI runs two tox envs).
+    assert took <= b["elapsedSeconds"] < took + 10
     assert b["limits"]["maxTimeSeconds"] == pytest.approx(60 - b["elapsedSeconds"], abs=0.01)
     assert b["limits"]["timeSource"] == "run time left"
 

@@ -59,6 +59,8 @@ def codon_rule(prompt: str, reply: str, tokens_in: int, tokens_out: int,
 # ----- the watched run: triggers, conditions, strategies, templates, outputs -----
 
 
+WINDOW_MS = 3000
+"""``window-live``'s time window (see PLAN_DELAY_MS)."""
 WATCHED = [
     entry(sentinel("star", "{{ codon.id }} {{ codon.name }}: {{ events | length }} "
                            "{{ events[0].type }}", on=["*"])),
@@ -104,7 +106,7 @@ WATCHED = [
     entry(sentinel("window", TYPES, on=BATCHED,
                    execution={"strategy": "timeWindow", "milliseconds": 600000})),
     entry(sentinel("window-live", TYPES, on=["codon.started", "token.usage"],
-                   execution={"strategy": "timeWindow", "milliseconds": 1000}),
+                   execution={"strategy": "timeWindow", "milliseconds": WINDOW_MS}),
           reportToWebsocket={"triggers": True}),
     entry(sentinel("render-error", "{{ no_such_name }}")),
     entry(sentinel("quiet", "psst", reportToWebsocket={"outputs": True, "triggers": False}),
@@ -117,9 +119,11 @@ LISTED = {"id": "listed", "name": "Sentinel listed",
 WATCHED_IDS = [item["sentinelConfig"]["id"] if isinstance(item["sentinelConfig"], dict)
                else "listed" for item in WATCHED]
 PLAN_TOKENS = (1000, 50)
-PLAN_DELAY_MS = 1500
-"""The plan codon's reply comes this late: ``window-live`` ticks once before it."""
-SLOW_IMPORT_S = 1.0
+PLAN_DELAY_MS = 4500
+"""The plan codon's reply comes this late: ``window-live`` ticks once before it (and the codon
+ends before its second tick: margins of 1.5 s either way, for a loaded machine; CI runs another
+tox env beside this one)."""
+SLOW_IMPORT_S = 3.0
 
 
 def _slow(import_litellm):
@@ -253,8 +257,9 @@ def test_a_long_debounce_and_a_long_time_window_fire_once_in_the_first_drain(wat
 
 
 def test_a_time_window_ticks_during_the_codon_and_flushes_the_rest_at_completion(watched):
-    # Ticks every second from the load: the first holds codon.started; the reply (after 1.5 s)
-    # brings both token.usage events, and the codon ends before the next tick.
+    # Ticks every WINDOW_MS (3 s) from the load: the first holds codon.started; the reply
+    # (after PLAN_DELAY_MS, 4.5 s) brings both token.usage events, and the codon ends before
+    # the next tick.
     assert watched.prompts("window-live") == ["1 codon.started", "2 token.usage,token.usage"]
     ticked, flushed = [watched.index(lambda e, n=n: e["type"] == "sentinel.triggered"
                                      and e["data"]["sentinelId"] == "window-live"

@@ -194,7 +194,7 @@ class RecordingView(AttachView):
         super().handle(message)
 
 
-async def _until(condition, timeout=5.0):
+async def _until(condition, timeout=20.0):
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)

@@ -33,11 +33,12 @@ async def silent_client_lifetime(port: int, limit: float) -> float | None:
 def test_a_client_that_answers_no_ping_is_closed_within_the_idle_timeout(tmp_path: Path):
     async def scenario() -> float | None:
         async with bus_server(tmp_path, idle_timeout=1) as (_, server):
-            return await silent_client_lifetime(server.port, limit=5)
+            return await silent_client_lifetime(server.port, limit=20)
 
     lifetime = run(scenario())
 
-    assert lifetime is not None and lifetime < 3
+    # About 1-2 s; the bound has room for a loaded machine (CI runs two tox envs at once).
+    assert lifetime is not None and lifetime < 10
 
 
 def test_without_an_idle_timeout_a_silent_client_is_kept(tmp_path: Path):
@@ -54,7 +55,7 @@ def test_a_client_that_answers_pings_stays_connected_past_the_idle_timeout(tmp_p
             ws, _ = await open_client(server.url, token="test-token-0123456789")
             await asyncio.sleep(2.5)
             pong = await ws.ping()
-            await asyncio.wait_for(pong, 2)
+            await asyncio.wait_for(pong, 10)
             await ws.close()
             return True
 

@@ -212,7 +212,7 @@ def test_bash_kills_processes_that_ignore_sigterm(toolbox: Toolbox) -> None:
     started = time.monotonic()
     text = error(toolbox, "bash", command="trap '' TERM; sleep 60 & echo $!; wait", timeout=0.5)
     assert process_gone(int(text.splitlines()[-1]))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # not the 60 s sleep (room for a loaded machine)
 
 
 def test_bash_ends_background_processes_when_the_command_finishes(toolbox: Toolbox) -> None:

@@ -184,14 +184,16 @@ def test_recorded_speed_waits_the_recorded_gaps(project):
 
 def test_recorded_gaps_are_capped(project, monkeypatch):
     project.write_hank([codon("a")])
-    project.record({"a": {"messages": 2, "delayMs": 300}})
+    project.record({"a": {"messages": 2, "delayMs": 1000}})
     source = project.export().path
     project.env["HANKWEAVE_REPLAY_MAX_DELAY_MS"] = "10"
 
     paced = project.replay(source, replay_speed="recorded")
 
     duration = next(e["data"]["duration"] for e in paced.events if e["type"] == "codon.completed")
-    assert duration < 250
+    # Not the recorded 2 s of gaps (the bound has room for a loaded machine: CI runs two tox
+    # envs at once).
+    assert duration < 1000
 
 
 def test_a_hank_for_a_real_model_records_with_fake_agents_at_its_prices(project, monkeypatch,

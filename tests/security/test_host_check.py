@@ -11,11 +11,11 @@ import base64
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +27,13 @@ FOREIGN = ["attacker.example", "attacker.example:{port}", "localhost.attacker.ex
 OWN = ["127.0.0.1:{port}", "localhost:{port}", "127.0.0.1", "LOCALHOST:{port}"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _lock_port(lock: Path) -> int | None:
+    """The run's server port from its lock: None until it serves (``"port": null``)."""
+    try:
+        port = json.loads(lock.read_text()).get("port")
+    except (OSError, ValueError):
+        return None  # not written yet, or written as we read it
+    return port if isinstance(port, int) else None
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +42,22 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     project = Project(tmp_path_factory.mktemp("host"))
     project.write_hank([codon("slow")])
     project.write_script({"slow": {"messages": 200, "delayMs": 300}})
-    port = free_port()
+    # `--port 0`: the OS's choice, read from the lock (a port probed free here could be taken
+    # before the run binds it: CI runs another tox env beside this one).
     process = subprocess.Popen(
         [sys.executable, "-m", "hankweave", "run", str(project.hank_dir), str(project.data),
-         "-e", str(project.exec_dir), "--headless", "--port", str(port)],
+         "-e", str(project.exec_dir), "--headless", "--port", "0"],
         cwd=project.root, env=project.env, stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lock = project.exec_dir / ".hankweave" / "runtime.lock"
     try:
         deadline = time.monotonic() + 60
+        port = _lock_port(lock)
+        while port is None:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the run's server never started (rc {process.poll()})")
+            time.sleep(0.1)
+            port = _lock_port(lock)
         while get(port, "/api/execution", f"127.0.0.1:{port}")[0] != 200:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"the run's server never answered (rc {process.poll()})")

@@ -484,18 +484,39 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
         if os.environ.get("HANKWEAVE_CELERY_REQUIRED") == "1":  # tox and CI: never skipped
             pytest.fail("redis-server is not on PATH: the queued resume needs a real broker")
         pytest.skip("redis-server is not on PATH: the queued resume needs a real broker")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(["redis-server", "--save", "", "--appendonly", "no", "--bind",
-                               "127.0.0.1", "--port", str(port), "--dir", str(tmp_path)],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    import redis
+
+    def serving(port: int, server: subprocess.Popen[bytes]) -> bool:
+        """Ours answers on the port: not another redis-server that took it first (CI runs
+        another tox env beside this one, with servers of its own on free ports)."""
+        client = redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=10)
+        try:
+            return int(client.info("server")["process_id"]) == server.pid
+        except (redis.ConnectionError, redis.TimeoutError):
+            return False
+        finally:
+            client.close()
+
+    for _ in range(5):  # a port taken between the probe and the server's bind: another one
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = subprocess.Popen(["redis-server", "--save", "", "--appendonly", "no", "--bind",
+                                   "127.0.0.1", "--port", str(port), "--dir", str(tmp_path)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_for("redis-server to answer", lambda server=server, port=port:
+                     server.poll() is not None or serving(port, server), timeout=60)
+        except AssertionError:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+            raise
+        if server.poll() is None:
+            break
+    else:
+        pytest.fail(f"redis-server could not serve on a free port (rc {server.poll()})")
     try:
-        def answers() -> bool:
-            with socket.socket() as sock:
-                return sock.connect_ex(("127.0.0.1", port)) == 0
-        wait_for("redis-server to listen", answers, timeout=10)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -41,6 +41,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def redis_serving(port: int, server: subprocess.Popen[bytes]) -> bool:
+    """Whether ``server``, a redis-server started on ``port``, answers there.  Another
+    redis-server that took the port first (CI runs another tox env beside this one, with
+    servers of its own on free ports) answers too, but is not ours: ours then ends."""
+    import redis
+
+    client = redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=10)
+    try:
+        return int(client.info("server")["process_id"]) == server.pid
+    except (redis.ConnectionError, redis.TimeoutError):
+        return False
+    finally:
+        client.close()
+
+
 def counted(attempt: dict[str, Any]) -> list[dict[str, Any]]:
     """The attempt scripted twice: FakeHarness counts the starts of a codon (in
     ``<script>.attempts.json``) only when it has more than one attempt."""

@@ -25,6 +25,7 @@ from celery_helpers import (
     completed_records,
     counted,
     free_port,
+    redis_serving,
     wait_for,
 )
 
@@ -184,36 +185,41 @@ class DurableRedis:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
         self.server: subprocess.Popen[bytes] | None = None
+        self.started = False
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        import redis
-
-        self.server = subprocess.Popen(
-            ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-             "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.folder),
-             "--logfile", str(self.folder / "redis.log")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        client = redis.Redis(port=self.port, socket_connect_timeout=1)
-        try:
-            wait_for(lambda: _answers(client), f"redis-server on port {self.port}", timeout=10)
-        finally:
-            client.close()
+        """Start the server: the first time on a free port (another one if that was taken
+        meanwhile: CI runs another tox env beside this one, with servers of its own), then
+        again on the same one."""
+        for _ in range(5):
+            self.server = server = subprocess.Popen(
+                ["redis-server", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                 "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.folder),
+                 "--logfile", str(self.folder / "redis.log")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            wait_for(lambda server=server: server.poll() is not None
+                     or redis_serving(self.port, server),
+                     f"redis-server on port {self.port}")
+            if server.poll() is None:
+                self.started = True
+                return
+            if self.started:
+                break  # a restart must be on the same port
+            self.port = free_port()
+        log = self.folder / "redis.log"
+        raise AssertionError(f"redis-server could not serve on port {self.port}"
+                             f" (rc {server.poll()}):\n"
+                             + (log.read_text() if log.exists() else ""))
 
     def stop(self) -> None:
         if self.server is not None and self.server.poll() is None:
             self.server.terminate()  # it writes its data on the way out
             self.server.wait(10)
-
-
-def _answers(client: object) -> bool:
-    import redis
-
-    try:
-        return bool(client.ping())  # type: ignore[attr-defined]
-    except redis.ConnectionError:
-        return False
 
 
 @pytest.fixture
@@ -250,12 +256,14 @@ def test_a_run_that_ends_while_redis_is_down_is_recorded_when_it_returns(
     broker.stop()
     wait_for(lambda: _run_ended(project, directory), "the run to end while Redis is down")
     ended = parse_iso(project.state(directory).runs[0].end_time or "").timestamp()
-    time.sleep(3)  # the ledger's write waits for Redis meanwhile
+    time.sleep(6)  # the ledger's write waits for Redis meanwhile
     broker.start()
 
     final = project.wait_status(directory, "completed")
-    # Recorded with the time the run ended, not the time Redis came back.
-    assert abs(parse_iso(final.finished_at or "").timestamp() - ended) < 1.5
+    # Recorded with the time the run ended, not the time Redis came back (6 s later; the
+    # worker reads its clock once the runtime has shut down, which a loaded machine slows:
+    # CI runs another tox env beside this one).
+    assert abs(parse_iso(final.finished_at or "").timestamp() - ended) < 3
     assert project.status_rows()[directory]["status"] == "completed"
     assert completed_records(project.state(directory)) == {"a": 1, "b": 1}
     assert project.attempts() == {"a": 1, "b": 1}

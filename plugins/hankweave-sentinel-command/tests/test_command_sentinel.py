@@ -273,7 +273,7 @@ def test_a_command_past_its_timeout_is_killed_with_its_children(root):
     with pytest.raises(SentinelError, match=r"timed out after 1s") as raised:
         fire(sentinel)
     assert not isinstance(raised.value, SentinelFatalError)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # not the 60 s sleep (room for a loaded machine)
     assert gone(int(pid_file.read_text()))
 
 

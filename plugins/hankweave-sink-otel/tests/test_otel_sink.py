@@ -253,8 +253,10 @@ def test_an_unreachable_collector_neither_slows_nor_fails_a_run(tmp_path: Path) 
     assert "Traceback" not in done.stderr + done.stdout
     server_log = (dead.root / "exec" / ".hankweave" / "logs" / "server.log").read_text()
     assert server_log.count("otel sink: dropping spans") == 1  # the first drop, once
-    # The end of the run waits for the collector at most closeTimeoutS (1 s) per exporter.
-    assert timings[dead] < timings[baseline] + 4.0
+    # The end of the run waits for the collector at most closeTimeoutS (1 s) per exporter; the
+    # bound has room for two runs' times to differ on a loaded machine (CI runs two tox envs at
+    # once), and stays below the sink's 10 s flush timeout.
+    assert timings[dead] < timings[baseline] + 7.0
 
 
 def test_the_collectors_credentials_appear_in_no_output(tmp_path: Path) -> None:

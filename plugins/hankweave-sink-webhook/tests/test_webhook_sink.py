@@ -274,7 +274,7 @@ def test_a_receiver_that_is_down_does_not_slow_handle(tmp_path: Path) -> None:
     closed = time.monotonic() - started
     # Generous bounds: 500 hand-offs take milliseconds; the close does not wait out retries.
     assert handled < 2.0
-    assert closed < sink.flush_timeout_s + 1.0
+    assert closed < sink.flush_timeout_s + 5.0  # (room for a loaded machine: CI runs two envs)
     assert sink.counts.delivered == 0 and sink.counts.lost == count
 
 
@@ -284,9 +284,10 @@ def test_a_full_queue_drops_the_oldest_waiting_messages(tmp_path: Path,
     sink.handle(run_started(tmp_path))
     receiver.hold.clear()  # the first message stays in flight
     sink.handle(approval_asked(seq=10, interruption="int-0"))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while receiver.arrived < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert receiver.arrived == 1, "the first message never reached the receiver"
     for number in range(1, 6):  # 5 more for a queue of 3: the 2 oldest waiting go
         sink.handle(approval_asked(seq=10 + number, interruption=f"int-{number}"))
     receiver.hold.set()
@@ -482,12 +483,14 @@ def test_the_documented_receiver_verifies_and_drops_repeats(tmp_path: Path) -> N
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         url = f"http://127.0.0.1:{port}/hook"
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until it listens
+        deadline = time.monotonic() + 60  # a Python start-up, on a loaded machine
+        while True:  # until it listens
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    f"the receiver never listened (rc {server.poll()})"
                 time.sleep(0.05)
         asked = approval_asked()
         for _ in range(2):  # the same delivery twice: a retry the receiver must drop
