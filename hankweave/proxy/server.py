@@ -58,6 +58,7 @@ log = logging.getLogger("hankweave.proxy")
 HOST = "127.0.0.1"
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """The Anthropic Messages API's own request limit."""
+# Hop-by-hop headers, and those the proxy sets itself (the host, the length, the encoding).
 _HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
     "trailers", "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"})
@@ -94,13 +95,20 @@ def upstreams_for(env: Mapping[str, str], anthropic_base_url: str | None,
                  "openai"))
 
 
-def provider_error(protocol: WireProtocol, status: int, kind: str, message: str
-                   ) -> dict[str, Any]:
-    """An error body as the provider would send it (``kind``: Anthropic's error type)."""
+def provider_error(protocol: WireProtocol, kind: str, message: str, *,
+                   code: str | None = None) -> dict[str, Any]:
+    """An error body as the provider would send it (``kind``: Anthropic's error type;
+    ``code``: OpenAI's error code)."""
     if protocol == "anthropic":
         return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"message": message, "type": kind, "param": None,
-                      "code": "budget_exceeded" if status == 400 else None}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _error(protocol: WireProtocol, status: int, kind: str, message: str) -> web.StreamResponse:
+    """The agent's answer when the proxy cannot relay its request."""
+    from aiohttp import web
+
+    return web.json_response(provider_error(protocol, kind, message), status=status)
 
 
 class ProxyLog:
@@ -133,6 +141,7 @@ class LlmProxy:
                  on_record: Callable[[ProxyRecord], object] | None = None,
                  port: int = 0, fallback_port: bool = True) -> None:
         self.upstreams = {upstream.name: upstream for upstream in upstreams}
+        self._targets = {upstream.name: _without_userinfo(upstream.url) for upstream in upstreams}
         self.gate = gate
         self.middleware = tuple(middleware)
         self.log = ProxyLog(log_path)
@@ -179,7 +188,7 @@ class LlmProxy:
                                      shutdown_timeout=_SHUTDOWN_TIMEOUT_S)
         await self._runner.setup()
         try:
-            await self._bind(web)
+            await self._bind()
         except BaseException:
             await self.stop()
             raise
@@ -190,7 +199,9 @@ class LlmProxy:
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=_CONNECT_TIMEOUT_S))
 
-    async def _bind(self, web: Any) -> None:
+    async def _bind(self) -> None:
+        from aiohttp import web
+
         assert self._runner is not None
         try:
             await web.TCPSite(self._runner, HOST, self._port).start()
@@ -261,10 +272,9 @@ class LlmProxy:
         try:
             body = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
         except TimeoutError:
-            return web.json_response(provider_error(
+            return _error(
                 upstream.protocol, 408, "request_too_slow",
-                f"hankweave proxy: the request body did not arrive within {BODY_TIMEOUT_S:g}s"),
-                status=408)
+                f"hankweave proxy: the request body did not arrive within {BODY_TIMEOUT_S:g}s")
         proxied = ProxyRequest(
             upstream=upstream.name, protocol=upstream.protocol, method=request.method,
             path=tail + (f"?{request.query_string}" if request.query_string else ""),
@@ -301,9 +311,7 @@ class LlmProxy:
             if response is not None and response.prepared:
                 raise
             record.status = 500
-            return web.json_response(provider_error(
-                upstream.protocol, 500, "api_error", f"hankweave proxy: {record.error}"),
-                status=500)
+            return _error(upstream.protocol, 500, "api_error", f"hankweave proxy: {record.error}")
         finally:
             record.duration_ms = _ms(began)
             await self._done(proxied, record)
@@ -325,10 +333,8 @@ class LlmProxy:
         # The raw path, not the decoded one: what reaches the upstream is what the agent sent.
         tail = request.raw_path.split("?", 1)[0][len(name) + 1:] or "/"
         if ".." in urllib.parse.unquote(tail).split("/"):
-            return web.json_response(provider_error(
-                upstream.protocol, 400, "invalid_request_error",
-                "hankweave proxy: a path with `..` would leave the upstream's base URL"),
-                status=400)
+            return _error(upstream.protocol, 400, "invalid_request_error",
+                          "hankweave proxy: a path with `..` would leave the upstream's base URL")
         return upstream, tail
 
     async def _decide(self, proxied: ProxyRequest, record: ProxyRecord
@@ -346,8 +352,9 @@ class LlmProxy:
         if refusal is None:
             return None, admission
         return ProxyReply(400, provider_error(
-            proxied.protocol, 400, "invalid_request_error",
-            f"hankweave: {refusal.message}; the request was not sent"),
+            proxied.protocol, "invalid_request_error",
+            f"hankweave: {refusal.message}; the request was not sent",
+            code="budget_exceeded" if refusal.reason == "budget" else None),
             headers={"x-hankweave-refused": refusal.reason}, reason=refusal.reason), admission
 
     async def _before(self, request: ProxyRequest) -> ProxyReply | None:
@@ -362,14 +369,13 @@ class LlmProxy:
                      admission: Admission, began: float) -> web.StreamResponse:
         import aiohttp
         import yarl
-        from aiohttp import web
 
         assert self._session is not None
         # Middleware may have added any name in any case: the proxy's own rules hold after.
         headers = {name.lower(): value for name, value in proxied.headers.items()
                    if name.lower() not in _HOP_BY_HOP}
         headers["accept-encoding"] = "identity"
-        url, gateway = _without_userinfo(upstream.url)
+        url, gateway = self._targets[upstream.name]
         if gateway is not None:  # the agent's own credential wins over a gateway's in the URL
             headers.setdefault("authorization", gateway)
         try:
@@ -380,9 +386,8 @@ class LlmProxy:
             shown = mask_url_credentials(f"{upstream.url} ({exc or type(exc).__name__})")
             record.status = 502
             record.error = f"upstream unreachable: {shown}"
-            return web.json_response(provider_error(
-                upstream.protocol, 502, "api_error", f"hankweave proxy: cannot reach {shown}"),
-                status=502)
+            return _error(upstream.protocol, 502, "api_error",
+                          f"hankweave proxy: cannot reach {shown}")
         async with upstream_response:
             # Lower-case names, as the request's: a middleware that sets a header replaces
             # the upstream's instead of sending it twice.

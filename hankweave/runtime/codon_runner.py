@@ -416,7 +416,7 @@ class CodonRunner:
         if budget is not None and budget.breach is None and self._interrupt is None:
             budget.check()  # a time limit reached between two messages
         breach = budget.breach if budget is not None else None
-        if breach is None:
+        if budget is None or breach is None:
             if self._interrupt is not None:
                 return Refusal("stopping", f"codon {self.codon_id} is stopping")
             return None
@@ -428,7 +428,7 @@ class CodonRunner:
         self._refused()
         # What the attempt has used by now (requests in flight at the breach have added to it).
         return Refusal("budget", dataclasses.replace(
-            breach, used=budget.used(breach.currency) if budget else breach.used).message)
+            breach, used=budget.used(breach.currency)).message)
 
     def _refused(self) -> None:
         """A request was refused at a ceiling: the agent should end its turn at the error
@@ -660,7 +660,7 @@ class CodonRunner:
         if self.budget is not None:
             breached = self.budget.add_usage(cost or 0.0, usage) is not None
             self.report_warnings()
-            if breached and not self.proxied:  # (through the proxy its next request is)
+            if breached and not self.proxied:  # through the proxy, its next request is held
                 self.interrupt("budget")
 
     def report_warnings(self) -> None:
